@@ -1,0 +1,1 @@
+"""ETT collector: OTLP in, ETT figures out."""

@@ -1,0 +1,214 @@
+"""Plain values of the ETT domain: spans in, segments and figures out (frozen dataclasses)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+AttrValue = str | bool | int | float | list[Any] | None
+
+
+class Category(StrEnum):
+    """What a second of wall time was: training on new data, waiting, or lost to a failure."""
+
+    PRODUCTIVE = "productive"
+    IDLE = "idle"
+    FAILURE = "failure"
+
+
+class SegmentKind(StrEnum):
+    """Which rule of ETT-SPEC section 3 produced a segment."""
+
+    STARTUP = "startup"
+    TRAINING = "training"
+    CUTOUT = "cutout"
+    UNSAVED = "unsaved"
+    SHUTDOWN = "shutdown"
+    RECOVERY_GAP = "recovery_gap"
+
+
+class JobState(StrEnum):
+    """The state of a job as the read API reports it."""
+
+    RUNNING = "running"
+    PRESUMED_DEAD = "presumed_dead"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span, with identity resolved (resource attributes merged, span ones win).
+
+    Times are unix seconds (floats). ``attributes`` holds the merged attributes.
+    """
+
+    trace_id: str
+    span_id: str
+    name: str
+    start: float
+    end: float
+    job_id: str
+    attempt: int
+    rank: int
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict)
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        """The attribute ``key``, or ``default``."""
+        return self.attributes.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """An interval of the job's wall time. Its seconds are split evenly between ``components``.
+
+    Productive segments have no components. Segments of a job never overlap and tile its wall time.
+    """
+
+    attempt: int
+    start: float
+    end: float
+    category: Category
+    kind: SegmentKind
+    components: tuple[str, ...] = ()
+
+    @property
+    def duration(self) -> float:
+        """Length in seconds."""
+        return self.end - self.start
+
+    def shares(self) -> dict[str, float]:
+        """Seconds per component (empty for productive segments)."""
+        if not self.components:
+            return {}
+        part = self.duration / len(self.components)
+        return {c: part for c in self.components}
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """What the collector knows of one attempt."""
+
+    attempt: int
+    alloc: float
+    first_batch: float | None
+    end: float
+    progress: float | None
+    end_reason: str | None
+    failed: bool
+    failure_cause: str | None
+    critical_rank: int | None
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAdvice:
+    """Young's checkpoint interval advice (ETT-SPEC section 3)."""
+
+    interval_s: float | None
+    optimal_interval_s: float | None
+    saving_s: float | None
+    mean_blocking_s: float | None
+    checkpoints: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """Every figure of one job (ETT-SPEC sections 3 and 5)."""
+
+    job_id: str
+    state: JobState
+    model: str | None
+    team: str | None
+    alloc: float
+    end: float
+    wall_s: float
+    productive_s: float
+    idle_s: float
+    failure_s: float
+    ett_pct: float
+    idle_pct: float
+    failure_pct: float
+    tts_s: float | None
+    ttr_s: tuple[float | None, ...]
+    failures: int
+    failure_causes: Mapping[str, int]
+    unsaved_s: float
+    expected_unsaved_s: float | None
+    at_risk_s: float
+    checkpoint_blocking_s: float
+    lost_by_component: Mapping[str, float]
+    checkpoint_advice: CheckpointAdvice
+    attempts: tuple[AttemptSummary, ...]
+    segments: tuple[Segment, ...]
+    span_count: int
+    last_span_end: float
+
+    def to_dict(self, with_segments: bool = False) -> dict[str, Any]:
+        """The JSON object of the read API (ETT-SPEC section 5)."""
+        out: dict[str, Any] = {
+            "job_id": self.job_id,
+            "state": self.state.value,
+            "model": self.model,
+            "team": self.team,
+            "alloc": self.alloc,
+            "end": self.end,
+            "wall_s": self.wall_s,
+            "productive_s": self.productive_s,
+            "idle_s": self.idle_s,
+            "failure_s": self.failure_s,
+            "ett_pct": self.ett_pct,
+            "idle_pct": self.idle_pct,
+            "failure_pct": self.failure_pct,
+            "tts_s": self.tts_s,
+            "ttr_s": list(self.ttr_s),
+            "failures": self.failures,
+            "failure_causes": dict(self.failure_causes),
+            "unsaved_s": self.unsaved_s,
+            "expected_unsaved_s": self.expected_unsaved_s,
+            "at_risk_s": self.at_risk_s,
+            "checkpoint_blocking_s": self.checkpoint_blocking_s,
+            "lost_by_component": dict(self.lost_by_component),
+            "checkpoint_advice": {
+                "interval_s": self.checkpoint_advice.interval_s,
+                "optimal_interval_s": self.checkpoint_advice.optimal_interval_s,
+                "saving_s": self.checkpoint_advice.saving_s,
+                "mean_blocking_s": self.checkpoint_advice.mean_blocking_s,
+                "checkpoints": self.checkpoint_advice.checkpoints,
+            },
+            "attempts": [
+                {
+                    "attempt": a.attempt,
+                    "alloc": a.alloc,
+                    "first_batch": a.first_batch,
+                    "end": a.end,
+                    "progress": a.progress,
+                    "end_reason": a.end_reason,
+                    "failed": a.failed,
+                    "failure_cause": a.failure_cause,
+                    "critical_rank": a.critical_rank,
+                    "ranks": list(a.ranks),
+                }
+                for a in self.attempts
+            ],
+            "span_count": self.span_count,
+            "last_span_end": self.last_span_end,
+        }
+        if with_segments:
+            out["segments"] = [segment_to_dict(s) for s in self.segments]
+        return out
+
+
+def segment_to_dict(s: Segment) -> dict[str, Any]:
+    """The JSON object of one segment."""
+    return {
+        "attempt": s.attempt,
+        "start": s.start,
+        "end": s.end,
+        "duration_s": s.duration,
+        "category": s.category.value,
+        "kind": s.kind.value,
+        "components": list(s.components),
+    }

@@ -1,0 +1,1 @@
+"""ETT instrumentation: the library a PyTorch trainer imports to emit ETT spans."""

@@ -1,0 +1,271 @@
+"""The ETT span vocabulary (ETT-SPEC section 2, semantic conventions v1).
+
+This module is the only place in the project that spells an ``ett.`` wire string. The collector,
+the trainer, the dashboards and the tests import these names. Standard library only.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+SCHEMA_VERSION: Final = "1"
+"""Version of these semantic conventions."""
+
+NAMESPACE: Final = "ett."
+"""Prefix of every ETT span name and attribute key."""
+
+# --- resource attributes (may be repeated as span attributes; span attributes win) ----------
+
+JOB_ID: Final = "ett.job.id"
+"""str, required. One logical training run; it lives across restarts."""
+
+ATTEMPT: Final = "ett.attempt"
+"""int, required. The incarnation of the job: 0 first, +1 per restart. Also a span name."""
+
+RANK: Final = "ett.rank"
+"""int, required. The trainer process of the attempt."""
+
+WORLD_SIZE: Final = "ett.world_size"
+"""int. Number of ranks of the attempt."""
+
+MODEL: Final = "ett.model"
+"""str. The model family, used for regression baselines."""
+
+TEAM: Final = "ett.team"
+"""str. The owning team."""
+
+SERVICE_NAME: Final = "service.name"
+"""str. OpenTelemetry's service name of the emitting process."""
+
+HOST_NAME: Final = "host.name"
+"""str. OpenTelemetry's host name of the emitting process."""
+
+REQUIRED_IDENTITY: Final = (JOB_ID, ATTEMPT, RANK)
+"""Attributes every span needs (as resource or span attribute) to be accepted."""
+
+# --- span names --------------------------------------------------------------------------------
+
+SPAN_ATTEMPT: Final = "ett.attempt"
+"""The whole attempt on one rank, from allocation (``ETT_ALLOCATED_AT``) to exit."""
+
+SPAN_STARTUP_PREFIX: Final = "ett.startup."
+"""Prefix of start-up phase spans: ``ett.startup.<phase>``."""
+
+SPAN_FIRST_BATCH: Final = "ett.first_batch"
+"""The rank consumed its first batch; the span ends at that instant."""
+
+SPAN_TRAIN_WINDOW: Final = "ett.train.window"
+"""Training progress, one span per window and one at exit; also the liveness heartbeat."""
+
+SPAN_CHECKPOINT_SAVE: Final = "ett.checkpoint.save"
+"""The part of a checkpoint save that blocks the training loop."""
+
+SPAN_CHECKPOINT_PERSIST: Final = "ett.checkpoint.persist"
+"""Background part of an async save; ends when the checkpoint is durable (committed)."""
+
+SPAN_COMPILE: Final = "ett.compile"
+"""PT2 compilation, in start-up or mid-training (recompile)."""
+
+SPAN_EVAL: Final = "ett.eval"
+"""Evaluation inside the training loop."""
+
+SPAN_PUBLISH: Final = "ett.publish"
+"""Model publishing; blocks training on the trainer, not in a standalone job."""
+
+SPAN_FAILURE: Final = "ett.failure"
+"""Zero-length span at the moment a failure is seen."""
+
+
+def startup_span_name(phase: str) -> str:
+    """The span name of start-up phase ``phase`` (``ett.startup.<phase>``)."""
+    return SPAN_STARTUP_PREFIX + phase
+
+
+def startup_phase(span_name: str) -> str | None:
+    """The phase of a start-up span name, or None when the name is not a start-up span."""
+    if span_name.startswith(SPAN_STARTUP_PREFIX) and len(span_name) > len(SPAN_STARTUP_PREFIX):
+        return span_name[len(SPAN_STARTUP_PREFIX) :]
+    return None
+
+
+# --- span attributes -----------------------------------------------------------------------------
+
+ATTEMPT_END_REASON: Final = "ett.attempt.end_reason"
+"""On ``ett.attempt``: one of :class:`EndReasonValues`."""
+
+FAILURE_CAUSE: Final = "ett.failure.cause"
+"""On ``ett.attempt`` (when not completed) and ``ett.failure``: one of :class:`FailureCauseValues`."""
+
+COMPONENT: Final = "ett.component"
+"""On start-up phases: the owner charged for the phase (:class:`ComponentValues`)."""
+
+STEP: Final = "ett.step"
+"""int. On ``ett.first_batch``: the global step resumed at; on ``ett.failure``: the failing step."""
+
+STEP_FIRST: Final = "ett.step.first"
+"""int. On ``ett.train.window``: first step of the window."""
+
+STEP_LAST: Final = "ett.step.last"
+"""int. On ``ett.train.window``: last step of the window."""
+
+SAMPLES: Final = "ett.samples"
+"""int. On ``ett.train.window``: samples consumed in the window."""
+
+CHECKPOINT_STEP: Final = "ett.checkpoint.step"
+"""int. On checkpoint save, persist and the ``checkpoint_load`` phase: the checkpoint's step."""
+
+CHECKPOINT_MODE: Final = "ett.checkpoint.mode"
+"""On ``ett.checkpoint.save``: one of :class:`CheckpointModeValues`."""
+
+CHECKPOINT_BYTES: Final = "ett.checkpoint.bytes"
+"""int. On ``ett.checkpoint.save``: size of the checkpoint."""
+
+COMPILE_CACHE: Final = "ett.compile.cache"
+"""On ``ett.compile``: one of :class:`CompileCacheValues`."""
+
+COMPILE_FRAMES: Final = "ett.compile.frames"
+"""int. On ``ett.compile``: frames compiled."""
+
+PUBLISH_STANDALONE: Final = "ett.publish.standalone"
+"""bool. On ``ett.publish``: true when publishing runs as its own job (does not block training)."""
+
+ERROR_TYPE: Final = "error.type"
+"""OpenTelemetry's error type, on ``ett.failure``."""
+
+TELEMETRY_DROPPED_SPANS: Final = "ett.telemetry.dropped_spans"
+"""int. Extension: on ``ett.train.window`` and ``ett.attempt``, spans the exporter queue dropped."""
+
+
+# --- enumerated values ---------------------------------------------------------------------------
+
+
+class EndReasonValues(StrEnum):
+    """Values of ``ett.attempt.end_reason``."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    PREEMPTED = "preempted"
+
+
+class FailureCauseValues(StrEnum):
+    """Values of ``ett.failure.cause``. ``killed`` is inferred by the collector."""
+
+    EXCEPTION = "exception"
+    OOM = "oom"
+    NCCL_TIMEOUT = "nccl_timeout"
+    HARDWARE = "hardware"
+    PREEMPTION = "preemption"
+    KILLED = "killed"
+    UNKNOWN = "unknown"
+
+
+class CheckpointModeValues(StrEnum):
+    """Values of ``ett.checkpoint.mode``."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+class CompileCacheValues(StrEnum):
+    """Values of ``ett.compile.cache``."""
+
+    HIT = "hit"
+    MISS = "miss"
+    PARTIAL = "partial"
+    OFF = "off"
+
+
+class ComponentValues(StrEnum):
+    """The owners a lost second is charged to."""
+
+    SCHEDULER = "scheduler"
+    COMMS = "comms"
+    MODEL = "model"
+    SHARDING = "sharding"
+    CHECKPOINT = "checkpoint"
+    COMPILE = "compile"
+    DATA = "data"
+    EVAL = "eval"
+    PUBLISH = "publish"
+    FAILURE = "failure"
+    OTHER = "other"
+
+
+class StartupPhaseValues(StrEnum):
+    """The named start-up phases. Other phase names are allowed (component ``other``)."""
+
+    SCHEDULING = "scheduling"
+    PG_INIT = "pg_init"
+    MODEL_INIT = "model_init"
+    SHARDING_PLAN = "sharding_plan"
+    CHECKPOINT_LOAD = "checkpoint_load"
+    COMPILE = "compile"
+    DATALOADER_INIT = "dataloader_init"
+
+
+PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
+    StartupPhaseValues.SCHEDULING: ComponentValues.SCHEDULER,
+    StartupPhaseValues.PG_INIT: ComponentValues.COMMS,
+    StartupPhaseValues.MODEL_INIT: ComponentValues.MODEL,
+    StartupPhaseValues.SHARDING_PLAN: ComponentValues.SHARDING,
+    StartupPhaseValues.CHECKPOINT_LOAD: ComponentValues.CHECKPOINT,
+    StartupPhaseValues.COMPILE: ComponentValues.COMPILE,
+    StartupPhaseValues.DATALOADER_INIT: ComponentValues.DATA,
+}
+"""Default component of each named start-up phase."""
+
+
+def default_component(phase: str) -> str:
+    """The component a start-up phase is charged to when its span names none."""
+    return PHASE_DEFAULT_COMPONENT.get(phase, ComponentValues.OTHER).value
+
+
+KNOWN_SPAN_NAMES: Final = frozenset(
+    {
+        SPAN_ATTEMPT,
+        SPAN_FIRST_BATCH,
+        SPAN_TRAIN_WINDOW,
+        SPAN_CHECKPOINT_SAVE,
+        SPAN_CHECKPOINT_PERSIST,
+        SPAN_COMPILE,
+        SPAN_EVAL,
+        SPAN_PUBLISH,
+        SPAN_FAILURE,
+    }
+)
+"""Every fixed span name (start-up spans are recognised by :func:`startup_phase`)."""
+
+KNOWN_ATTRIBUTES: Final = frozenset(
+    {
+        JOB_ID,
+        ATTEMPT,
+        RANK,
+        WORLD_SIZE,
+        MODEL,
+        TEAM,
+        SERVICE_NAME,
+        HOST_NAME,
+        ATTEMPT_END_REASON,
+        FAILURE_CAUSE,
+        COMPONENT,
+        STEP,
+        STEP_FIRST,
+        STEP_LAST,
+        SAMPLES,
+        CHECKPOINT_STEP,
+        CHECKPOINT_MODE,
+        CHECKPOINT_BYTES,
+        COMPILE_CACHE,
+        COMPILE_FRAMES,
+        PUBLISH_STANDALONE,
+        ERROR_TYPE,
+        TELEMETRY_DROPPED_SPANS,
+    }
+)
+"""Every attribute key of the vocabulary; others under ``ett.`` are kept and counted as unknown."""
+
+
+def is_known_span_name(name: str) -> bool:
+    """True for a span name of the vocabulary (including any ``ett.startup.<phase>``)."""
+    return name in KNOWN_SPAN_NAMES or startup_phase(name) is not None
