@@ -1,0 +1,51 @@
+"""The ETT math: spans in, segments and figures out. Pure functions over frozen dataclasses."""
+
+from ._figures import (
+    DEFAULT_WINDOW_S,
+    checkpoint_advice,
+    checkpoint_loss,
+    failure_cause,
+    is_failed,
+    job_state,
+    lost_by_component,
+    summarize,
+    tts,
+    ttr,
+    young_interval,
+)
+from ._sweep import sweep
+from .model import (
+    AttemptSummary,
+    Category,
+    CheckpointAdvice,
+    JobState,
+    JobSummary,
+    Segment,
+    SegmentKind,
+    SpanRecord,
+    segment_to_dict,
+)
+
+__all__ = [
+    "DEFAULT_WINDOW_S",
+    "AttemptSummary",
+    "Category",
+    "CheckpointAdvice",
+    "JobState",
+    "JobSummary",
+    "Segment",
+    "SegmentKind",
+    "SpanRecord",
+    "checkpoint_advice",
+    "checkpoint_loss",
+    "failure_cause",
+    "is_failed",
+    "job_state",
+    "lost_by_component",
+    "segment_to_dict",
+    "summarize",
+    "sweep",
+    "tts",
+    "ttr",
+    "young_interval",
+]

@@ -1,0 +1,89 @@
+"""ETT-SPEC section 4, the public worked example, figure by figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.domain import Category, JobState, SegmentKind, summarize
+from collector.domain.examples import worked_example
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return summarize(worked_example(), now=10_000.0)
+
+
+def test_figures(summary) -> None:
+    assert summary.state == JobState.COMPLETED
+    assert summary.wall_s == pytest.approx(500)
+    assert summary.productive_s == pytest.approx(300)
+    assert summary.idle_s == pytest.approx(70)
+    assert summary.failure_s == pytest.approx(130)
+    assert summary.ett_pct == pytest.approx(60)
+    assert summary.idle_pct == pytest.approx(14)
+    assert summary.failure_pct == pytest.approx(26)
+    assert summary.tts_s == pytest.approx(50)
+    assert summary.ttr_s == (pytest.approx(100),)
+    assert summary.failures == 1
+    assert dict(summary.failure_causes) == {"killed": 1}
+    assert summary.unsaved_s == pytest.approx(30)
+    assert summary.checkpoint_blocking_s == pytest.approx(20)
+
+
+def test_startup_attribution(summary) -> None:
+    startup0 = [s for s in summary.segments if s.attempt == 0 and s.kind == SegmentKind.STARTUP]
+    per: dict[str, float] = {}
+    for s in startup0:
+        assert s.category == Category.IDLE
+        for c, v in s.shares().items():
+            per[c] = per.get(c, 0) + v
+    assert per == pytest.approx({"comms": 10, "model": 15, "compile": 15, "other": 10})
+    startup1 = [s for s in summary.segments if s.attempt == 1 and s.kind == SegmentKind.STARTUP]
+    assert {s.category for s in startup1} == {Category.FAILURE}
+    per1: dict[str, float] = {}
+    for s in startup1:
+        for c, v in s.shares().items():
+            per1[c] = per1.get(c, 0) + v
+    assert per1 == pytest.approx({"checkpoint": 20, "other": 20})
+
+
+def test_gap_and_lost_by_component(summary) -> None:
+    gaps = [s for s in summary.segments if s.kind == SegmentKind.RECOVERY_GAP]
+    assert [(g.start, g.end, g.components) for g in gaps] == [(300, 360, ("scheduler",))]
+    assert dict(summary.lost_by_component) == pytest.approx(
+        {
+            "scheduler": 60,
+            "checkpoint": 40,
+            "failure": 30,
+            "other": 30,
+            "model": 15,
+            "compile": 15,
+            "comms": 10,
+        }
+    )
+
+
+def test_attempts(summary) -> None:
+    a0, a1 = summary.attempts
+    assert (a0.alloc, a0.first_batch, a0.end, a0.end_reason, a0.failed) == (0, 50, 300, None, True)
+    assert a0.failure_cause == "killed"
+    assert (a1.alloc, a1.first_batch, a1.end, a1.end_reason, a1.failed) == (
+        360, 400, 500, "completed", False,
+    )
+    assert a1.critical_rank == 0
+
+
+def test_checkpoint_advice(summary) -> None:
+    advice = summary.checkpoint_advice
+    # B = 10 s per checkpoint; T = clean training time 230 + 100; F = 1
+    assert advice.mean_blocking_s == pytest.approx(10)
+    assert advice.interval_s == pytest.approx(100)
+    assert advice.optimal_interval_s == pytest.approx((2 * 10 * 330 / 1) ** 0.5)
+    assert advice.saving_s is not None and advice.saving_s >= 0
+
+
+def test_segments_tile_wall(summary) -> None:
+    segs = summary.segments
+    assert segs[0].start == 0 and segs[-1].end == 500
+    for a, b in zip(segs, segs[1:]):
+        assert a.end == b.start
