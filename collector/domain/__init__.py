@@ -9,8 +9,8 @@ from ._figures import (
     job_state,
     lost_by_component,
     summarize,
-    tts,
     ttr,
+    tts,
     young_interval,
 )
 from ._sweep import sweep
@@ -45,7 +45,7 @@ __all__ = [
     "segment_to_dict",
     "summarize",
     "sweep",
-    "tts",
     "ttr",
+    "tts",
     "young_interval",
 ]

@@ -38,9 +38,7 @@ def alloc_of(spans: Sequence[SpanRecord]) -> float:
     An attempt with neither (its start-up spans were lost) falls back to its earliest span start.
     """
     starts = [
-        s.start
-        for s in spans
-        if s.name == sc.SPAN_ATTEMPT or sc.startup_phase(s.name) is not None
+        s.start for s in spans if s.name == sc.SPAN_ATTEMPT or sc.startup_phase(s.name) is not None
     ]
     return min(starts) if starts else min(s.start for s in spans)
 

@@ -68,13 +68,13 @@ def failure_cause(facts: AttemptFacts) -> str:
 
 
 def tts(attempts: Sequence[AttemptFacts]) -> float | None:
-    """``TTS = first(0) − alloc(0)``; None when attempt 0 never trained."""
+    """``TTS = first(0) - alloc(0)``; None when attempt 0 never trained."""
     first = attempts[0]
     return None if first.first is None else first.first - first.alloc
 
 
 def ttr(attempts: Sequence[AttemptFacts], failed: Sequence[bool]) -> list[float | None]:
-    """``TTR(a) = first(a+1) − end(a)`` for each failed ``a`` (None where ``a+1`` never trained
+    """``TTR(a) = first(a+1) - end(a)`` for each failed ``a`` (None where ``a+1`` never trained
     or has not started)."""
     out: list[float | None] = []
     for i, a in enumerate(attempts):
@@ -170,12 +170,18 @@ def summarize(
     for i, f in enumerate(facts):
         live = i == n - 1 and state in (JobState.RUNNING, JobState.PRESUMED_DEAD)
         end = max(now, f.end) if live and state == JobState.RUNNING else f.end
-        progress = None if f.first is None else (end if live and state == JobState.RUNNING else f.progress)
+        progress = (
+            None if f.first is None else (end if live and state == JobState.RUNNING else f.progress)
+        )
         lo = max(f.alloc, cursor)
         if i > 0 and lo > cursor:
             segments.append(
                 Segment(
-                    f.attempt, cursor, lo, Category.FAILURE, SegmentKind.RECOVERY_GAP,
+                    f.attempt,
+                    cursor,
+                    lo,
+                    Category.FAILURE,
+                    SegmentKind.RECOVERY_GAP,
                     (sc.ComponentValues.SCHEDULER.value,),
                 )
             )
@@ -203,15 +209,31 @@ def summarize(
         cause = failure_cause(f) if failed[i] else None
         summaries.append(
             AttemptSummary(
-                attempt=f.attempt, alloc=f.alloc, first_batch=f.first, end=f.end,
-                progress=f.progress, end_reason=f.end_reason, failed=failed[i],
-                failure_cause=cause, critical_rank=critical, ranks=f.ranks,
+                attempt=f.attempt,
+                alloc=f.alloc,
+                first_batch=f.first,
+                end=f.end,
+                progress=f.progress,
+                end_reason=f.end_reason,
+                failed=failed[i],
+                failure_cause=cause,
+                critical_rank=critical,
+                ranks=f.ranks,
             )
         )
         cursor = hi
     return _compose(
-        spans, facts, state, failed, summaries, segments, at_risk, clean,
-        checkpoints_count, intervals, cursor,
+        spans,
+        facts,
+        state,
+        failed,
+        summaries,
+        segments,
+        at_risk,
+        clean,
+        checkpoints_count,
+        intervals,
+        cursor,
     )
 
 
@@ -244,18 +266,31 @@ def _compose(
     unsaved = sum(s.duration for s in segments if s.kind == SegmentKind.UNSAVED)
     expected = n_failed * advice.interval_s / 2.0 if advice.interval_s is not None else None
     return JobSummary(
-        job_id=spans[0].job_id, state=state,
-        model=_first_str(spans, sc.MODEL), team=_first_str(spans, sc.TEAM),
-        alloc=alloc, end=end, wall_s=wall,
-        productive_s=productive, idle_s=idle, failure_s=failure,
-        ett_pct=pct(productive, wall), idle_pct=pct(idle, wall), failure_pct=pct(failure, wall),
-        tts_s=tts(facts), ttr_s=tuple(ttr(facts, failed)),
-        failures=n_failed, failure_causes=causes,
-        unsaved_s=unsaved, expected_unsaved_s=expected, at_risk_s=at_risk,
+        job_id=spans[0].job_id,
+        state=state,
+        model=_first_str(spans, sc.MODEL),
+        team=_first_str(spans, sc.TEAM),
+        alloc=alloc,
+        end=end,
+        wall_s=wall,
+        productive_s=productive,
+        idle_s=idle,
+        failure_s=failure,
+        ett_pct=pct(productive, wall),
+        idle_pct=pct(idle, wall),
+        failure_pct=pct(failure, wall),
+        tts_s=tts(facts),
+        ttr_s=tuple(ttr(facts, failed)),
+        failures=n_failed,
+        failure_causes=causes,
+        unsaved_s=unsaved,
+        expected_unsaved_s=expected,
+        at_risk_s=at_risk,
         checkpoint_blocking_s=blocking,
         lost_by_component=lost_by_component(segments),
         checkpoint_advice=advice,
-        attempts=tuple(summaries), segments=tuple(segments),
-        span_count=len(spans), last_span_end=max(s.end for s in spans),
+        attempts=tuple(summaries),
+        segments=tuple(segments),
+        span_count=len(spans),
+        last_span_end=max(s.end for s in spans),
     )
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -120,7 +121,9 @@ def checkpoints_of(spans: Sequence[SpanRecord]) -> list[Checkpoint]:
 
 def last_committed_snapshot(checkpoints: Iterable[Checkpoint], end: float) -> float | None:
     """Snapshot instant of the last checkpoint committed by ``end`` (None: no committed one)."""
-    snaps = [c.snapshot for c in checkpoints if c.committed_at is not None and c.committed_at <= end]
+    snaps = [
+        c.snapshot for c in checkpoints if c.committed_at is not None and c.committed_at <= end
+    ]
     return max(snaps) if snaps else None
 
 
@@ -182,7 +185,7 @@ def training_segments(
             at_risk += b - a
         segments.append(Segment(attempt, a, b, Category.PRODUCTIVE, SegmentKind.TRAINING))
     snaps = sorted(c.snapshot for c in checkpoints if lo <= c.snapshot < hi)
-    intervals = [_clean_between(pieces, x, y) for x, y in zip(snaps, snaps[1:], strict=False)]
+    intervals = [_clean_between(pieces, x, y) for x, y in itertools.pairwise(snaps)]
     in_training = sum(1 for c in checkpoints if c.block_end > lo and c.block_start < hi)
     return TrainingResult(segments, at_risk, clean, in_training, intervals)
 
@@ -196,9 +199,7 @@ def shutdown_segments(
         return []
     if failed:
         return [Segment(attempt, lo, hi, Category.FAILURE, SegmentKind.SHUTDOWN, (_FAILURE,))]
-    intervals = [
-        (s.start, s.end, _CHECKPOINT) for s in spans if s.name == sc.SPAN_CHECKPOINT_SAVE
-    ]
+    intervals = [(s.start, s.end, _CHECKPOINT) for s in spans if s.name == sc.SPAN_CHECKPOINT_SAVE]
     intervals += _cutouts(spans, [])
     return [
         Segment(attempt, a, b, Category.IDLE, SegmentKind.SHUTDOWN, labels or (_OTHER,))

@@ -73,7 +73,10 @@ def worked_example(
     b.add(sc.SPAN_FIRST_BATCH, 399, 400, 1, {sc.STEP: 200})
     b.windows(1, 400, 500)
     b.add(
-        sc.SPAN_ATTEMPT, 360, 500, 1,
+        sc.SPAN_ATTEMPT,
+        360,
+        500,
+        1,
         {sc.ATTEMPT_END_REASON: sc.EndReasonValues.COMPLETED.value},
     )
     return b.spans

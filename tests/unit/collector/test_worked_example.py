@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from collector.domain import Category, JobState, SegmentKind, summarize
@@ -68,7 +70,11 @@ def test_attempts(summary) -> None:
     assert (a0.alloc, a0.first_batch, a0.end, a0.end_reason, a0.failed) == (0, 50, 300, None, True)
     assert a0.failure_cause == "killed"
     assert (a1.alloc, a1.first_batch, a1.end, a1.end_reason, a1.failed) == (
-        360, 400, 500, "completed", False,
+        360,
+        400,
+        500,
+        "completed",
+        False,
     )
     assert a1.critical_rank == 0
 
@@ -85,5 +91,5 @@ def test_checkpoint_advice(summary) -> None:
 def test_segments_tile_wall(summary) -> None:
     segs = summary.segments
     assert segs[0].start == 0 and segs[-1].end == 500
-    for a, b in zip(segs, segs[1:]):
+    for a, b in itertools.pairwise(segs):
         assert a.end == b.start

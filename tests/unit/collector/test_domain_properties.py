@@ -1,0 +1,124 @@
+"""Property tests of the ETT invariants over random jobs (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from domain_builders import attempt_end, first_batch, persist, phase, save, span, window
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collector.domain import Category, summarize
+from instrument import semconv as sc
+
+PHASES = ["pg_init", "model_init", "sharding_plan", "checkpoint_load", "compile", "warmup"]
+REASONS = [None, "completed", "failed", "preempted"]
+
+
+@st.composite
+def attempt_spans(draw, attempt: int, t0: float):
+    spans = []
+    ranks = draw(st.integers(1, 3))
+    trained = draw(st.booleans())
+    t_first = t0 + draw(st.floats(0, 50))
+    t_end = t_first + draw(st.floats(0, 200))
+    for rank in range(ranks):
+        skew = draw(st.floats(-2, 2))
+        for _ in range(draw(st.integers(0, 3))):
+            a = t0 + draw(st.floats(0, 60))
+            spans.append(
+                phase(
+                    draw(st.sampled_from(PHASES)),
+                    a,
+                    a + draw(st.floats(0, 30)),
+                    attempt=attempt,
+                    rank=rank,
+                )
+            )
+        if trained:
+            fb = t_first + skew + draw(st.floats(0, 5))
+            spans.append(first_batch(fb, attempt=attempt, rank=rank))
+            t = fb
+            while t < t_end:
+                nxt = t + draw(st.floats(1, 40))
+                spans.append(window(t, nxt, attempt=attempt, rank=rank))
+                t = nxt
+            for step in range(draw(st.integers(0, 3))):
+                a = draw(st.floats(t_first, t_end + 1))
+                mode = draw(st.sampled_from(["sync", "async"]))
+                spans.append(
+                    save(step, a, a + draw(st.floats(0, 5)), mode, attempt=attempt, rank=rank)
+                )
+                if mode == "async" and draw(st.booleans()):
+                    spans.append(
+                        persist(step, a, a + draw(st.floats(0, 20)), attempt=attempt, rank=rank)
+                    )
+            for name in (sc.SPAN_EVAL, sc.SPAN_COMPILE, sc.SPAN_PUBLISH):
+                if draw(st.booleans()):
+                    a = draw(st.floats(t_first, t_end + 1))
+                    spans.append(
+                        span(name, a, a + draw(st.floats(0, 10)), attempt=attempt, rank=rank)
+                    )
+        reason = draw(st.sampled_from(REASONS))
+        if reason is not None:
+            spans.append(
+                attempt_end(t0, t_end + draw(st.floats(0, 10)), reason, attempt=attempt, rank=rank)
+            )
+        elif not spans:
+            spans.append(phase("pg_init", t0, t0 + 1, attempt=attempt, rank=rank))
+    return spans, t_end
+
+
+@st.composite
+def jobs(draw):
+    spans = []
+    t = 1000.0
+    for attempt in range(draw(st.integers(1, 3))):
+        part, t_end = draw(attempt_spans(attempt, t))
+        spans += part
+        t = t_end + draw(st.floats(-5, 60))
+    now = t + draw(st.floats(0, 100))
+    return spans, now
+
+
+@settings(max_examples=300, deadline=None)
+@given(jobs())
+def test_segments_tile_wall_time_and_ratios_sum_to_100(job) -> None:
+    spans, now = job
+    s = summarize(spans, now)
+    segs = s.segments
+    if s.wall_s == 0:
+        assert sum(seg.duration for seg in segs) == 0
+        return
+    assert segs[0].start == pytest.approx(s.alloc)
+    for seg in segs:
+        assert seg.end >= seg.start
+    for a, b in itertools.pairwise(segs):
+        assert a.end == pytest.approx(b.start), "segments never overlap and leave no gap"
+    assert segs[-1].end == pytest.approx(s.alloc + s.wall_s)
+    total = sum(seg.duration for seg in segs)
+    assert total == pytest.approx(s.wall_s, abs=1e-6)
+    assert s.productive_s + s.idle_s + s.failure_s == pytest.approx(s.wall_s, abs=1e-6)
+    for p in (s.ett_pct, s.idle_pct, s.failure_pct):
+        assert -1e-9 <= p <= 100 + 1e-9
+    if s.wall_s > 0:
+        assert s.ett_pct + s.idle_pct + s.failure_pct == pytest.approx(100)
+    lost = sum(s.lost_by_component.values())
+    assert lost == pytest.approx(s.idle_s + s.failure_s, abs=1e-6)
+    assert s.unsaved_s <= s.failure_s + 1e-6
+    for seg in segs:
+        if seg.category == Category.PRODUCTIVE:
+            assert seg.components == ()
+        else:
+            assert seg.components
+
+
+@settings(max_examples=100, deadline=None)
+@given(jobs(), st.randoms())
+def test_span_order_does_not_matter(job, rnd) -> None:
+    spans, now = job
+    shuffled = list(spans)
+    rnd.shuffle(shuffled)
+    a, b = summarize(spans, now), summarize(shuffled, now)
+    assert a.to_dict() == b.to_dict()
