@@ -1,0 +1,43 @@
+# The README's two commands: `make demo` and `make test`. Both set up everything they need.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+BASE_PYTHON ?= $(shell command -v python3.11 || command -v python3)
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup system-deps venv lint typecheck unit bench clean
+
+setup: system-deps venv
+
+system-deps:
+	@bash scripts/setup-system.sh
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml trainer/requirements.txt
+	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
+	@echo "installing Python dependencies into $(VENV) (pinned; torch comes from the local disk)"
+	$(PIP) install -e '.[instrument,collector,dev]'
+	bash scripts/install-trainer.sh $(PY)
+	@touch $@
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+test: setup lint typecheck
+	$(PY) -m pytest -m "not performance" $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m pytest -m performance -s tests/performance $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) scripts/demo.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .ett-demo

@@ -1,0 +1,175 @@
+"""Thin HTTP routes over the otlp, pipeline and query layers (Starlette)."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import otlp
+from ..metrics import CONTENT_TYPE, CollectorMetrics
+from ..pipeline import Pipeline
+from ..query import NotFound, Query, QueryError
+from ..settings import Settings
+
+Handler = Callable[[Request], Awaitable[Response]]
+_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message, "status": status}, status_code=status)
+
+
+def create_app(
+    settings: Settings, pipeline: Pipeline, metrics: CollectorMetrics | None = None
+) -> Starlette:
+    """The ASGI app. The pipeline's worker runs for the app's lifetime."""
+    query = Query(pipeline)
+    metrics = metrics or CollectorMetrics()
+    token = settings.token.encode() if settings.token else None
+
+    def authorized(request: Request) -> bool:
+        if token is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
+
+    def guarded(handler: Handler) -> Handler:
+        async def wrapper(request: Request) -> Response:
+            if not authorized(request):
+                return _error(401, "missing or wrong bearer token")
+            return await handler(request)
+
+        return wrapper
+
+    async def traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type")
+        as_json = otlp.response_content_type(ctype) == "application/json"
+        out_type = otlp.response_content_type(ctype)
+        if not authorized(request):
+            metrics.requests.labels("401").inc()
+            body = otlp.encode_status(_GRPC_CODE[401], "missing or wrong bearer token", as_json)
+            return Response(body, status_code=401, media_type=out_type)
+        try:
+            raw = await _read_limited(request, settings.max_body_bytes)
+            result = await run_in_threadpool(
+                _decode_and_ingest, raw, ctype, request.headers.get("content-encoding"),
+                settings.max_body_bytes, pipeline,
+            )
+        except otlp.OtlpError as exc:
+            metrics.requests.labels(str(exc.status)).inc()
+            body = otlp.encode_status(_GRPC_CODE.get(exc.status, 3), exc.message, as_json)
+            return Response(body, status_code=exc.status, media_type=out_type)
+        metrics.requests.labels("200").inc()
+        metrics.spans.labels("accepted").inc(len(result.records))
+        if result.rejected:
+            metrics.spans.labels("rejected").inc(result.rejected)
+        if result.unknown_span_names:
+            metrics.unknown_span_names.inc(result.unknown_span_names)
+        if result.unknown_attributes:
+            metrics.unknown_attributes.inc(result.unknown_attributes)
+        return Response(
+            otlp.encode_export_response(result, as_json), status_code=200, media_type=out_type
+        )
+
+    async def healthz(request: Request) -> Response:
+        counts = await run_in_threadpool(pipeline.store.span_counts)
+        return JSONResponse({"status": "ok", **counts})
+
+    async def metrics_route(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def jobs(request: Request) -> Response:
+        p = request.query_params
+        limit = _int_param(p.get("limit"), 1000)
+        if limit is None:
+            return _error(400, f"limit must be an integer; got {p.get('limit')!r}")
+        return await _answer(
+            query.jobs, p.get("state"), p.get("model"), p.get("team"), p.get("since"), limit
+        )
+
+    async def job(request: Request) -> Response:
+        return await _answer(query.job, request.path_params["job_id"])
+
+    async def segments(request: Request) -> Response:
+        return await _answer(query.segments, request.path_params["job_id"])
+
+    async def lost_time(request: Request) -> Response:
+        p = request.query_params
+        return await _answer(
+            query.lost_time, p.get("group_by", "component"), p.get("since"), p.get("until")
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        pipeline.start()
+        try:
+            yield
+        finally:
+            pipeline.stop()
+
+    routes = [
+        Route("/v1/traces", traces, methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/metrics", metrics_route),
+        Route("/api/v1/jobs", guarded(jobs)),
+        Route("/api/v1/jobs/{job_id:path}/segments", guarded(segments)),
+        Route("/api/v1/jobs/{job_id:path}", guarded(job)),
+        Route("/api/v1/lost-time", guarded(lost_time)),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.pipeline = pipeline
+    app.state.metrics = metrics
+    app.state.query = query
+    return app
+
+
+def _decode_and_ingest(
+    raw: bytes, ctype: str | None, encoding: str | None, max_bytes: int, pipeline: Pipeline
+) -> otlp.DecodeResult:
+    result = otlp.decode_traces(raw, ctype, encoding, max_bytes)
+    pipeline.ingest(result.records)
+    return result
+
+
+async def _read_limited(request: Request, max_bytes: int) -> bytes:
+    """The request body, refusing (413) as soon as it passes ``max_bytes``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise otlp.OtlpError(413, f"body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _int_param(value: str | None, default: int) -> int | None:
+    """An integer query parameter; None when it is not an integer."""
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+async def _answer(fn: Callable[..., Any], *args: Any) -> Response:
+    try:
+        data = await run_in_threadpool(fn, *args)
+    except NotFound as exc:
+        return _error(404, str(exc.args[0]))
+    except QueryError as exc:
+        return _error(400, str(exc))
+    return JSONResponse(data)

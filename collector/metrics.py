@@ -1,0 +1,55 @@
+"""Prometheus exposition of the collector itself, on its own registry.
+
+Names: ``ett_`` prefix, base units, ``_total`` for counters; no unbounded labels.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class CollectorMetrics:
+    """The collector's own counters and histograms."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "ett_ingest_requests",
+            "OTLP export requests by HTTP status code.",
+            ["code"],
+            registry=self.registry,
+        )
+        self.spans = Counter(
+            "ett_ingest_spans",
+            "Spans received, by outcome (accepted or rejected).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.unknown_span_names = Counter(
+            "ett_ingest_unknown_span_names",
+            "Accepted spans whose name is not in the ETT vocabulary (kept).",
+            registry=self.registry,
+        )
+        self.unknown_attributes = Counter(
+            "ett_ingest_unknown_attributes",
+            "Attributes under the ett. namespace that are not in the vocabulary (kept).",
+            registry=self.registry,
+        )
+        self.recompute_seconds = Histogram(
+            "ett_recompute_duration_seconds",
+            "Time to re-derive one job's segments and figures.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+            registry=self.registry,
+        )
+
+    def observe_recompute(self, job_id: str, seconds: float) -> None:
+        """Record one recompute (the job id is not a label: it is unbounded)."""
+        del job_id
+        self.recompute_seconds.observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

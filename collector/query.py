@@ -1,0 +1,103 @@
+"""The one query layer behind the CLI, the HTTP read API and the dashboards (ETT-SPEC section 5)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from .pipeline import Pipeline
+
+GROUP_BYS = ("component", "job", "model", "team")
+STATES = ("running", "presumed_dead", "completed", "failed")
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class QueryError(ValueError):
+    """A query the caller got wrong (the API answers 400, the CLI exits 2)."""
+
+
+class NotFound(LookupError):
+    """No such job."""
+
+
+def parse_instant(text: str | None, now: float) -> float | None:
+    """``7d``/``12h``/``30m`` (that long before ``now``), ISO 8601, or unix seconds; None if empty."""
+    if text is None or text.strip() == "":
+        return None
+    m = _RELATIVE.match(text)
+    if m:
+        return now - float(m.group(1)) * _UNIT_S[m.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise QueryError(
+            f"cannot read time {text!r}: use ISO 8601 (2026-11-29T08:00:00Z), unix seconds, "
+            "or a duration before now such as 7d, 12h, 30m"
+        ) from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+class Query:
+    """Read-side answers, always fresh with respect to acknowledged spans."""
+
+    def __init__(self, pipeline: Pipeline, clock: Callable[[], float] = time.time) -> None:
+        self.pipeline = pipeline
+        self.store = pipeline.store
+        self.clock = clock
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """One job's figures (every field of section 5)."""
+        self.pipeline.fresh(job_id)
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}")
+        return job
+
+    def segments(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's segments in time order (for timelines)."""
+        self.pipeline.fresh(job_id)
+        if self.store.get_job(job_id) is None:
+            raise NotFound(f"no job {job_id!r}")
+        return self.store.get_segments(job_id)
+
+    def jobs(
+        self,
+        state: str | None = None,
+        model: str | None = None,
+        team: str | None = None,
+        since: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        """Jobs, newest first, filtered by state, model, team and end time."""
+        if state is not None and state not in STATES:
+            raise QueryError(f"state must be one of {', '.join(STATES)}; got {state!r}")
+        if limit < 1:
+            raise QueryError("limit must be positive")
+        self.pipeline.recompute_dirty(limit=10_000)
+        return self.store.list_jobs(
+            state=state, model=model, team=team, since=parse_instant(since, self.clock()),
+            limit=limit,
+        )
+
+    def lost_time(
+        self, group_by: str = "component", since: str | None = None, until: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Idle and failure seconds in ``[since, until]`` grouped by ``group_by``, largest first."""
+        if group_by not in GROUP_BYS:
+            raise QueryError(f"group_by must be one of {', '.join(GROUP_BYS)}; got {group_by!r}")
+        now = self.clock()
+        lo, hi = parse_instant(since, now), parse_instant(until, now)
+        if lo is not None and hi is not None and hi < lo:
+            raise QueryError("until is before since")
+        self.pipeline.recompute_dirty(limit=10_000)
+        return self.store.lost_time(group_by, lo, hi)

@@ -1,0 +1,68 @@
+"""The collector's configuration in one place: typed, from ``ETT_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 4318
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """Bad configuration: the service refuses to start and says why."""
+
+
+def ett_home() -> Path:
+    """The data folder: ``ETT_HOME``, default ``~/.local/share/ett``."""
+    return Path(os.environ.get("ETT_HOME") or Path.home() / ".local" / "share" / "ett")
+
+
+def default_db_url() -> str:
+    """``ETT_DB_URL``, else the embedded SQLite file ``$ETT_HOME/ett.db``."""
+    env = os.environ.get("ETT_DB_URL")
+    if env:
+        return env
+    return f"sqlite:///{ett_home() / 'ett.db'}"
+
+
+def _float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
+    ``ETT_MAX_BODY_BYTES``, ``ETT_WINDOW_S`` (train window length; 3 silent windows presume an
+    attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed)."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    db_url: str = field(default_factory=default_db_url)
+    token: str | None = field(default_factory=lambda: os.environ.get("ETT_TOKEN") or None)
+    max_body_bytes: int = field(
+        default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    )
+    window_s: float = field(default_factory=lambda: _float_env("ETT_WINDOW_S", 10.0))
+    live_refresh_s: float = field(default_factory=lambda: _float_env("ETT_LIVE_REFRESH_S", 5.0))
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be in 1..65535, got {self.port}")
+        if not self.db_url.startswith(("sqlite", "postgresql")):
+            raise ConfigError(
+                f"unsupported database URL {self.db_url!r}: use sqlite:///PATH or "
+                "postgresql+psycopg://USER@HOST:PORT/DB"
+            )
+        if self.max_body_bytes < 1024:
+            raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
