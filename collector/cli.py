@@ -29,7 +29,7 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
         "--db",
         default=None,
         metavar="URL",
-        help="database URL (default: $ETT_DB_URL, else SQLite at $ETT_HOME/ett.db)",
+        help="database URL (default: $ETT_DB_URL, else SQLite at $ETT_HOME/collector.db)",
     )
 
 

@@ -20,11 +20,11 @@ def ett_home() -> Path:
 
 
 def default_db_url() -> str:
-    """``ETT_DB_URL``, else the embedded SQLite file ``$ETT_HOME/ett.db``."""
+    """``ETT_DB_URL``, else the embedded SQLite file ``$ETT_HOME/collector.db``."""
     env = os.environ.get("ETT_DB_URL")
     if env:
         return env
-    return f"sqlite:///{ett_home() / 'ett.db'}"
+    return f"sqlite:///{ett_home() / 'collector.db'}"
 
 
 def _float_env(name: str, default: float) -> float:

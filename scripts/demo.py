@@ -100,10 +100,10 @@ def main() -> int:
     global DB
     shutil.rmtree(HOME, ignore_errors=True)
     HOME.mkdir(parents=True)
-    DB = f"sqlite:///{HOME / 'ett.db'}"
+    DB = f"sqlite:///{HOME / 'collector.db'}"
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    _banner(f"1. the collector: ett serve on {url}, SQLite at {HOME / 'ett.db'}")
+    _banner(f"1. the collector: ett serve on {url}, SQLite at {HOME / 'collector.db'}")
     log = open(HOME / "collector.log", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", DB],

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-AttrValue = str | bool | int | float | list[Any] | None
+AttrValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
 class Category(StrEnum):

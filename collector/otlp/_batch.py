@@ -1,0 +1,182 @@
+"""Turning decoded spans into :class:`SpanRecord` values: identity, validation and counting.
+
+Both wire formats feed a :class:`SpanBatch`: once per resource (:meth:`SpanBatch.resource`),
+then once per span (:meth:`SpanBatch.add`). Identity follows ETT-SPEC section 2: resource
+attributes, overridden by span attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from collector.domain.model import SpanRecord
+from collector.otlp._result import DecodeResult
+from instrument import semconv
+
+_JOB_ID: Final = semconv.JOB_ID
+_ATTEMPT: Final = semconv.ATTEMPT
+_RANK: Final = semconv.RANK
+_NAMESPACE: Final = semconv.NAMESPACE
+_KNOWN_ATTRIBUTES: Final = semconv.KNOWN_ATTRIBUTES
+_MAX_PROBLEMS_SHOWN: Final = 3
+
+Attributes = dict[str, Any]
+"""Decoded attributes: str, bool, int, float, None, list (array) or dict (kvlist) values."""
+
+Identity = tuple[str, int, int] | str
+"""``(job_id, attempt, rank)``, or the reason the span has no valid identity."""
+
+
+def _index(value: Any) -> int | None:
+    """A non-negative int from an int attribute or a decimal string; None otherwise."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+def resolve_identity(attrs: Attributes) -> Identity:
+    """The span's ``(job_id, attempt, rank)`` from merged attributes, or why it has none."""
+    job_id = attrs.get(_JOB_ID)
+    if job_id is None:
+        return f"lacks {_JOB_ID}"
+    if not isinstance(job_id, str) or not job_id:
+        return f"has {_JOB_ID} {job_id!r}, not a non-empty string"
+    indexes: list[int] = []
+    for key in (_ATTEMPT, _RANK):
+        raw = attrs.get(key)
+        if raw is None:
+            return f"lacks {key}"
+        value = _index(raw)
+        if value is None:
+            return f"has {key} {raw!r}, not a non-negative integer"
+        indexes.append(value)
+    return job_id, indexes[0], indexes[1]
+
+
+def count_unknown(attrs: Attributes, skip: Attributes | None = None) -> int:
+    """How many keys of ``attrs`` (not in ``skip``) are under ``ett.`` but not in the vocabulary."""
+    if _KNOWN_ATTRIBUTES.issuperset(attrs):
+        return 0
+    n = 0
+    for key in attrs.keys() - _KNOWN_ATTRIBUTES:
+        if key.startswith(_NAMESPACE) and (skip is None or key not in skip):
+            n += 1
+    return n
+
+
+class ResourceContext:
+    """One resource's attributes, its identity and its count of unknown ``ett.`` keys."""
+
+    __slots__ = ("attrs", "identity", "unknown")
+
+    def __init__(self, attrs: Attributes) -> None:
+        self.attrs = attrs
+        self.identity = resolve_identity(attrs)
+        self.unknown = count_unknown(attrs)
+
+
+class SpanBatch:
+    """Accumulates the records of one request and the counts of :class:`DecodeResult`."""
+
+    __slots__ = (
+        "_known_names",
+        "problems",
+        "records",
+        "rejected",
+        "unknown_attrs",
+        "unknown_names",
+    )
+
+    def __init__(self) -> None:
+        self.records: list[SpanRecord] = []
+        self.rejected = 0
+        self.problems: list[str] = []
+        self.unknown_names = 0
+        self.unknown_attrs = 0
+        self._known_names: dict[str, bool] = {}
+
+    def resource(self, attrs: Attributes) -> ResourceContext:
+        """Start a resource: its attributes apply to the spans added with the returned context."""
+        return ResourceContext(attrs)
+
+    def add(
+        self,
+        res: ResourceContext,
+        trace_id: str,
+        span_id: str,
+        ids_ok: bool,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attrs: Attributes,
+    ) -> None:
+        """Validate one span and keep it as a record, or count it as rejected.
+
+        ``trace_id`` and ``span_id`` are lower-case hex; ``ids_ok`` says whether they are valid
+        (16 and 8 bytes, not all zero). ``attrs`` are the span's own attributes.
+        """
+        if attrs:
+            merged = {**res.attrs, **attrs}
+            if _JOB_ID in attrs or _ATTEMPT in attrs or _RANK in attrs:
+                identity = resolve_identity(merged)
+            else:
+                identity = res.identity
+        else:
+            merged = res.attrs.copy()
+            identity = res.identity
+        if not ids_ok:
+            self._reject(name, trace_id, span_id, "has an invalid trace id or span id")
+        elif start_ns <= 0:
+            self._reject(name, trace_id, span_id, "lacks a start time")
+        elif end_ns < start_ns:
+            self._reject(
+                name, trace_id, span_id, f"ends before it starts ({end_ns} < {start_ns} ns)"
+            )
+        elif isinstance(identity, str):
+            self._reject(name, trace_id, span_id, identity)
+        else:
+            job_id, attempt, rank = identity
+            known = self._known_names.get(name)
+            if known is None:
+                known = self._known_names[name] = semconv.is_known_span_name(name)
+            if not known:
+                self.unknown_names += 1
+            self.unknown_attrs += res.unknown
+            if attrs:
+                self.unknown_attrs += count_unknown(attrs, res.attrs)
+            self.records.append(
+                SpanRecord(
+                    trace_id,
+                    span_id,
+                    name,
+                    start_ns / 1e9,
+                    end_ns / 1e9,
+                    job_id,
+                    attempt,
+                    rank,
+                    merged,
+                )
+            )
+
+    def _reject(self, name: str, trace_id: str, span_id: str, reason: str) -> None:
+        self.rejected += 1
+        if len(self.problems) < _MAX_PROBLEMS_SHOWN:
+            self.problems.append(f"span {name!r} (trace {trace_id}, span {span_id}) {reason}")
+
+    def result(self) -> DecodeResult:
+        """The :class:`DecodeResult` of everything added."""
+        message = ""
+        if self.rejected:
+            noun = "span" if self.rejected == 1 else "spans"
+            message = f"{self.rejected} {noun} rejected: " + "; ".join(self.problems)
+            if self.rejected > len(self.problems):
+                message += "; ..."
+        return DecodeResult(
+            records=self.records,
+            rejected=self.rejected,
+            rejected_message=message,
+            unknown_span_names=self.unknown_names,
+            unknown_attributes=self.unknown_attrs,
+        )

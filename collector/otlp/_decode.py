@@ -1,0 +1,30 @@
+"""The entry point of the OTLP layer: an OTLP/HTTP trace export body in, span records out."""
+
+from __future__ import annotations
+
+from collector.otlp._batch import SpanBatch
+from collector.otlp._json import decode_json
+from collector.otlp._protobuf import decode_protobuf
+from collector.otlp._result import DecodeResult
+from collector.otlp._transport import read_body, request_is_json
+
+
+def decode_traces(
+    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
+) -> DecodeResult:
+    """Decode the body of ``POST /v1/traces`` into :class:`SpanRecord` values.
+
+    ``content_type`` picks the encoding (``application/x-protobuf`` or ``application/json``,
+    parameters allowed; anything else raises :class:`OtlpError` 415). ``content_encoding`` may be
+    gzip (inflated incrementally) or absent; others raise 415. A body over ``max_bytes`` before or
+    after decompression raises 413; a malformed one 400. Spans without a valid identity are
+    counted as rejected in the result, and the others are still returned.
+    """
+    as_json = request_is_json(content_type)
+    payload = read_body(body, content_encoding, max_bytes)
+    batch = SpanBatch()
+    if as_json:
+        decode_json(payload, batch)
+    else:
+        decode_protobuf(payload, batch)
+    return batch.result()

@@ -1,0 +1,155 @@
+"""Decoding the OTLP/HTTP protobuf encoding of ``ExportTraceServiceRequest``.
+
+For speed the body is parsed (by upb) with a *lazy view* of the OTLP schema: the same field
+numbers and wire types as ``opentelemetry/proto/trace/v1/trace.proto``, but only the fields the
+collector reads, and each attribute (``KeyValue``) kept as its raw bytes. Attributes repeat a lot
+across spans (same key, same value), so a raw ``KeyValue`` is decoded with the official message
+class only the first time it is seen and then served from a bounded cache. Fields the view does not
+name (events, links, status, scope, ...) are skipped by the parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, cast
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from collector.otlp._batch import Attributes, SpanBatch
+from collector.otlp._result import OtlpError
+
+_PACKAGE: Final = "ett_otlp_lazy"
+_F = descriptor_pb2.FieldDescriptorProto
+_BYTES: Final[int] = _F.TYPE_BYTES
+_STRING: Final[int] = _F.TYPE_STRING
+_FIXED64: Final[int] = _F.TYPE_FIXED64
+_MESSAGE: Final[int] = _F.TYPE_MESSAGE
+
+LAZY_SCHEMA: Final[dict[str, tuple[tuple[str, int, int, bool, str], ...]]] = {
+    # message: (field name, number, type, repeated, message type) -- numbers as in OTLP v1.
+    "ExportTraceServiceRequest": (("resource_spans", 1, _MESSAGE, True, "ResourceSpans"),),
+    "ResourceSpans": (
+        ("resource", 1, _MESSAGE, False, "Resource"),
+        ("scope_spans", 2, _MESSAGE, True, "ScopeSpans"),
+    ),
+    "Resource": (("attributes", 1, _BYTES, True, ""),),
+    "ScopeSpans": (("spans", 2, _MESSAGE, True, "Span"),),
+    "Span": (
+        ("trace_id", 1, _BYTES, False, ""),
+        ("span_id", 2, _BYTES, False, ""),
+        ("name", 5, _STRING, False, ""),
+        ("start_time_unix_nano", 7, _FIXED64, False, ""),
+        ("end_time_unix_nano", 8, _FIXED64, False, ""),
+        ("attributes", 9, _BYTES, True, ""),
+    ),
+}
+"""The lazy view of the OTLP trace schema (checked against the official one by contract tests)."""
+
+
+def _build_request_class() -> type[Message]:
+    file_proto = descriptor_pb2.FileDescriptorProto(
+        name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto3"
+    )
+    for message_name, fields in LAZY_SCHEMA.items():
+        message = file_proto.message_type.add(name=message_name)
+        for field_name, number, field_type, repeated, type_name in fields:
+            field = message.field.add(name=field_name, number=number, type=field_type)
+            field.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
+            if type_name:
+                field.type_name = f".{_PACKAGE}.{type_name}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
+    descriptor = pool.FindMessageTypeByName(f"{_PACKAGE}.ExportTraceServiceRequest")
+    return cast("type[Message]", message_factory.GetMessageClass(descriptor))
+
+
+LazyExportTraceServiceRequest: Final = _build_request_class()
+"""Message class of the lazy view of ``ExportTraceServiceRequest``."""
+
+_CACHE_LIMIT: Final = 8192
+_CACHE_MAX_ENTRY_BYTES: Final = 512
+_SCALARS: Final = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+_ZERO_TRACE_ID: Final = bytes(16)
+_ZERO_SPAN_ID: Final = bytes(8)
+
+
+def any_value(value: AnyValue) -> Any:
+    """The Python value of an OTLP ``AnyValue``: bytes as hex, arrays as lists, kvlists as dicts."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind in _SCALARS:
+        return getattr(value, kind)
+    if kind == "bytes_value":
+        return value.bytes_value.hex()
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+
+
+class _AttributeCache(dict[bytes, tuple[str, Any]]):
+    """Raw ``KeyValue`` bytes -> ``(key, value)``; a miss decodes it (``__missing__``).
+
+    Only small scalar values are kept (arrays and kvlists are mutable, so each span gets its own;
+    long strings would make the cache large), and the cache is emptied when it reaches
+    ``_CACHE_LIMIT`` entries (a small cache stays in the CPU's caches: measured faster).
+    """
+
+    def __missing__(self, raw: bytes) -> tuple[str, Any]:
+        try:
+            kv = KeyValue.FromString(raw)
+        except DecodeError as exc:
+            raise OtlpError(400, f"malformed OTLP protobuf attribute: {exc}") from None
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind not in _SCALARS:
+            return kv.key, any_value(value)
+        result = (kv.key, getattr(value, kind))
+        if len(raw) > _CACHE_MAX_ENTRY_BYTES:
+            return result
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+        self[raw] = result
+        return result
+
+
+_lookup: Final = _AttributeCache().__getitem__
+
+
+def _attributes(raws: Any) -> Attributes:
+    # dict() over cached (key, value) pairs runs in C; only unseen attributes reach Python code.
+    return dict(map(_lookup, raws))
+
+
+def decode_protobuf(body: bytes, batch: SpanBatch) -> None:
+    """Parse a protobuf ``ExportTraceServiceRequest`` into ``batch``; OtlpError 400 if malformed."""
+    request = LazyExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise OtlpError(400, f"malformed OTLP protobuf body: {exc}") from None
+    add = batch.add
+    zero_trace, zero_span = _ZERO_TRACE_ID, _ZERO_SPAN_ID
+    for resource_spans in request.resource_spans:
+        resource = batch.resource(_attributes(resource_spans.resource.attributes))
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id: bytes = span.trace_id
+                span_id: bytes = span.span_id
+                ids_ok = (
+                    len(trace_id) == 16
+                    and len(span_id) == 8
+                    and trace_id != zero_trace
+                    and span_id != zero_span
+                )
+                add(
+                    resource,
+                    trace_id.hex(),
+                    span_id.hex(),
+                    ids_ok,
+                    span.name,
+                    span.start_time_unix_nano,
+                    span.end_time_unix_nano,
+                    _attributes(span.attributes),
+                )

@@ -1,0 +1,93 @@
+"""HTTP framing of OTLP bodies: content type, content encoding and the size limit."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Final
+
+from collector.otlp._result import OtlpError
+
+PROTOBUF_CONTENT_TYPE: Final = "application/x-protobuf"
+"""Media type of the OTLP/HTTP binary protobuf encoding."""
+
+JSON_CONTENT_TYPE: Final = "application/json"
+"""Media type of the OTLP/HTTP JSON encoding."""
+
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+_IDENTITY: Final = frozenset({"", "identity"})
+_GZIP: Final = frozenset({"gzip", "x-gzip"})
+
+
+def media_type(content_type: str | None) -> str:
+    """The lower-case media type of a Content-Type header, without parameters ("" when absent)."""
+    if not content_type:
+        return ""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def response_content_type(content_type: str | None) -> str:
+    """The Content-Type to answer a request with: JSON for JSON requests, else protobuf."""
+    if media_type(content_type) == JSON_CONTENT_TYPE:
+        return JSON_CONTENT_TYPE
+    return PROTOBUF_CONTENT_TYPE
+
+
+def request_is_json(content_type: str | None) -> bool:
+    """True when the request's Content-Type is OTLP JSON; False for protobuf.
+
+    Raises :class:`OtlpError` (415) for any other media type.
+    """
+    kind = media_type(content_type)
+    if kind == PROTOBUF_CONTENT_TYPE:
+        return False
+    if kind == JSON_CONTENT_TYPE:
+        return True
+    shown = content_type if content_type else "none"
+    raise OtlpError(
+        415,
+        f"unsupported Content-Type {shown!r}: use {PROTOBUF_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
+    )
+
+
+def read_body(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The request body after Content-Encoding, at most ``max_bytes`` long.
+
+    A body (raw, or once decompressed) over ``max_bytes`` raises :class:`OtlpError` 413; gzip is
+    inflated incrementally and stops as soon as the output passes the limit. An unknown encoding
+    raises 415 and a corrupt gzip stream 400.
+    """
+    encoding = (content_encoding or "").strip().lower()
+    if encoding not in _IDENTITY and encoding not in _GZIP:
+        raise OtlpError(415, f"unsupported Content-Encoding {content_encoding!r}: use gzip or none")
+    if len(body) > max_bytes:
+        raise OtlpError(413, f"request body of {len(body)} bytes exceeds the {max_bytes} limit")
+    if encoding in _IDENTITY:
+        return body
+    return gunzip(body, max_bytes)
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Inflate gzip ``data`` (one or more members), refusing more than ``max_bytes`` of output.
+
+    Never produces more than ``max_bytes + 1`` bytes, so a decompression bomb costs little.
+    """
+    parts: list[bytes] = []
+    total = 0
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        try:
+            # max_length > 0 always (total <= max_bytes), so zlib stops at the limit plus one.
+            chunk = inflater.decompress(rest, max_bytes - total + 1)
+        except zlib.error as exc:
+            raise OtlpError(400, f"malformed gzip body: {exc}") from None
+        total += len(chunk)
+        if total > max_bytes:
+            raise OtlpError(413, f"decompressed request body exceeds the {max_bytes} byte limit")
+        parts.append(chunk)
+        if not inflater.eof:
+            # Output stopped short of the limit, so the input ran out mid-stream.
+            raise OtlpError(400, "malformed gzip body: truncated stream")
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)

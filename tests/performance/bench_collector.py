@@ -1,0 +1,243 @@
+"""Collector benchmark: ingest rate over real HTTP beside the raw driver's bulk insert, and read
+latency of the API. Prints figures; it is not a timed test.
+
+    .venv/bin/python tests/performance/bench_collector.py [--postgres-url URL] [--batches N]
+    make bench      # runs it through pytest (marker: performance), SQLite and PostgreSQL
+
+Targets (issue 2, 2-core machine): ingest >= 50% of the raw rate and >= 20,000 spans/s into
+SQLite; p95 < 100 ms for GET /api/v1/jobs/{id} of a 10,000-span job and for a fleet-wide
+lost-time query over 1,000 jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from conftest import start_collector  # noqa: E402
+
+from collector.domain import SpanRecord  # noqa: E402
+from collector.domain.examples import worked_example  # noqa: E402
+from collector.otlp import decode_traces  # noqa: E402
+from collector.replay import encode_request  # noqa: E402
+from collector.storage import Store  # noqa: E402
+from instrument import semconv as sc  # noqa: E402
+
+PROTO = {"Content-Type": "application/x-protobuf"}
+
+
+def _window_spans(job_id: str, n: int, ranks: int = 4, base: float = 1.79e9) -> list[SpanRecord]:
+    """A long-running job: ``n`` spans (start-up, first batch, windows, checkpoints) over ranks."""
+    spans: list[SpanRecord] = []
+    per_rank = n // ranks
+    for rank in range(ranks):
+        ident = {sc.JOB_ID: job_id, sc.ATTEMPT: 0, sc.RANK: rank, sc.WORLD_SIZE: ranks,
+                 sc.MODEL: "bench", sc.TEAM: f"team-{hash(job_id) % 7}"}
+
+        def add(name: str, a: float, b: float, extra: dict | None = None, rank: int = rank,
+                ident: dict = ident) -> None:
+            spans.append(SpanRecord(
+                trace_id=f"{rank:032x}", span_id=f"{len(spans) + 1:016x}", name=name,
+                start=base + a, end=base + b, job_id=job_id, attempt=0, rank=rank,
+                attributes={**ident, **(extra or {})},
+            ))
+
+        add(sc.startup_span_name("pg_init"), 0, 5)
+        add(sc.startup_span_name("model_init"), 5, 20)
+        add(sc.SPAN_FIRST_BATCH, 29, 30)
+        for i in range(per_rank - 3):
+            t = 30 + i
+            if i % 50 == 49:
+                add(sc.SPAN_CHECKPOINT_SAVE, t, t + 0.5,
+                    {sc.CHECKPOINT_STEP: i, sc.CHECKPOINT_MODE: "sync"})
+            else:
+                add(sc.SPAN_TRAIN_WINDOW, t, t + 1, {sc.STEP_FIRST: i * 10, sc.STEP_LAST: i * 10 + 9,
+                                                     sc.SAMPLES: 640})
+    return spans
+
+
+def _batches(count: int, size: int = 512) -> list[bytes]:
+    """``count`` OTLP protobuf bodies of ``size`` spans each, encoded by the SDK."""
+    bodies = []
+    for b in range(count):
+        spans = _window_spans(f"ingest-{b % 20}-{b}", size, ranks=1)
+        bodies.append(encode_request(spans[:size]))
+    return bodies
+
+
+def _post_all(url: str, bodies: list[bytes], clients: int = 2) -> float:
+    """POST every body (``clients`` concurrent keep-alive connections); returns seconds."""
+    chunks = [bodies[i::clients] for i in range(clients)]
+    errors: list[str] = []
+
+    def worker(chunk: list[bytes]) -> None:
+        with httpx.Client(timeout=60) as client:
+            for body in chunk:
+                r = client.post(url + "/v1/traces", content=body, headers=PROTO)
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code} {r.text[:200]}")
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in chunks]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} requests failed, first: {errors[0]}")
+    return elapsed
+
+
+def _raw_insert_rate(db_url: str, bodies: list[bytes]) -> float:
+    """Spans/s of the raw DBAPI driver's executemany of the same rows into a fresh schema."""
+    records = [r for body in bodies for r in decode_traces(body, PROTO["Content-Type"], None,
+                                                           1 << 30).records]
+    rows = [(r.trace_id, r.span_id, r.job_id, r.attempt, r.rank, r.name, r.start, r.end,
+             json.dumps(dict(r.attributes), separators=(",", ":"))) for r in records]
+    store = Store(db_url)
+    store.upgrade()
+    raw = store.engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        ph = "?" if db_url.startswith("sqlite") else "%s"
+        sql = ('INSERT INTO spans (trace_id, span_id, job_id, attempt, "rank", name, "start", '
+               f'"end", attributes) VALUES ({", ".join([ph] * 9)})')
+        t0 = time.perf_counter()
+        for i in range(0, len(rows), 512):
+            cur.executemany(sql, rows[i : i + 512])
+            raw.commit()
+        elapsed = time.perf_counter() - t0
+    finally:
+        raw.close()
+        store.close()
+    return len(rows) / elapsed
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    qs = statistics.quantiles(samples, n=100, method="inclusive")
+    return qs[49], qs[94]
+
+
+def _latency(client: httpx.Client, url: str, n: int, **params: str) -> tuple[float, float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = client.get(url, params=params)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert r.status_code == 200, r.text
+    return _percentiles(times)
+
+
+def _wait_clean(client: httpx.Client, url: str, jobs: int, timeout: float = 600) -> None:
+    """Wait until the collector has recomputed ``jobs`` jobs (listing forces the rest)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(client.get(url + "/api/v1/jobs", params={"limit": 100000}).json()) >= jobs:
+            return
+        time.sleep(0.5)
+    raise RuntimeError("jobs were not recomputed in time")
+
+
+def run(db_kind: str, db_url: str | None, batches: int, home: Path) -> dict[str, float]:
+    """One database: ingest rate, raw rate, read latencies. Prints and returns the figures."""
+    bodies = _batches(batches)
+    spans = batches * 512
+    c = start_collector(home / f"{db_kind}-home", db_url=db_url)
+    try:
+        _post_all(c.url, bodies[:2])  # warm-up: connections, schema, first recompute
+        elapsed = _post_all(c.url, bodies[2:])
+        ingest = (spans - 1024) / elapsed
+        raw_url = (db_url or f"sqlite:///{home / f'{db_kind}-raw.db'}")
+        if db_url:  # a second database on the same server for the raw run
+            raw_url = _sibling_db(db_url, "rawbench")
+        raw = _raw_insert_rate(raw_url, bodies)
+        with httpx.Client(timeout=60) as client:
+            big = _window_spans("read-10k", 10_000)
+            for i in range(0, len(big), 512):
+                client.post(c.url + "/v1/traces", content=encode_request(big[i : i + 512]),
+                            headers=PROTO)
+            fleet = [s for j in range(1000) for s in worked_example(f"fleet-{j:04d}",
+                                                                     base=1.79e9 + j * 600)]
+            for i in range(0, len(fleet), 2048):
+                client.post(c.url + "/v1/traces", content=encode_request(fleet[i : i + 2048]),
+                            headers=PROTO)
+            _wait_clean(client, c.url, 1001 + batches)
+            job_p50, job_p95 = _latency(client, c.url + "/api/v1/jobs/read-10k", 200)
+            lost_p50, lost_p95 = _latency(client, c.url + "/api/v1/lost-time", 100,
+                                          group_by="component")
+            team_p50, team_p95 = _latency(client, c.url + "/api/v1/lost-time", 100,
+                                          group_by="team", since="1790000000",
+                                          until="1790300000")
+    finally:
+        c.stop()
+    figures = {
+        "ingest_spans_per_s": ingest, "raw_driver_spans_per_s": raw, "ratio": ingest / raw,
+        "job_10k_p50_ms": job_p50, "job_10k_p95_ms": job_p95,
+        "lost_time_1000_jobs_p50_ms": lost_p50, "lost_time_1000_jobs_p95_ms": lost_p95,
+        "lost_time_by_team_window_p95_ms": team_p95,
+    }
+    del team_p50
+    print(f"\n[{db_kind}] {spans} spans in {batches} OTLP protobuf batches of 512 over HTTP")
+    print(f"  ingest via ett serve : {ingest:10,.0f} spans/s")
+    print(f"  raw driver executemany: {raw:10,.0f} spans/s  (same rows, same schema)")
+    print(f"  ratio                 : {100 * ingest / raw:9.1f} %   (target >= 50 %)")
+    print(f"  GET /api/v1/jobs/{{id}} (10,000 spans): p50 {job_p50:.1f} ms, p95 {job_p95:.1f} ms")
+    print(f"  GET /api/v1/lost-time (1,000+ jobs)  : p50 {lost_p50:.1f} ms, p95 {lost_p95:.1f} ms")
+    print(f"  lost-time by team, clipped window    : p95 {team_p95:.1f} ms   (target p95 < 100 ms)")
+    return figures
+
+
+def _sibling_db(url: str, name: str) -> str:
+    """Create database ``name`` next to ``url``'s and return its URL."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database,
+                         autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return u.set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.mark.performance
+def test_bench_sqlite(tmp_path: Path) -> None:
+    figures = run("sqlite", None, 60, tmp_path)
+    assert figures["ingest_spans_per_s"] > 0
+
+
+@pytest.mark.performance
+@pytest.mark.postgres
+def test_bench_postgres(tmp_path: Path, postgres_url: str) -> None:
+    figures = run("postgresql", postgres_url, 60, tmp_path)
+    assert figures["ingest_spans_per_s"] > 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--postgres-url", help="also benchmark this PostgreSQL database")
+    parser.add_argument("--batches", type=int, default=60, help="OTLP batches of 512 spans")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run("sqlite", None, args.batches, Path(tmp))
+        if args.postgres_url:
+            run("postgresql", args.postgres_url, args.batches, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,569 @@
+"""Unit tests of the collector's OTLP layer: decoding export bodies and encoding answers."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import tracemalloc
+import zlib
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from collector.otlp import (
+    DecodeResult,
+    OtlpError,
+    decode_traces,
+    encode_export_response,
+    encode_status,
+    response_content_type,
+)
+from instrument import semconv
+
+PB = "application/x-protobuf"
+JSON = "application/json"
+LIMIT = 4 << 20
+T0 = 1_700_000_000_000_000_000
+TRACE = bytes(range(1, 17))
+IDENTITY = {semconv.JOB_ID: "job-1", semconv.ATTEMPT: 0, semconv.RANK: 3}
+
+
+def any_value(value: Any) -> AnyValue:
+    """An OTLP AnyValue holding ``value``."""
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    if isinstance(value, list):
+        out = AnyValue()
+        out.array_value.values.extend(any_value(v) for v in value)
+        return out
+    if isinstance(value, dict):
+        out = AnyValue()
+        out.kvlist_value.values.extend(key_values(value))
+        return out
+    return AnyValue(string_value=value)
+
+
+def key_values(attrs: dict[str, Any]) -> list[KeyValue]:
+    """OTLP KeyValues of ``attrs``."""
+    return [KeyValue(key=k, value=any_value(v)) for k, v in attrs.items()]
+
+
+def request(
+    spans: list[dict[str, Any]],
+    resource: dict[str, Any] | None = None,
+    scope_attrs: dict[str, Any] | None = None,
+) -> ExportTraceServiceRequest:
+    """One resource, one scope, ``spans`` given as keyword dicts (name, attrs, start, end, ids)."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.extend(key_values(IDENTITY if resource is None else resource))
+    ss = rs.scope_spans.add()
+    ss.scope.name = "test"
+    ss.scope.attributes.extend(key_values(scope_attrs or {}))
+    for i, s in enumerate(spans):
+        span = ss.spans.add()
+        span.trace_id = s.get("trace_id", TRACE)
+        span.span_id = s.get("span_id", (i + 1).to_bytes(8, "big"))
+        span.parent_span_id = b"\xff" * 8
+        span.name = s.get("name", semconv.SPAN_EVAL)
+        span.kind = 1
+        span.start_time_unix_nano = s.get("start", T0 + i)
+        span.end_time_unix_nano = s.get("end", T0 + i + 2_500_000_000)
+        span.attributes.extend(key_values(s.get("attrs", {})))
+        span.status.code = 1
+    return req
+
+
+def pb_body(spans: list[dict[str, Any]], **kw: Any) -> bytes:
+    """The protobuf body of :func:`request`."""
+    return bytes(request(spans, **kw).SerializeToString())
+
+
+def json_body(req: ExportTraceServiceRequest) -> bytes:
+    """The OTLP JSON body of ``req``: proto3 JSON with the ids as hex, as OTLP requires."""
+    doc = json_format.MessageToDict(req)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(doc).encode()
+
+
+def decode(body: bytes, ctype: str | None = PB, encoding: str | None = None) -> DecodeResult:
+    """Decode with the default limit."""
+    return decode_traces(body, ctype, encoding, LIMIT)
+
+
+def status_of(call: Any) -> OtlpError:
+    """The OtlpError that ``call()`` raises."""
+    with pytest.raises(OtlpError) as info:
+        call()
+    return info.value
+
+
+ALL_TYPES = {
+    "s": "text",
+    "b": True,
+    "i": -42,
+    "d": 2.5,
+    "arr": ["a", 1, False],
+    "kv": {"inner": 7, "deep": {"x": "y"}},
+    "raw": b"\x00\xab",
+}
+ALL_TYPES_DECODED = {**ALL_TYPES, "raw": "00ab"}
+
+
+def test_protobuf_spans_decode_to_records() -> None:
+    body = pb_body(
+        [{"name": semconv.SPAN_EVAL, "attrs": ALL_TYPES}, {"name": semconv.SPAN_PUBLISH}]
+    )
+
+    result = decode(body)
+
+    assert (result.rejected, result.rejected_message) == (0, "")
+    first, second = result.records
+    assert first.trace_id == TRACE.hex() and first.span_id == "0000000000000001"
+    assert first.name == semconv.SPAN_EVAL
+    assert first.start == T0 / 1e9 and first.end == (T0 + 2_500_000_000) / 1e9
+    assert (first.job_id, first.attempt, first.rank) == ("job-1", 0, 3)
+    assert first.attributes == {**IDENTITY, **ALL_TYPES_DECODED}
+    assert second.name == semconv.SPAN_PUBLISH and dict(second.attributes) == IDENTITY
+
+
+def test_scope_attributes_are_not_merged() -> None:
+    body = pb_body([{}], scope_attrs={semconv.RANK: 9, "scope.only": "x"})
+
+    (record,) = decode(body).records
+
+    assert record.rank == 3 and "scope.only" not in record.attributes
+
+
+@pytest.mark.parametrize(
+    "ctype", [PB, "application/x-protobuf; charset=utf-8", " Application/X-Protobuf ;q=1"]
+)
+def test_protobuf_content_type_parameters_and_case_are_accepted(ctype: str) -> None:
+    assert len(decode(pb_body([{}]), ctype).records) == 1
+
+
+def test_json_body_with_hex_ids_and_string_int64() -> None:
+    body = json_body(request([{"attrs": ALL_TYPES}]))
+    assert b'"startTimeUnixNano": "' in body  # proto3 JSON writes int64 as strings
+
+    (record,) = decode(body, "application/json; charset=utf-8").records
+
+    assert record.trace_id == TRACE.hex() and record.span_id == "0000000000000001"
+    assert record.start == T0 / 1e9
+    assert record.attributes == {**IDENTITY, **ALL_TYPES_DECODED}
+
+
+def test_json_accepts_snake_case_numbers_and_upper_case_hex() -> None:
+    doc = {
+        "resource_spans": [
+            {
+                "resource": {
+                    "attributes": [{"key": semconv.JOB_ID, "value": {"stringValue": "j"}}]
+                },
+                "scope_spans": [
+                    {
+                        "spans": [
+                            {
+                                "trace_id": TRACE.hex().upper(),
+                                "span_id": "ABCDEF0123456789",
+                                "name": semconv.SPAN_TRAIN_WINDOW,
+                                "start_time_unix_nano": T0,
+                                "end_time_unix_nano": str(T0 + 10),
+                                "kind": 1,
+                                "attributes": [
+                                    {"key": semconv.ATTEMPT, "value": {"int_value": 1}},
+                                    {"key": semconv.RANK, "value": {"intValue": "2"}},
+                                    {"key": "nan", "value": {"doubleValue": "NaN"}},
+                                    {"key": "inf", "value": {"double_value": "-Infinity"}},
+                                    {"key": "b64", "value": {"bytesValue": "q83v"}},
+                                    {"key": "empty", "value": {}},
+                                ],
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+
+    (record,) = decode(json.dumps(doc).encode(), JSON).records
+
+    assert record.span_id == "abcdef0123456789" and record.trace_id == TRACE.hex()
+    assert (record.attempt, record.rank, record.end) == (1, 2, (T0 + 10) / 1e9)
+    assert math.isnan(record.attr("nan")) and record.attributes["inf"] == -math.inf
+    assert record.attributes["b64"] == "abcdef" and record.attributes["empty"] is None
+
+
+def test_gzip_body_decodes_like_the_plain_one() -> None:
+    body = pb_body([{"attrs": ALL_TYPES}, {}])
+
+    assert decode(gzip.compress(body), PB, "gzip") == decode(body)
+    two_members = gzip.compress(body[:100]) + gzip.compress(body[100:])
+    assert decode(two_members, PB, "GZIP") == decode(body)
+
+
+def test_gzip_json_body() -> None:
+    body = json_body(request([{}]))
+
+    assert decode(gzip.compress(body), JSON, "gzip").records == decode(body, JSON).records
+
+
+def _bomb(inflated: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1 << 20)
+    parts = [packer.compress(zeros) for _ in range(inflated >> 20)]
+    return b"".join([*parts, packer.flush()])
+
+
+def test_gzip_bomb_is_refused_without_inflating_it() -> None:
+    bomb = _bomb(256 << 20)  # 256 MiB of zeros in a few hundred KiB
+    limit = 1 << 20
+    assert len(bomb) < limit
+
+    tracemalloc.start()
+    try:
+        err = status_of(lambda: decode_traces(bomb, PB, "gzip", limit))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert err.status == 413
+    assert peak < 8 * limit, f"peak {peak} bytes: the bomb was inflated"
+
+
+def test_gzip_limit_counts_decompressed_bytes() -> None:
+    body = pb_body([{}, {}])
+    packed = gzip.compress(body)
+
+    assert len(decode_traces(packed, PB, "gzip", len(body)).records) == 2
+    assert status_of(lambda: decode_traces(packed, PB, "gzip", len(body) - 1)).status == 413
+
+
+def test_raw_body_over_the_limit_is_413() -> None:
+    body = pb_body([{}])
+
+    assert len(decode_traces(body, PB, None, len(body)).records) == 1
+    err = status_of(lambda: decode_traces(body, PB, None, len(body) - 1))
+    assert err.status == 413 and str(len(body)) in err.message
+
+
+@pytest.mark.parametrize(
+    "ctype", [None, "", "text/plain", "application/protobuf", "application/jsonl", "json"]
+)
+def test_unsupported_content_type_is_415(ctype: str | None) -> None:
+    err = status_of(lambda: decode(pb_body([{}]), ctype))
+
+    assert err.status == 415 and PB in err.message
+
+
+@pytest.mark.parametrize("encoding", ["br", "deflate", "zstd", "gzip, br"])
+def test_unsupported_content_encoding_is_415(encoding: str) -> None:
+    assert status_of(lambda: decode(pb_body([{}]), PB, encoding)).status == 415
+
+
+@pytest.mark.parametrize("encoding", [None, "", "identity", " Identity "])
+def test_identity_encodings_are_accepted(encoding: str | None) -> None:
+    assert len(decode(pb_body([{}]), PB, encoding).records) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "encoding", "needle"),
+    [
+        (b"\x0a\xff\xff", PB, None, "protobuf"),
+        (b"\xff\xff\xff\xff", PB, None, "protobuf"),
+        (b"{not json", JSON, None, "JSON"),
+        (b"", JSON, None, "JSON"),
+        (b"[]", JSON, None, "object"),
+        (b'{"resourceSpans": {}}', JSON, None, "array"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [1]}]}]}', JSON, None, "Span"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 5}]}]}]}', JSON, None, "hex"),
+        (b"not gzip at all", PB, "gzip", "gzip"),
+        (gzip.compress(b"x" * 1000)[:-12], PB, "gzip", "truncated"),
+    ],
+)
+def test_malformed_bodies_are_400(
+    body: bytes, ctype: str, encoding: str | None, needle: str
+) -> None:
+    err = status_of(lambda: decode(body, ctype, encoding))
+
+    assert err.status == 400 and needle in err.message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"intValue": "12abc"},
+        {"intValue": 1.5},
+        {"intValue": str(2**64)},
+        {"boolValue": "yes"},
+        {"doubleValue": "x"},
+        {"stringValue": 3},
+        {"bytesValue": "!!"},
+        {"arrayValue": {"values": {}}},
+    ],
+)
+def test_json_malformed_attribute_values_are_400(value: dict[str, Any]) -> None:
+    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": value}]}}]}
+
+    assert status_of(lambda: decode(json.dumps(doc).encode(), JSON)).status == 400
+
+
+def test_malformed_attribute_inside_protobuf_is_400() -> None:
+    req = request([{}])
+    span_bytes = req.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+    # A Span whose attribute (field 9) holds bytes that are not a KeyValue.
+    bad_span = span_bytes + b"\x4a\x03\x0a\xff\xff"
+    scope = b"\x12" + bytes([len(bad_span)]) + bad_span
+    body = b"\x0a" + bytes([len(scope) + 2]) + b"\x12" + bytes([len(scope)]) + scope
+
+    assert status_of(lambda: decode(body)).status == 400
+
+
+def test_partial_rejection_keeps_the_good_spans_and_names_the_problems() -> None:
+    body = pb_body(
+        [
+            {"name": "good", "attrs": IDENTITY},
+            {"name": semconv.SPAN_EVAL, "attrs": {semconv.ATTEMPT: 0, semconv.RANK: 1}},
+            {"name": "bad-attempt", "attrs": {**IDENTITY, semconv.ATTEMPT: "x"}},
+            {"name": "bad-rank", "attrs": {**IDENTITY, semconv.RANK: 1.0}},
+            {"name": "backwards", "attrs": IDENTITY, "start": T0 + 10, "end": T0},
+            {"name": "also-good", "attrs": {**IDENTITY, semconv.RANK: "7"}},
+        ],
+        resource={"service.name": "trainer"},
+    )
+
+    result = decode(body)
+
+    assert [r.name for r in result.records] == ["good", "also-good"]
+    assert result.records[1].rank == 7
+    assert result.rejected == 4
+    msg = result.rejected_message
+    assert msg.startswith("4 spans rejected: ")
+    assert f"span {semconv.SPAN_EVAL!r} (trace {TRACE.hex()}, span 0000000000000002)" in msg
+    assert f"lacks {semconv.JOB_ID}" in msg
+    assert f"{semconv.ATTEMPT} 'x'" in msg and f"{semconv.RANK} 1.0" in msg
+    assert msg.endswith("; ...")  # the fourth problem is not spelled out
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ({semconv.ATTEMPT: True}, semconv.ATTEMPT),
+        ({semconv.ATTEMPT: -1}, semconv.ATTEMPT),
+        ({semconv.RANK: " 1"}, semconv.RANK),
+        ({semconv.RANK: [1]}, semconv.RANK),
+        ({semconv.JOB_ID: ""}, semconv.JOB_ID),
+        ({semconv.JOB_ID: 12}, semconv.JOB_ID),
+    ],
+)
+def test_invalid_identity_values_are_rejected(override: dict[str, Any], reason: str) -> None:
+    result = decode(pb_body([{"attrs": override}]))
+
+    assert result.records == [] and result.rejected == 1
+    assert result.rejected_message.startswith("1 span rejected: ") and reason in (
+        result.rejected_message
+    )
+
+
+@pytest.mark.parametrize(
+    ("span", "needle"),
+    [
+        ({"trace_id": b""}, "invalid trace id"),
+        ({"trace_id": bytes(16)}, "invalid trace id"),
+        ({"span_id": b"\x01" * 7}, "invalid trace id"),
+        ({"start": 0, "end": 5}, "start time"),
+    ],
+)
+def test_invalid_ids_and_missing_start_are_rejected(span: dict[str, Any], needle: str) -> None:
+    result = decode(pb_body([span, {}]))
+
+    assert len(result.records) == 1 and result.rejected == 1 and needle in result.rejected_message
+
+
+def test_json_non_hex_ids_are_rejected_per_span() -> None:
+    body = json_body(request([{}, {}]))
+    doc = json.loads(body)
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = base64.b64encode(
+        TRACE
+    ).decode()
+
+    result = decode(json.dumps(doc).encode(), JSON)
+
+    assert len(result.records) == 1 and result.rejected == 1
+
+
+def test_span_attributes_override_resource_attributes() -> None:
+    resource = {**IDENTITY, semconv.MODEL: "dlrm", semconv.TEAM: "ads"}
+    body = pb_body(
+        [{"attrs": {semconv.RANK: 5, semconv.JOB_ID: "job-2", semconv.TEAM: "search"}}, {}],
+        resource=resource,
+    )
+
+    overridden, plain = decode(body).records
+
+    assert (overridden.job_id, overridden.attempt, overridden.rank) == ("job-2", 0, 5)
+    assert overridden.attributes[semconv.TEAM] == "search"
+    assert overridden.attributes[semconv.MODEL] == "dlrm"
+    assert (plain.job_id, plain.rank, plain.attributes[semconv.TEAM]) == ("job-1", 3, "ads")
+
+
+def test_unknown_names_and_attributes_are_counted_and_kept() -> None:
+    unknown_key = semconv.NAMESPACE + "not_in_vocabulary"
+    body = pb_body(
+        [
+            {"name": semconv.NAMESPACE + "custom", "attrs": {unknown_key: 1, "other.key": 2}},
+            {"name": semconv.startup_span_name("warmup"), "attrs": {semconv.STEP: 1}},
+            {"name": "plain-otel-span"},
+        ],
+        resource={**IDENTITY, semconv.NAMESPACE + "resource_extra": "x"},
+    )
+
+    result = decode(body)
+
+    assert len(result.records) == 3 and result.rejected == 0
+    assert result.unknown_span_names == 2
+    # The resource's unknown key counts once per accepted span, plus the span's own.
+    assert result.unknown_attributes == 3 + 1
+    assert result.records[0].attributes[unknown_key] == 1
+
+
+def test_rejected_spans_do_not_count_unknown_names() -> None:
+    body = pb_body([{"name": "plain-otel-span"}], resource={})
+
+    result = decode(body)
+
+    assert (result.rejected, result.unknown_span_names, result.unknown_attributes) == (1, 0, 0)
+
+
+def test_records_do_not_share_mutable_attribute_values() -> None:
+    body = pb_body([{"attrs": {"arr": [1, 2], "kv": {"a": 1}}}, {"attrs": {"arr": [1, 2]}}])
+    first, second = decode(body).records
+
+    first.attr("arr").append(3)
+    first.attr("kv")["b"] = 2
+
+    assert second.attributes["arr"] == [1, 2]
+    assert decode(body).records[0].attr("kv") == {"a": 1}
+    assert first.attributes is not second.attributes
+
+
+def test_many_distinct_and_long_attribute_values_decode_exactly() -> None:
+    # More distinct attributes than the decoder's cache holds, and values longer than it keeps.
+    spans = [{"attrs": {"a": i, "b": -i, "c": f"v{i}", "d": float(i)}} for i in range(3000)]
+    spans.append({"attrs": {"long": "x" * 5000, "u": "\u00e9\U0001f600"}})
+
+    records = decode(pb_body(spans)).records
+
+    assert [r.attr("a") for r in records[:-1]] == list(range(3000))
+    assert all(
+        r.attr("b") == -r.attr("a") and r.attr("c") == f"v{r.attr('a')}" for r in records[:-1]
+    )
+    assert records[-1].attr("long") == "x" * 5000 and records[-1].attr("u") == "\u00e9\U0001f600"
+
+
+def test_empty_protobuf_request_is_empty_result() -> None:
+    assert decode(b"") == DecodeResult([], 0, "", 0, 0)
+    assert decode(b"{}", JSON) == DecodeResult([], 0, "", 0, 0)
+
+
+scalars = st.one_of(
+    st.text(max_size=20),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), values, max_size=6))
+def test_attribute_values_survive_protobuf_and_json(attrs: dict[str, Any]) -> None:
+    req = request([{"attrs": attrs}], resource={**IDENTITY, "r": 1})
+
+    from_pb = decode(bytes(req.SerializeToString()))
+    from_json = decode(json_body(req), JSON)
+
+    expected = {**IDENTITY, "r": 1, **attrs}
+    if any(k in attrs for k in IDENTITY):
+        assert from_pb.records == from_json.records  # identity may be invalid: same verdict
+        assert from_pb.rejected == from_json.rejected
+        return
+    assert from_pb.records[0].attributes == expected
+    assert from_json.records == from_pb.records
+
+
+def test_export_response_protobuf() -> None:
+    ok = ExportTraceServiceResponse.FromString(encode_export_response(decode(b""), False))
+    assert not ok.HasField("partial_success")
+
+    partial = DecodeResult([], 2, "2 spans rejected: x", 0, 0)
+    answer = ExportTraceServiceResponse.FromString(encode_export_response(partial, False))
+
+    assert answer.partial_success.rejected_spans == 2
+    assert answer.partial_success.error_message == "2 spans rejected: x"
+
+
+def test_export_response_json_is_otlp_json() -> None:
+    assert json.loads(encode_export_response(decode(b""), True)) == {}
+
+    partial = DecodeResult([], 3, "3 spans rejected: y", 0, 0)
+    body = encode_export_response(partial, True)
+    answer = json_format.Parse(body, ExportTraceServiceResponse())
+
+    assert json.loads(body)["partialSuccess"]["rejectedSpans"] == "3"
+    assert answer.partial_success.rejected_spans == 3
+    assert answer.partial_success.error_message == "3 spans rejected: y"
+
+
+@pytest.mark.parametrize(
+    ("code", "grpc"), [(400, 3), (413, 8), (415, 12), (500, 13), (503, 14), (3, 3), (599, 2)]
+)
+def test_status_body_carries_the_grpc_code(code: int, grpc: int) -> None:
+    status = Status.FromString(encode_status(code, "nope", False))
+    as_json = json.loads(encode_status(code, "nope", True))
+
+    assert (status.code, status.message) == (grpc, "nope")
+    assert as_json == {"code": grpc, "message": "nope"}
+    assert json_format.Parse(encode_status(code, "nope", True), Status()).code == grpc
+
+
+@pytest.mark.parametrize(
+    ("ctype", "answer"),
+    [
+        (JSON, JSON),
+        ("application/json; charset=utf-8", JSON),
+        (PB, PB),
+        (None, PB),
+        ("text/plain", PB),
+    ],
+)
+def test_response_content_type(ctype: str | None, answer: str) -> None:
+    assert response_content_type(ctype) == answer
+
+
+def test_otlp_error_carries_status_and_message() -> None:
+    err = OtlpError(415, "no")
+
+    assert (err.status, err.message) == (415, "no") and "415" in str(err)
