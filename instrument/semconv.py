@@ -95,7 +95,8 @@ ATTEMPT_END_REASON: Final = "ett.attempt.end_reason"
 """On ``ett.attempt``: one of :class:`EndReasonValues`."""
 
 FAILURE_CAUSE: Final = "ett.failure.cause"
-"""On ``ett.attempt`` (when not completed) and ``ett.failure``: one of :class:`FailureCauseValues`."""
+"""On ``ett.attempt`` (when not completed) and ``ett.failure``:
+one of :class:`FailureCauseValues`."""
 
 COMPONENT: Final = "ett.component"
 """On start-up phases: the owner charged for the phase (:class:`ComponentValues`)."""
@@ -136,6 +137,10 @@ ERROR_TYPE: Final = "error.type"
 TELEMETRY_DROPPED_SPANS: Final = "ett.telemetry.dropped_spans"
 """int. Extension: on ``ett.train.window`` and ``ett.attempt``, spans the exporter queue dropped."""
 
+COMPILE_TRIGGER: Final = "ett.compile.trigger"
+"""Extension. On ``ett.compile``: what the span times (:class:`CompileTriggerValues`); absent when
+the trainer timed the compilation itself."""
+
 
 # --- enumerated values ---------------------------------------------------------------------------
 
@@ -174,6 +179,17 @@ class CompileCacheValues(StrEnum):
     MISS = "miss"
     PARTIAL = "partial"
     OFF = "off"
+
+
+class CompileTriggerValues(StrEnum):
+    """Values of ``ett.compile.trigger`` (extension): dynamo's compile-callback triggers, plus the
+    load of compile-cache artifacts (``torch.compiler.load_cache_artifacts``)."""
+
+    DYNAMO = "dynamo"
+    LAZY_BACKWARD = "lazy_backward"
+    TRITON_AUTOTUNING = "triton_autotuning"
+    CUDAGRAPH_RECORDING = "cudagraph_recording"
+    CACHE_LOAD = "cache_load"
 
 
 class ComponentValues(StrEnum):
@@ -261,6 +277,7 @@ KNOWN_ATTRIBUTES: Final = frozenset(
         PUBLISH_STANDALONE,
         ERROR_TYPE,
         TELEMETRY_DROPPED_SPANS,
+        COMPILE_TRIGGER,
     }
 )
 """Every attribute key of the vocabulary; others under ``ett.`` are kept and counted as unknown."""
