@@ -1,0 +1,84 @@
+"""Engines for the two supported databases, set up for the collector's load.
+
+SQLite: WAL journal (readers never block the writer), ``synchronous=NORMAL`` (no fsync per commit;
+a power cut may lose the last commits, an application crash loses nothing), a busy timeout,
+foreign keys on, and transactions begun by SQLAlchemy with a plain ``BEGIN`` so that DDL is
+transactional (migrations are atomic) and every read sees one snapshot.
+
+PostgreSQL: through psycopg 3 (``postgresql://`` URLs are taken to mean ``postgresql+psycopg://``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite writer waits for the write lock before failing."""
+
+SQLITE_CACHE_KIB = 65_536
+"""Page cache per SQLite connection, in KiB."""
+
+
+def normalize_url(url: str) -> URL:
+    """Parse ``url``; route PostgreSQL to psycopg 3 and reject other databases.
+
+    Raises:
+        ValueError: for a database other than SQLite or PostgreSQL.
+    """
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.drivername in ("postgresql", "postgres"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return parsed
+    if backend == "sqlite":
+        return parsed
+    shown = parsed.render_as_string()  # password hidden
+    raise ValueError(f"unsupported database URL {shown!r}: use sqlite or postgresql")
+
+
+def _is_sqlite_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    """Pragmas of every new SQLite connection; hand transaction control to SQLAlchemy."""
+    dbapi_connection.isolation_level = None
+    cur = dbapi_connection.cursor()
+    try:
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        cur.execute("PRAGMA temp_store=MEMORY")
+    finally:
+        cur.close()
+
+
+def _on_sqlite_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; for a SQLite file, its parent folder is created."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=False)
+    kwargs: dict[str, Any] = {
+        "connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+    }
+    if _is_sqlite_memory(parsed):
+        kwargs["poolclass"] = StaticPool
+    else:
+        assert parsed.database is not None
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, **kwargs)
+    event.listen(engine, "connect", _on_sqlite_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+    return engine

@@ -1,0 +1,50 @@
+"""Alembic, run from code: the migration scripts ship inside this package; no ``alembic.ini``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+"""The Alembic script location."""
+
+_PG_LOCK_KEY = 0x455454_5343_4D41  # "ETT" "SC" "MA": serializes concurrent upgrades on PostgreSQL
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations (and at ``url``, when given)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str | None:
+    """The newest revision of the packaged migrations."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at (None: not created yet)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` in one transaction; a no-op when it is there already.
+
+    On PostgreSQL an advisory lock makes concurrent upgrades (service start and ``ett db upgrade``
+    at once) wait for each other instead of racing.
+    """
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)

@@ -1,0 +1,240 @@
+"""Conversions between the domain's values and table rows (plain tuples, in column order)."""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from collector.domain.model import JobSummary, SpanRecord
+
+_Scanner = Callable[[Any, int], Sequence[str]]
+
+
+def _make_scanner() -> _Scanner:
+    """A function ``(value, 0) -> chunks`` whose ``"".join`` is compact JSON of ``value``.
+
+    Compact: no spaces, UTF-8 kept. ``json.dumps`` with options builds an encoder per call and
+    ``JSONEncoder.encode`` builds its C scanner per call; for the ingest hot path the C scanner is
+    built once, here (a third faster per span). Falls back to ``JSONEncoder.encode`` where the C
+    accelerator is missing or its signature differs.
+    """
+    slow = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+    def fallback(value: Any, _level: int) -> Sequence[str]:
+        return (slow(value),)
+
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return fallback
+
+    def default(o: Any) -> Any:
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    try:
+        # markers, default, encoder, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan
+        args = (None, default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+        scan: _Scanner = make(*args)
+        sample = {"a": [1, 2.5, None, True, "é\n"], "b": {"c": float("inf")}}
+        if "".join(scan(sample, 0)) != slow(sample):
+            return fallback
+    except Exception:
+        return fallback
+    return scan
+
+
+_scan = _make_scanner()
+
+
+def encode_json(value: Any) -> str:
+    """Compact JSON text of ``value``."""
+    return "".join(_scan(value, 0))
+
+
+SPAN_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "job_id",
+    "attempt",
+    "rank",
+    "name",
+    "start",
+    "end",
+    "attributes",
+)
+"""Columns of a span row, in the order of :func:`span_rows`."""
+
+FIGURE_COLUMNS = (
+    "job_id",
+    "state",
+    "model",
+    "team",
+    "alloc",
+    "end",
+    "wall_s",
+    "productive_s",
+    "idle_s",
+    "failure_s",
+    "ett_pct",
+    "idle_pct",
+    "failure_pct",
+    "tts_s",
+    "failures",
+    "unsaved_s",
+    "checkpoint_blocking_s",
+    "span_count",
+    "last_span_end",
+    "computed_at",
+    "summary",
+)
+"""Columns of a ``job_figures`` row, in the order of :func:`figures_row`."""
+
+SEGMENT_COLUMNS = (
+    "job_id",
+    "seg",
+    "part",
+    "attempt",
+    "start",
+    "end",
+    "category",
+    "kind",
+    "component",
+    "share",
+    "model",
+    "team",
+)
+"""Columns of a ``segments`` row, in the order of :func:`segment_rows`."""
+
+LIST_COLUMNS = (
+    "job_id",
+    "state",
+    "model",
+    "team",
+    "alloc",
+    "end",
+    "wall_s",
+    "ett_pct",
+    "idle_pct",
+    "failure_pct",
+    "failures",
+)
+"""The compact job row of ``Store.list_jobs``."""
+
+
+def span_rows(records: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
+    """Span rows for ``records`` (attributes as compact JSON text, encoded once)."""
+    scan, join = _scan, "".join
+    return [
+        (
+            r.trace_id,
+            r.span_id,
+            r.job_id,
+            r.attempt,
+            r.rank,
+            r.name,
+            r.start,
+            r.end,
+            join(scan(a if type(a) is dict else dict(a), 0)) if (a := r.attributes) else "{}",
+        )
+        for r in records
+    ]
+
+
+def span_from_row(row: Sequence[Any]) -> SpanRecord:
+    """The span of a row selected in :data:`SPAN_COLUMNS` order."""
+    trace_id, span_id, job_id, attempt, rank, name, start, end, attributes = row
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        name=name,
+        start=start,
+        end=end,
+        job_id=job_id,
+        attempt=attempt,
+        rank=rank,
+        attributes=json.loads(attributes) if attributes != "{}" else {},
+    )
+
+
+def figures_row(summary: JobSummary, computed_at: float) -> tuple[Any, ...]:
+    """The ``job_figures`` row of ``summary``, its full ``to_dict()`` as JSON included."""
+    s = summary
+    return (
+        s.job_id,
+        str(s.state),
+        s.model,
+        s.team,
+        s.alloc,
+        s.end,
+        s.wall_s,
+        s.productive_s,
+        s.idle_s,
+        s.failure_s,
+        s.ett_pct,
+        s.idle_pct,
+        s.failure_pct,
+        s.tts_s,
+        s.failures,
+        s.unsaved_s,
+        s.checkpoint_blocking_s,
+        s.span_count,
+        s.last_span_end,
+        computed_at,
+        encode_json(s.to_dict()),
+    )
+
+
+def segment_rows(summary: JobSummary) -> list[tuple[Any, ...]]:
+    """One row per (segment, component); a component's ``share`` is 1/len(components).
+
+    A segment without components (productive) gives one row with component None and share 1.
+    """
+    rows: list[tuple[Any, ...]] = []
+    job_id, model, team = summary.job_id, summary.model, summary.team
+    for seg, s in enumerate(summary.segments):
+        components: Sequence[str | None] = s.components or (None,)
+        share = 1.0 / len(components)
+        category, kind = str(s.category), str(s.kind)
+        for part, component in enumerate(components):
+            rows.append(
+                (
+                    job_id,
+                    seg,
+                    part,
+                    s.attempt,
+                    s.start,
+                    s.end,
+                    category,
+                    kind,
+                    component,
+                    share,
+                    model,
+                    team,
+                )
+            )
+    return rows
+
+
+def segments_from_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """``segment_to_dict()`` objects from rows ``(seg, attempt, start, end, category, kind,
+    component)`` sorted by segment then part."""
+    out: list[dict[str, Any]] = []
+    current = -1
+    for seg, attempt, start, end, category, kind, component in rows:
+        if seg != current:
+            current = seg
+            out.append(
+                {
+                    "attempt": attempt,
+                    "start": start,
+                    "end": end,
+                    "duration_s": end - start,
+                    "category": category,
+                    "kind": kind,
+                    "components": [],
+                }
+            )
+        if component is not None:
+            out[-1]["components"].append(component)
+    return out

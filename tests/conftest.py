@@ -1,0 +1,234 @@
+"""Shared fixtures: a throwaway PostgreSQL server; a collector ``Store`` on SQLite and PostgreSQL.
+
+PostgreSQL comes from the server binaries (``initdb``, ``pg_ctl``) on PATH or under
+``/usr/lib/postgresql/*/bin``. It runs in a temp dir on 127.0.0.1 (a free port, its unix socket in
+the temp dir, ``fsync=off``), as the ``postgres`` user when the tests run as root. Without the
+binaries the PostgreSQL tests are skipped, or fail when ``CI=true``.
+
+Fixtures that import project packages do so inside the fixture, so that this file loads without
+the collector's dependencies.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from collector.storage import Store
+
+PG_MISSING = (
+    "PostgreSQL server binaries not found; run `make test` (it installs postgresql) "
+    "or apt-get install postgresql"
+)
+PG_SUPERUSER = "postgres"
+
+
+def _find_pg_bindir() -> Path | None:
+    """The folder holding ``initdb`` and ``pg_ctl`` (newest version first), or None."""
+    on_path = shutil.which("initdb")
+    if on_path and shutil.which("pg_ctl"):
+        return Path(on_path).resolve().parent
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    for bindir in candidates:
+        if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _server_user_prefix() -> list[str]:
+    """How to run the server binaries: as ``postgres`` when we are root (initdb refuses root)."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        subprocess.run(["id", "-u", PG_SUPERUSER], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/bin/false", PG_SUPERUSER],
+            check=True,
+            capture_output=True,
+        )
+    if shutil.which("runuser"):
+        return ["runuser", "-u", PG_SUPERUSER, "--"]
+    return ["su", PG_SUPERUSER, "-s", "/bin/sh", "-c", '"$0" "$@"']
+
+
+@dataclass
+class PostgresServer:
+    """A running throwaway PostgreSQL server (superuser ``postgres``, trust auth)."""
+
+    bindir: Path
+    root: Path
+    port: int
+    prefix: list[str] = field(default_factory=list)
+    user: str = PG_SUPERUSER
+
+    @property
+    def datadir(self) -> Path:
+        """The cluster's data directory."""
+        return self.root / "data"
+
+    def url(self, database: str = "postgres", driver: str = "postgresql+psycopg") -> str:
+        """A SQLAlchemy URL of ``database`` on this server."""
+        return f"{driver}://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.encode())
+
+    def create_database(self, name: str | None = None) -> str:
+        """Create a database (a fresh ``t_<uuid>`` by default) and return its URL."""
+        name = name or f"t_{uuid.uuid4().hex}"
+        self._admin(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name``, closing its remaining connections."""
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.prefix, *args], check=True, capture_output=True, text=True, timeout=120
+        )
+
+    def start(self) -> None:
+        """initdb and start the server; raise with its log when it does not come up."""
+        self._run(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            self.user,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
+        options = " ".join(
+            [
+                "-c listen_addresses=127.0.0.1",
+                f"-c port={self.port}",
+                f"-c unix_socket_directories={self.root}",
+                "-c fsync=off",
+                "-c synchronous_commit=off",
+                "-c full_page_writes=off",
+                "-c max_connections=200",
+            ]
+        )
+        try:
+            self._run(
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.root / "server.log"),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            )
+        except subprocess.CalledProcessError as exc:
+            log = (self.root / "server.log").read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log}") from exc
+
+    def stop(self) -> None:
+        """Stop the server at once (its data is thrown away)."""
+        pg_ctl = str(self.bindir / "pg_ctl")
+        subprocess.run(
+            [*self.prefix, pg_ctl, "-D", str(self.datadir), "-m", "immediate", "-w", "stop"],
+            check=False,
+            capture_output=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server for the whole session."""
+    bindir = _find_pg_bindir()
+    if bindir is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(PG_MISSING)
+        pytest.skip(PG_MISSING)
+    prefix = _server_user_prefix()
+    root = Path(tempfile.mkdtemp(prefix="ett-pg-"))
+    if prefix:
+        shutil.chown(root, user=PG_SUPERUSER, group=None)
+    server = PostgresServer(bindir=bindir, root=root, port=_free_port(), prefix=prefix)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """URL of a database created once for the session (``postgresql+psycopg://...``)."""
+    return postgres_server.create_database("ett_test")
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """URL of a new, empty database for one test; dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex}"
+    url = postgres_server.create_database(name)
+    yield url
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database URL of the backend named by ``request.param`` (sqlite or postgres)."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'collector.db'}"
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+BACKENDS: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+"""Parameters of the per-backend fixtures; the PostgreSQL one is marked ``postgres``."""
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """An upgraded, empty collector ``Store`` on SQLite (in ``tmp_path``) and on PostgreSQL."""
+    from collector.storage import Store
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'collector.db'}"
+    else:
+        url = request.getfixturevalue("fresh_postgres_url")
+    s = Store(url)
+    s.upgrade()
+    try:
+        yield s
+    finally:
+        s.close()
