@@ -1,1 +1,39 @@
-"""ETT instrumentation: the library a PyTorch trainer imports to emit ETT spans."""
+"""ETT instrumentation: the library a PyTorch trainer imports to emit ETT spans.
+
+    import instrument as ett
+
+    sess = ett.init(model="dlrm")          # identity from the environment (ETT_JOB_ID, RANK, ...)
+    with sess.startup("model_init"):
+        model = build_model()
+    sess.first_batch(step=start_step)
+    for batch in loader:
+        train_step(batch)
+        sess.step(samples=len(batch))      # counters only: no span per step
+    sess.end()                             # also done at exit, on SIGTERM, on an uncaught error
+
+See ``docs/instrument.md``. Torch integrations live in :mod:`instrument.torch_hooks`.
+"""
+
+from . import semconv
+from ._config import Identity
+from ._errors import LOGGER_NAME
+from ._failure import Guard
+from ._failure import classify as classify_failure
+from ._session import Session
+from ._setup import AttemptScope, attempt, current, init
+from ._spans import CheckpointSave, SpanBlock
+
+__all__ = [
+    "LOGGER_NAME",
+    "AttemptScope",
+    "CheckpointSave",
+    "Guard",
+    "Identity",
+    "Session",
+    "SpanBlock",
+    "attempt",
+    "classify_failure",
+    "current",
+    "init",
+    "semconv",
+]

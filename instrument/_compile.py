@@ -1,0 +1,116 @@
+"""Dynamo compile callbacks to ``ett.compile`` spans (used by :mod:`instrument.torch_hooks`).
+
+Dynamo runs the start callbacks when the outermost compilation starts and the end callbacks when
+it ends; it appends each frame's ``CompilationMetrics`` record just *after* the end callbacks. So
+a span is ended (at the end-callback instant) a moment later: by a short timer, by the next
+compilation's start, or by the session's end, whichever comes first. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv
+from ._errors import log_once
+from ._session import Session
+
+_CACHE_COUNTERS = ("inductor_fx_{}_cache_{}_count", "aotautograd_{}_cache_{}_count")
+_TRIGGERS = frozenset(t.value for t in semconv.CompileTriggerValues)
+_FINALIZE_DELAY_S = 0.25
+
+
+def cache_status(hits: int, misses: int) -> str:
+    """``ett.compile.cache`` from cache lookups: hit, miss, partial, or off (no lookup)."""
+    values = semconv.CompileCacheValues
+    if hits and misses:
+        return values.PARTIAL.value
+    if hits:
+        return values.HIT.value
+    return values.MISS.value if misses else values.OFF.value
+
+
+def _metrics() -> list[Any] | None:
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+    except ImportError:
+        log_once("torch.metrics", "torch has no get_compilation_metrics: no frames/cache")
+        return None
+    return list(get_compilation_metrics())
+
+
+def _since(marker: Any) -> list[Any] | None:
+    records = _metrics()
+    if records is None or marker is None:
+        return records
+    for index in range(len(records) - 1, -1, -1):
+        if records[index] is marker:
+            return records[index + 1 :]
+    return records  # the marker left the bounded history: count what is there
+
+
+class CompileTracker:
+    """Turns dynamo's start/end callbacks into ``ett.compile`` spans."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._lock = threading.Lock()
+        self._open: tuple[Span, Any] | None = None
+        self._pending: tuple[Span, Any, int] | None = None
+
+    def on_start(self, args: Any) -> None:
+        try:
+            self.finalize()
+            trigger = getattr(getattr(args, "callback_trigger", None), "name", "")
+            attrs: dict[str, AttributeValue] = {}
+            if trigger.lower() in _TRIGGERS:
+                attrs[semconv.COMPILE_TRIGGER] = trigger.lower()
+            records = _metrics()
+            marker = records[-1] if records else None
+            span = self._session._start_span(semconv.SPAN_COMPILE, attrs, time.time_ns())
+            with self._lock:
+                self._open = (span, marker)
+        except Exception:
+            log_once("torch.compile_start", "compile start callback failed", exc_info=True)
+
+    def on_end(self, args: Any) -> None:
+        now = time.time_ns()
+        with self._lock:
+            if self._open is None:
+                return
+            span, marker = self._open
+            self._open = None
+            self._pending = (span, marker, now)
+        try:
+            timer = threading.Timer(_FINALIZE_DELAY_S, self.finalize)
+            timer.daemon = True
+            timer.start()
+        except Exception:  # no thread: the next compilation or the session's end finalizes
+            log_once("torch.compile_end", "compile end timer failed", exc_info=True)
+
+    def finalize(self) -> None:
+        """End the last compilation's span, with its frames and cache outcome."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        span, marker, end_ns = pending
+        try:
+            records = _since(marker)
+            if records is not None:
+                hits = misses = 0
+                for record in records:
+                    for pattern in _CACHE_COUNTERS:
+                        for where in ("local", "remote"):
+                            hits += getattr(record, pattern.format(where, "hit"), 0) or 0
+                            misses += getattr(record, pattern.format(where, "miss"), 0) or 0
+                frames = sum(1 for r in records if getattr(r, "frame_key", None) is not None)
+                span.set_attribute(semconv.COMPILE_FRAMES, frames)
+                span.set_attribute(semconv.COMPILE_CACHE, cache_status(hits, misses))
+        except Exception:
+            log_once("torch.compile_metrics", "reading compile metrics failed", exc_info=True)
+        self._session._end_span(span, end_ns=end_ns)

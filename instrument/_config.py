@@ -1,0 +1,190 @@
+"""Who is emitting, and where to: identity and endpoint, from arguments, then the environment.
+
+Environment variables (an explicit argument to :func:`instrument.init` always wins):
+
+========================================  ===================================================
+``ETT_JOB_ID``                            job id; else ``TORCHELASTIC_RUN_ID`` (unless
+                                          ``none``), ``SLURM_JOB_ID``, else ``<host>-<pid>``
+                                          (``<host>-<parent pid>`` under torchrun) and a warning
+``ETT_MODEL``, ``ETT_TEAM``               model family and team
+``ETT_ATTEMPT``                           attempt number (other schedulers); else
+                                          ``TORCHELASTIC_RESTART_COUNT``; else 0
+``RANK``, ``WORLD_SIZE``                  rank (default 0) and world size (default 1)
+``ETT_ALLOCATED_AT``                      unix seconds of the allocation; else the process
+                                          start time. Ignored for a torchelastic restart
+                                          (attempt from ``TORCHELASTIC_RESTART_COUNT`` > 0):
+                                          that attempt was allocated when its process started
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``    full traces URL, used as is
+``OTEL_EXPORTER_OTLP_ENDPOINT``           base URL; ``/v1/traces`` is appended
+                                          (default ``http://127.0.0.1:4318``)
+``OTEL_SERVICE_NAME``                     ``service.name`` (default ``ett-trainer``)
+``ETT_TOKEN``                             bearer token for a collector started with one
+                                          (``OTEL_EXPORTER_OTLP_HEADERS`` also works)
+``ETT_DISABLED``                          ``1``/``true``: the session records nothing
+========================================  ===================================================
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from . import semconv
+from ._errors import log_once
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+"""Base URL of the collector when no argument or environment variable names one."""
+
+TRACES_PATH = "/v1/traces"
+DEFAULT_SERVICE_NAME = "ett-trainer"
+
+_IMPORTED_AT = time.time()
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The attempt and rank a process speaks for (ETT-SPEC section 2 resource attributes)."""
+
+    job_id: str
+    attempt: int
+    rank: int
+    world_size: int
+    allocated_at: float
+    """Unix seconds: the start of the ``ett.attempt`` span."""
+    model: str | None = None
+    team: str | None = None
+    service_name: str = DEFAULT_SERVICE_NAME
+    host_name: str = ""
+
+    def attributes(self) -> dict[str, str | int]:
+        """The resource attributes of this identity (unset optional ones left out)."""
+        attrs: dict[str, str | int] = {
+            semconv.JOB_ID: self.job_id,
+            semconv.ATTEMPT: self.attempt,
+            semconv.RANK: self.rank,
+            semconv.WORLD_SIZE: self.world_size,
+            semconv.SERVICE_NAME: self.service_name,
+            semconv.HOST_NAME: self.host_name,
+        }
+        if self.model:
+            attrs[semconv.MODEL] = self.model
+        if self.team:
+            attrs[semconv.TEAM] = self.team
+        return attrs
+
+
+def _int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        log_once("config." + name, "ignoring %s=%r: not an integer", name, raw)
+        return None
+
+
+def _float(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        log_once("config." + name, "ignoring %s=%r: not a number", name, raw)
+        return None
+
+
+def process_start_time() -> float:
+    """Unix time at which this process started (Linux ``/proc``), else when this module loaded."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            stat = f.read()
+        # Field 22 (starttime, in clock ticks since boot); fields after the ")" of comm start at 3.
+        start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        hz = os.sysconf("SC_CLK_TCK")
+        return time.time() - (uptime - start_ticks / hz)
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED_AT
+
+
+def _default_job_id(env: Mapping[str, str], host: str) -> str:
+    run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+    if run_id and run_id != "none":
+        return run_id
+    slurm = env.get("SLURM_JOB_ID", "").strip()
+    if slurm:
+        return slurm
+    pid = os.getppid() if "TORCHELASTIC_RESTART_COUNT" in env else os.getpid()
+    job_id = f"{host}-{pid}"
+    log_once("config.job_id", "ETT_JOB_ID is not set; using job id %r", job_id)
+    return job_id
+
+
+def resolve_identity(
+    *,
+    job_id: str | None = None,
+    model: str | None = None,
+    team: str | None = None,
+    attempt: int | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    allocated_at: float | None = None,
+    service_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Identity:
+    """The identity from explicit arguments, falling back to the environment (module docstring)."""
+    env = os.environ if env is None else env
+    host = socket.gethostname()
+    restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
+    env_attempt = _int(env, "ETT_ATTEMPT")
+    if attempt is None:
+        attempt = env_attempt if env_attempt is not None else (restart or 0)
+    if allocated_at is None:
+        elastic_restart = env_attempt is None and (restart or 0) > 0
+        env_alloc = None if elastic_restart else _float(env, "ETT_ALLOCATED_AT")
+        allocated_at = env_alloc if env_alloc is not None else process_start_time()
+    return Identity(
+        job_id=job_id or env.get("ETT_JOB_ID", "").strip() or _default_job_id(env, host),
+        attempt=attempt,
+        rank=rank if rank is not None else (_int(env, "RANK") or 0),
+        world_size=world_size if world_size is not None else (_int(env, "WORLD_SIZE") or 1),
+        allocated_at=allocated_at,
+        model=model or env.get("ETT_MODEL") or None,
+        team=team or env.get("ETT_TEAM") or None,
+        service_name=service_name or env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
+        host_name=host,
+    )
+
+
+def resolve_endpoint(endpoint: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The OTLP/HTTP traces URL: ``endpoint`` (a base URL, or a full ``…/v1/traces`` URL), else the
+    ``OTEL_EXPORTER_OTLP_*`` conventions, else ``http://127.0.0.1:4318/v1/traces``."""
+    env = os.environ if env is None else env
+    if not endpoint:
+        traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        if traces:
+            return traces
+        endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
+    endpoint = endpoint.rstrip("/")
+    return endpoint if endpoint.endswith(TRACES_PATH) else endpoint + TRACES_PATH
+
+
+def env_disabled(env: Mapping[str, str] | None = None) -> bool:
+    """True when ``ETT_DISABLED`` asks for a session that records nothing."""
+    env = os.environ if env is None else env
+    return env.get("ETT_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_headers(
+    token: str | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Extra OTLP request headers: ``Authorization: Bearer`` from ``token`` or ``ETT_TOKEN``."""
+    env = os.environ if env is None else env
+    token = token or env.get("ETT_TOKEN", "").strip() or None
+    return {"authorization": f"Bearer {token}"} if token else {}

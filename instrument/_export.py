@@ -1,0 +1,247 @@
+"""The export pipeline: a bounded queue drained by a daemon thread into an OTLP/HTTP exporter.
+
+Why not the SDK's ``BatchSpanProcessor``: its ``force_flush`` ignores its timeout (a dead
+collector would hold an exiting trainer for the exporter's whole retry budget, per batch), it
+drops a batch the collector did not take (a collector restarted in 20 s loses those spans), and
+it does not say how many spans it lost. :class:`ExportQueue` is the same idea with what ETT needs:
+
+- the training thread only appends to a bounded deque (``on_end``), never waits;
+- a batch the exporter could not deliver goes back to the head of the queue and is retried with
+  a back-off (1 s doubling to 30 s), so spans outlive a collector outage and arrive in order
+  afterwards; a batch still failing after ``retry_budget_s`` (default 5 min: a poisoned batch,
+  a wrong token) is dropped so it cannot block the queue for ever;
+- when the queue is full the *newest* span is dropped (the start-up spans that TTS needs are the
+  oldest), except the once-per-attempt spans (``ett.attempt``, ``ett.failure``,
+  ``ett.first_batch``, ``ett.startup.*``), which may use a small reserve beyond the bound; every
+  lost span is counted in :attr:`ExportQueue.dropped` (queue full, given up, or still queued or
+  in flight at shutdown, or ended after it);
+- ``force_flush`` and ``shutdown`` honour their timeouts.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+from . import semconv
+from ._config import Identity
+from ._errors import log_once
+
+DEFAULT_MAX_QUEUE_SIZE = 2048
+DEFAULT_MAX_BATCH = 512
+DEFAULT_SCHEDULE_DELAY_S = 1.0
+DEFAULT_RETRY_BUDGET_S = 300.0
+MAX_BACKOFF_S = 30.0
+PRIORITY_RESERVE = 256
+"""Extra queue room for the once-per-attempt spans when the queue is full."""
+
+_PRIORITY = frozenset({semconv.SPAN_ATTEMPT, semconv.SPAN_FAILURE, semconv.SPAN_FIRST_BATCH})
+
+
+def is_priority(name: str) -> bool:
+    """True for the once-per-attempt spans that may use :data:`PRIORITY_RESERVE`."""
+    return name in _PRIORITY or name.startswith(semconv.SPAN_STARTUP_PREFIX)
+
+
+class ExportQueue(SpanProcessor):
+    """A span processor with a bounded queue, a daemon export thread and a drop counter."""
+
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        *,
+        max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+        retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
+        min_backoff_s: float = 1.0,
+    ) -> None:
+        self._exporter = exporter
+        self._max_queue_size = max(1, max_queue_size)
+        self._max_batch = max(1, max_batch)
+        self._delay = schedule_delay_s
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._wake = threading.Event()
+        self._waiters: list[threading.Event] = []
+        self._lock = threading.Lock()
+        self._dropped = 0
+        self._in_flight = 0
+        self._failing_since: float | None = None
+        self._delivered = True
+        self._backoff = threading.Event()
+        self._retry_budget_s = retry_budget_s
+        self._min_backoff_s = min_backoff_s
+        self._stopping = False
+        self._closed = False
+        self._pid = os.getpid()
+        self._thread = self._start_thread()
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _disable_in_child(ref))
+
+    @property
+    def dropped(self) -> int:
+        """Spans lost so far (see the module docstring for when a span is lost)."""
+        return self._dropped
+
+    def _start_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="ett-export", daemon=True)
+        thread.start()
+        return thread
+
+    def _count_drop(self, n: int) -> None:
+        with self._lock:
+            self._dropped += n
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Queue an ended span (runs on the thread that ended it: append only, never wait)."""
+        if self._closed or self._pid != os.getpid():
+            self._count_drop(1)
+            return
+        size = len(self._queue)
+        if size >= self._max_queue_size and (
+            size >= self._max_queue_size + PRIORITY_RESERVE or not is_priority(span.name)
+        ):
+            self._count_drop(1)
+            log_once("export.queue_full", "ETT span queue full: dropping spans (counted)")
+            return
+        self._queue.append(span)
+        if len(self._queue) >= self._max_batch:
+            self._wake.set()
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            if backoff:
+                self._backoff.wait(backoff)  # set by shutdown only: new spans do not cut it short
+            else:
+                self._wake.wait(self._delay)
+            self._wake.clear()
+            with self._lock:
+                waiters, self._waiters = self._waiters, []
+            self._delivered = self._drain()
+            for waiter in waiters:
+                waiter.set()
+            if self._stopping:
+                return
+            if self._delivered:
+                backoff = 0.0
+            else:
+                backoff = min(max(2 * backoff, self._min_backoff_s), MAX_BACKOFF_S)
+
+    def _drain(self) -> bool:
+        """Export the queue batch by batch; False (the batch requeued) at the first failure."""
+        while self._queue:
+            batch: list[ReadableSpan] = []
+            while self._queue and len(batch) < self._max_batch:
+                batch.append(self._queue.popleft())
+            if not self._retry_or_drop(batch, self._export(batch)):
+                return False
+        return True
+
+    def _export(self, batch: Sequence[ReadableSpan]) -> bool:
+        with self._lock:
+            self._in_flight = len(batch)
+        try:
+            return self._exporter.export(batch) == SpanExportResult.SUCCESS
+        except Exception:
+            log_once("export.exception", "ETT span export raised", exc_info=True)
+            return False
+
+    def _retry_or_drop(self, batch: list[ReadableSpan], ok: bool) -> bool:
+        """After one export: True to go on draining; False when the batch went back to the head
+        of the queue, to be retried after a back-off."""
+        now = time.monotonic()
+        with self._lock:
+            counted = self._in_flight == 0  # shutdown already counted this batch as lost
+            self._in_flight = 0
+            if ok:
+                self._failing_since = None
+                return True
+            if self._failing_since is None:
+                self._failing_since = now
+            if self._stopping or now - self._failing_since > self._retry_budget_s:
+                self._dropped += 0 if counted else len(batch)
+                self._failing_since = None  # the next batch gets its own budget
+                return True
+            self._queue.extendleft(reversed(batch))
+        log_once("export.failed", "ETT span export failed: collector unreachable? (retrying)")
+        return False
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Try to export everything queued so far, waiting at most ``timeout_millis``. True when
+        it was all delivered."""
+        if self._closed or not self._thread.is_alive():
+            return False
+        done = threading.Event()
+        with self._lock:
+            self._waiters.append(done)
+        self._wake.set()
+        return done.wait(max(0, timeout_millis) / 1000) and self._delivered
+
+    def shutdown(self, timeout_millis: int = 5000) -> None:
+        """Flush for at most ``timeout_millis``, then stop the exporter (and wait up to 0.5 s
+        more); spans still queued or in a stuck export count as dropped."""
+        if self._closed:
+            return
+        self._stopping = True
+        self._wake.set()
+        self._backoff.set()
+        self._thread.join(max(0, timeout_millis) / 1000)
+        self._closed = True
+        try:
+            self._exporter.shutdown()  # aborts the exporter's retry back-off, if any
+        except Exception:
+            log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
+        self._thread.join(0.5)
+        with self._lock:  # a batch still stuck in export, and what is queued, are lost
+            self._dropped += self._in_flight + len(self._queue)
+            self._in_flight = 0
+            self._queue.clear()
+
+
+def _disable_in_child(ref: weakref.ref[ExportQueue]) -> None:
+    """After ``fork``: the child (a dataloader worker, say) exports nothing in the parent's name."""
+    queue = ref()
+    if queue is not None:
+        queue._closed = True
+        queue._queue.clear()
+
+
+def build_provider(
+    identity: Identity,
+    endpoint: str,
+    *,
+    max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
+    exporter: SpanExporter | None = None,
+    export_timeout_s: float | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[TracerProvider, ExportQueue]:
+    """A tracer provider that owns the identity resource, sampling every span, exporting through
+    an :class:`ExportQueue` to ``exporter`` (default: OTLP/HTTP protobuf to ``endpoint``)."""
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(
+            endpoint=endpoint, timeout=export_timeout_s, headers=headers or None
+        )
+    queue = ExportQueue(exporter, max_queue_size=max_queue_size)
+    provider = TracerProvider(
+        resource=Resource.create(identity.attributes()),
+        sampler=ALWAYS_ON,
+        shutdown_on_exit=False,
+    )
+    provider.add_span_processor(queue)
+    return provider, queue

@@ -1,0 +1,96 @@
+"""Failure causes from exceptions (``ett.failure.cause``) and their ``error.type``.
+
+Classification looks at the exception and its chain (``__cause__`` / ``__context__``) by class
+name and message, so it needs no torch import:
+
+- ``oom``: ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError``), ``MemoryError``, or a
+  message saying "out of memory";
+- ``nccl_timeout``: a message naming NCCL and a timeout, or a ``DistBackendError`` /
+  ``DistNetworkError`` / ``DistStoreError`` (c10d) that timed out;
+- ``hardware``: uncorrectable ECC errors, "fallen off the bus", Xid errors;
+- ``exception``: anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from types import TracebackType
+from typing import Protocol
+
+from .semconv import FailureCauseValues
+
+_OOM_TYPES = frozenset({"OutOfMemoryError", "MemoryError"})
+_DIST_TYPES = frozenset({"DistBackendError", "DistNetworkError", "DistStoreError", "DistError"})
+_TIMEOUT_WORDS = ("timeout", "timed out", "time out", "watchdog caught collective")
+_HARDWARE = re.compile(r"uncorrectable ecc|\becc error|fallen off the bus|\bxid\b|nvlink error")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not s for s in seen) and len(seen) < 16:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _type_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _classify_one(exc: BaseException) -> FailureCauseValues | None:
+    names = _type_names(exc)
+    try:
+        message = str(exc).lower()
+    except Exception:  # a broken __str__ must not hide the failure
+        message = ""
+    if names & _OOM_TYPES or "out of memory" in message:
+        return FailureCauseValues.OOM
+    timed_out = any(word in message for word in _TIMEOUT_WORDS)
+    if timed_out and ("nccl" in message or names & _DIST_TYPES):
+        return FailureCauseValues.NCCL_TIMEOUT
+    if _HARDWARE.search(message):
+        return FailureCauseValues.HARDWARE
+    return None
+
+
+def classify(exc: BaseException) -> FailureCauseValues:
+    """The ETT failure cause of ``exc`` (module docstring); ``exception`` when nothing matches."""
+    for link in _chain(exc):
+        cause = _classify_one(link)
+        if cause is not None:
+            return cause
+    return FailureCauseValues.EXCEPTION
+
+
+def error_type(exc: BaseException | type[BaseException]) -> str:
+    """OpenTelemetry's ``error.type``: the exception's fully qualified class name."""
+    cls = exc if isinstance(exc, type) else type(exc)
+    module = getattr(cls, "__module__", "") or ""
+    if module in {"builtins", "__main__"}:
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+class _Failable(Protocol):
+    def fail(self, exc: BaseException) -> None: ...
+
+
+class Guard:
+    """A context manager: an exception escaping it fails the attempt (``session.fail(exc)``),
+    then propagates unchanged. ``SystemExit(0)`` / ``SystemExit(None)`` is not a failure."""
+
+    def __init__(self, session: _Failable) -> None:
+        self._session = session
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            self._session.fail(exc)

@@ -1,0 +1,105 @@
+"""Process hooks: uncaught exceptions, SIGTERM and interpreter exit end the attempt.
+
+Each hook does the telemetry first (never raising), then hands over to what was there before,
+so the user's program behaves exactly as without the library:
+
+- ``sys.excepthook``: the previous hook runs with the same exception (it prints the traceback);
+- ``threading.excepthook``: likewise, for exceptions that end a non-main thread;
+- ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured; otherwise the
+  default action is restored and the signal re-raised, so the exit status stays "killed by
+  SIGTERM" (143 under a shell);
+- ``atexit``: runs at a normal interpreter exit.
+
+Hooks are only active in the process that installed them (not in forked children).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+from ._errors import log_once
+
+ExceptionCallback = Callable[[BaseException], None]
+
+
+class ProcessHooks:
+    """Installs and chains the process hooks; the callbacks must not raise (they are guarded)."""
+
+    def __init__(
+        self,
+        *,
+        on_exception: ExceptionCallback,
+        on_thread_exception: ExceptionCallback,
+        on_sigterm: Callable[[], None],
+        on_exit: Callable[[], None],
+    ) -> None:
+        self._on_exception = on_exception
+        self._on_thread_exception = on_thread_exception
+        self._on_sigterm = on_sigterm
+        self._on_exit = on_exit
+        self._pid = os.getpid()
+        self._prev_excepthook = sys.excepthook
+        self._prev_thread_hook = threading.excepthook
+        self._prev_sigterm: Any = None
+        self._sigterm_installed = False
+
+    def install(self) -> None:
+        """Install every hook (SIGTERM only from the main thread, as Python requires)."""
+        self._prev_excepthook = sys.excepthook
+        sys.excepthook = self._excepthook
+        self._prev_thread_hook = threading.excepthook
+        threading.excepthook = self._thread_hook
+        atexit.register(self._atexit)
+        if threading.current_thread() is threading.main_thread():
+            self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm_installed = True
+        else:
+            log_once("hooks.sigterm", "init() not on the main thread: SIGTERM is not captured")
+
+    def _mine(self) -> bool:
+        return os.getpid() == self._pid
+
+    def _guarded(self, callback: Callable[[], None], key: str) -> None:
+        try:
+            if self._mine():
+                callback()
+        except Exception:
+            log_once(key, "ETT %s hook failed (ignored)", key, exc_info=True)
+
+    def _excepthook(
+        self,
+        exc_type: type[BaseException],
+        exc: BaseException,
+        tb: TracebackType | None,
+    ) -> None:
+        self._guarded(lambda: self._on_exception(exc), "excepthook")
+        self._prev_excepthook(exc_type, exc, tb)
+
+    def _thread_hook(self, args: threading.ExceptHookArgs) -> None:
+        exc = args.exc_value
+        if exc is not None and not isinstance(exc, SystemExit):
+            self._guarded(lambda: self._on_thread_exception(exc), "threading.excepthook")
+        self._prev_thread_hook(args)
+
+    def _sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self._guarded(self._on_sigterm, "sigterm")
+        prev = self._prev_sigterm
+        if callable(prev):
+            prev(signum, frame)
+            return
+        if prev == signal.SIG_IGN:
+            return
+        # SIG_DFL, or a handler installed outside Python: die by the signal, as without us.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _atexit(self) -> None:
+        self._guarded(self._on_exit, "atexit")

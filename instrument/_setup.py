@@ -1,0 +1,221 @@
+"""Starting a session: :func:`init`, :func:`attempt` and :func:`current`.
+
+The OpenTelemetry SDK and the OTLP exporter are imported here, lazily, only when the library
+builds its own pipeline: ``import instrument`` needs only ``opentelemetry-api``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import trace
+
+from . import semconv
+from ._config import env_disabled, resolve_endpoint, resolve_headers, resolve_identity
+from ._errors import LOGGER_NAME, log_once
+from ._hooks import ProcessHooks
+from ._session import Session
+
+_lock = threading.Lock()
+_current: Session | None = None
+_disabled: Session | None = None
+
+_PREEMPTION = semconv.FailureCauseValues.PREEMPTION.value
+
+
+def _run_bounded(func: Any, timeout_s: float) -> None:
+    """Run ``func()`` on a daemon thread and wait at most ``timeout_s`` for it."""
+    thread = threading.Thread(target=func, name="ett-flush", daemon=True)
+    thread.start()
+    thread.join(max(0.0, timeout_s))
+
+
+def _sdk_provider_class() -> type | None:
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:
+        return None
+    return TracerProvider
+
+
+def _has_identity(provider: Any, identity_attrs: dict[str, Any]) -> bool:
+    attrs = getattr(getattr(provider, "resource", None), "attributes", None) or {}
+    return all(attrs.get(key) == value for key, value in identity_attrs.items())
+
+
+def _build(kwargs: dict[str, Any]) -> Session:
+    identity = resolve_identity(
+        job_id=kwargs["job_id"],
+        model=kwargs["model"],
+        team=kwargs["team"],
+        attempt=kwargs["attempt"],
+        rank=kwargs["rank"],
+        world_size=kwargs["world_size"],
+        allocated_at=kwargs["allocated_at"],
+        service_name=kwargs["service_name"],
+    )
+    enabled = kwargs["enabled"]
+    if enabled is None:
+        enabled = not env_disabled()
+    if not enabled:
+        return Session(identity, trace.NoOpTracer(), enabled=False)
+    common: dict[str, Any] = {
+        "window_s": kwargs["window_s"],
+        "flush_timeout_s": kwargs["flush_timeout_s"],
+    }
+    provider = kwargs["tracer_provider"]
+    sdk_class = _sdk_provider_class()
+    if provider is None and sdk_class is not None:
+        global_provider = trace.get_tracer_provider()
+        if isinstance(global_provider, sdk_class):
+            provider = global_provider  # the user's own SDK setup: keep it
+    if provider is not None:
+        flush = getattr(provider, "force_flush", None)
+
+        def flush_foreign(timeout_s: float) -> None:
+            if callable(flush):
+                _run_bounded(lambda: flush(int(timeout_s * 1000)), timeout_s)
+
+        return Session(
+            identity,
+            provider.get_tracer(__package__ or LOGGER_NAME, semconv.SCHEMA_VERSION),
+            flusher=flush_foreign,
+            span_identity=not _has_identity(provider, identity.attributes()),
+            **common,
+        )
+    if sdk_class is None:
+        log_once("setup.sdk", "opentelemetry-sdk is not installed: ETT records nothing")
+        return Session(identity, trace.NoOpTracer(), enabled=False)
+    from ._export import build_provider
+
+    own, queue = build_provider(
+        identity,
+        resolve_endpoint(kwargs["endpoint"]),
+        max_queue_size=kwargs["max_queue_size"],
+        exporter=kwargs["exporter"],
+        headers=resolve_headers(kwargs["token"]),
+    )
+    holder: list[Session] = []
+
+    def flush_own(timeout_s: float) -> None:
+        if holder and holder[0].ended:
+            queue.shutdown(int(timeout_s * 1000))
+            own.shutdown()
+        else:
+            queue.force_flush(int(timeout_s * 1000))
+
+    session = Session(
+        identity,
+        own.get_tracer(__package__ or LOGGER_NAME, semconv.SCHEMA_VERSION),
+        flusher=flush_own,
+        dropped=lambda: queue.dropped,
+        **common,
+    )
+    holder.append(session)
+    return session
+
+
+def _install_hooks(session: Session) -> None:
+    def on_sigterm() -> None:
+        session.failure(_PREEMPTION)
+        session.end(semconv.EndReasonValues.PREEMPTED.value, _PREEMPTION)
+
+    ProcessHooks(
+        on_exception=session.fail,
+        on_thread_exception=session.failure,
+        on_sigterm=on_sigterm,
+        on_exit=session.end,
+    ).install()
+
+
+def init(
+    job_id: str | None = None,
+    model: str | None = None,
+    team: str | None = None,
+    attempt: int | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    allocated_at: float | None = None,
+    endpoint: str | None = None,
+    window_s: float = 10.0,
+    install_handlers: bool = True,
+    *,
+    tracer_provider: Any = None,
+    exporter: Any = None,
+    enabled: bool | None = None,
+    service_name: str | None = None,
+    flush_timeout_s: float = 5.0,
+    max_queue_size: int = 2048,
+    token: str | None = None,
+) -> Session:
+    """Start instrumenting this attempt on this rank and return its :class:`Session`.
+
+    Arguments left ``None`` come from the environment (see ``instrument._config``). The spans
+    go to ``tracer_provider`` if given, else to a global SDK ``TracerProvider`` the program set
+    up, else to a pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or
+    ``exporter`` if given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector).
+    ``install_handlers`` installs the exception, SIGTERM and exit hooks.
+    A second call while a session is active returns that session (its arguments are ignored).
+    """
+    global _current
+    with _lock:
+        if _current is not None and not _current.ended and _current._pid == os.getpid():
+            return _current
+        try:
+            session = _build(dict(locals()))
+        except Exception:
+            log_once("setup.init", "ETT init failed: recording nothing", exc_info=True)
+            session = Session(resolve_identity(), trace.NoOpTracer(), enabled=False)
+        if session.enabled and install_handlers:
+            try:
+                _install_hooks(session)
+            except Exception:
+                log_once("setup.hooks", "could not install ETT process hooks", exc_info=True)
+        _current = session
+        return session
+
+
+def current() -> Session:
+    """The active session, or a disabled one (that records nothing) when none is active."""
+    global _disabled
+    session = _current
+    if session is not None and not session.ended:
+        return session
+    if _disabled is None:
+        _disabled = Session(resolve_identity(job_id="none"), trace.NoOpTracer(), enabled=False)
+    return _disabled
+
+
+class AttemptScope:
+    """``with instrument.attempt(...) as sess:`` see :func:`attempt`."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._kwargs = kwargs
+        self.session: Session | None = None
+
+    def __enter__(self) -> Session:
+        self.session = init(**self._kwargs)
+        return self.session
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.session is None:
+            return
+        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            self.session.fail(exc)
+        else:
+            self.session.end()
+
+
+def attempt(**kwargs: Any) -> AttemptScope:
+    """A context manager around the whole attempt: :func:`init` (with ``kwargs``) on entry; on
+    exit the attempt ends ``completed``, or ``failed`` when an exception escapes (recorded as
+    an ``ett.failure`` with its cause, then re-raised unchanged)."""
+    return AttemptScope(kwargs)

@@ -1,0 +1,233 @@
+"""PyTorch integrations. torch is imported lazily, inside the functions: importing this module is
+free, and a program without torch can still import it.
+
+- :func:`install_compile_hooks`: an ``ett.compile`` span per dynamo compilation (dynamo's compile
+  callbacks, ``torch._dynamo.callback_handler``), with the frames compiled and the cache outcome
+  from ``torch._dynamo.utils.get_compilation_metrics()`` (inductor FX-graph and AOTAutograd cache
+  hits/misses: all hits ``hit``, all misses ``miss``, both ``partial``, no lookup ``off``).
+- :func:`load_compile_cache` / :func:`save_compile_cache`: ``torch.compiler.load_cache_artifacts``
+  timed as an ``ett.compile`` span (trigger ``cache_load``, cache ``hit`` when artifacts loaded,
+  ``miss`` when there were none).
+- :func:`dcp_save`, :func:`dcp_async_save`, :func:`dcp_load`: ``torch.distributed.checkpoint``
+  with ``ett.checkpoint.save`` (the call: what blocks the loop), ``ett.checkpoint.persist`` (until
+  the returned future, or the response's ``upload_completion``, completes) and the start-up phase
+  ``checkpoint_load``.
+- :func:`init_process_group`: the start-up phase ``pg_init``.
+
+Where this torch lacks a hook, the function degrades to what exists and logs it once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from . import semconv
+from ._compile import CompileTracker, cache_status
+from ._errors import log_once
+from ._session import Session
+from ._setup import current
+
+__all__ = [
+    "cache_status",
+    "dcp_async_save",
+    "dcp_load",
+    "dcp_save",
+    "init_process_group",
+    "install_compile_hooks",
+    "load_compile_cache",
+    "save_compile_cache",
+    "state_dict_nbytes",
+    "uninstall_compile_hooks",
+]
+
+
+def _session(session: Session | None) -> Session:
+    return session if session is not None else current()
+
+
+def _dcp() -> Any:
+    import torch.distributed.checkpoint as dcp
+
+    return dcp
+
+
+# --- compile -------------------------------------------------------------------------------------
+
+
+_installed: tuple[Any, CompileTracker] | None = None
+
+
+def install_compile_hooks(session: Session | None = None) -> bool:
+    """Emit an ``ett.compile`` span for every dynamo compilation from now on (one span per
+    outermost compilation; recompiles and lazy backward compiles included). Returns False when
+    this torch has no compile callbacks. Installing again moves the hooks to ``session``."""
+    global _installed
+    try:
+        import torch._dynamo
+
+        handler: Any = getattr(torch._dynamo, "callback_handler", None)
+        if handler is None:
+            from torch._dynamo.callback import callback_handler as handler
+    except ImportError:
+        log_once("torch.callbacks", "torch has no dynamo compile callbacks: no ett.compile spans")
+        return False
+    uninstall_compile_hooks()
+    tracker = CompileTracker(_session(session))
+    handler.register_start_callback(tracker.on_start)
+    handler.register_end_callback(tracker.on_end)
+    tracker._session.add_end_callback(tracker.finalize)
+    _installed = (handler, tracker)
+    return True
+
+
+def uninstall_compile_hooks() -> None:
+    """Remove the hooks :func:`install_compile_hooks` installed (pending spans are ended)."""
+    global _installed
+    if _installed is None:
+        return
+    handler, tracker = _installed
+    _installed = None
+    for remove, callback in (
+        (handler.remove_start_callback, tracker.on_start),
+        (handler.remove_end_callback, tracker.on_end),
+    ):
+        try:
+            remove(callback)
+        except (ValueError, AttributeError):
+            pass
+    tracker.finalize()
+
+
+def load_compile_cache(
+    artifacts: bytes | str | os.PathLike[str] | None, session: Session | None = None
+) -> Any:
+    """``torch.compiler.load_cache_artifacts`` timed as ``ett.compile`` (trigger
+    ``cache_load``): ``artifacts`` is the bytes or a file path (missing file: a miss). Returns
+    torch's ``CacheInfo`` or None. torch's own errors propagate unchanged."""
+    values = semconv.CompileCacheValues
+    trigger = semconv.CompileTriggerValues.CACHE_LOAD.value
+    with _session(session).compile(cache=values.MISS.value, trigger=trigger) as block:
+        data = artifacts
+        if isinstance(data, str | os.PathLike):
+            try:
+                with open(data, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                data = None
+        info = None
+        if data:
+            import torch.compiler
+
+            info = torch.compiler.load_cache_artifacts(data)
+        if info is not None:
+            block.set_attribute(semconv.COMPILE_CACHE, values.HIT.value)
+    return info
+
+
+def save_compile_cache(path: str | os.PathLike[str]) -> bool:
+    """Write ``torch.compiler.save_cache_artifacts()`` to ``path`` (atomically). False when
+    there was nothing to save."""
+    import torch.compiler
+
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return False
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(saved[0])
+    os.replace(tmp, path)
+    return True
+
+
+# --- distributed ---------------------------------------------------------------------------------
+
+
+def init_process_group(*args: Any, session: Session | None = None, **kwargs: Any) -> None:
+    """``torch.distributed.init_process_group(*args, **kwargs)`` as start-up phase ``pg_init``."""
+    import torch.distributed as dist
+
+    with _session(session).startup(semconv.StartupPhaseValues.PG_INIT):
+        dist.init_process_group(*args, **kwargs)
+
+
+def state_dict_nbytes(state_dict: Any) -> int:
+    """Bytes of the tensors this rank holds in ``state_dict`` (nested dicts/lists; DTensor and
+    ShardedTensor count their local shards; other objects count 0)."""
+    total = 0
+    stack = [state_dict]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif hasattr(item, "local_shards") and callable(item.local_shards):
+            stack.extend(shard.tensor for shard in item.local_shards())
+        elif hasattr(item, "to_local") and callable(item.to_local):
+            stack.append(item.to_local())
+        elif hasattr(item, "element_size") and hasattr(item, "numel"):
+            total += int(item.numel()) * int(item.element_size())
+    return total
+
+
+def _nbytes(state_dict: Any, nbytes: int | None) -> int | None:
+    if nbytes is not None:
+        return nbytes
+    try:
+        return state_dict_nbytes(state_dict)
+    except Exception:
+        log_once("torch.nbytes", "could not size the state dict", exc_info=True)
+        return None
+
+
+def dcp_save(
+    state_dict: Any,
+    *,
+    step: int,
+    session: Session | None = None,
+    nbytes: int | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``torch.distributed.checkpoint.save`` as a ``sync`` ``ett.checkpoint.save`` of ``step``."""
+    size = _nbytes(state_dict, nbytes)
+    with _session(session).checkpoint_save(step, mode="sync", nbytes=size):
+        return _dcp().save(state_dict, **kwargs)
+
+
+def dcp_async_save(
+    state_dict: Any,
+    *,
+    step: int,
+    session: Session | None = None,
+    nbytes: int | None = None,
+    wait_staging: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """``torch.distributed.checkpoint.async_save``: the call is the blocking ``async`` save (plus
+    the wait for ``staging_completion`` when ``wait_staging``); ``ett.checkpoint.persist`` ends
+    when the upload completes. Returns what ``async_save`` returned. Without ``async_save`` in
+    this torch: a sync save."""
+    dcp = _dcp()
+    sess = _session(session)
+    if not hasattr(dcp, "async_save"):
+        log_once("torch.async_save", "torch has no dcp.async_save: saving synchronously")
+        return dcp_save(state_dict, step=step, session=sess, nbytes=nbytes, **kwargs)
+    size = _nbytes(state_dict, nbytes)
+    with sess.checkpoint_save(step, mode="async", nbytes=size) as save:
+        response = dcp.async_save(state_dict, **kwargs)
+        staging = getattr(response, "staging_completion", None)
+        if wait_staging and staging is not None:
+            staging.result()
+    save.persist(response)
+    return response
+
+
+def dcp_load(
+    state_dict: Any, *, step: int | None = None, session: Session | None = None, **kwargs: Any
+) -> None:
+    """``torch.distributed.checkpoint.load`` as the start-up phase ``checkpoint_load`` of
+    checkpoint ``step``."""
+    with _session(session).checkpoint_load(step):
+        _dcp().load(state_dict, **kwargs)

@@ -1,0 +1,128 @@
+"""Identity and endpoint from arguments and the environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+from instrument import semconv
+from instrument._config import (
+    env_disabled,
+    process_start_time,
+    resolve_endpoint,
+    resolve_identity,
+)
+
+
+def test_identity_from_environment() -> None:
+    env = {
+        "ETT_JOB_ID": "job-7",
+        "ETT_MODEL": "dlrm",
+        "ETT_TEAM": "ads",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "RANK": "5",
+        "WORLD_SIZE": "16",
+        "ETT_ALLOCATED_AT": "1700000000.5",
+        "OTEL_SERVICE_NAME": "trainer-x",
+    }
+    ident = resolve_identity(env=env)
+    assert ident.job_id == "job-7"
+    assert ident.model == "dlrm"
+    assert ident.team == "ads"
+    assert ident.attempt == 0
+    assert (ident.rank, ident.world_size) == (5, 16)
+    assert ident.allocated_at == 1700000000.5
+    assert ident.service_name == "trainer-x"
+    assert ident.host_name == socket.gethostname()
+    attrs = ident.attributes()
+    assert attrs[semconv.JOB_ID] == "job-7"
+    assert attrs[semconv.RANK] == 5
+
+
+def test_arguments_win_over_environment() -> None:
+    env = {"ETT_JOB_ID": "env-job", "RANK": "5", "ETT_ATTEMPT": "3"}
+    ident = resolve_identity(job_id="arg-job", rank=1, attempt=0, allocated_at=5.0, env=env)
+    assert (ident.job_id, ident.rank, ident.attempt, ident.allocated_at) == ("arg-job", 1, 0, 5.0)
+
+
+def test_attempt_override_beats_torchelastic() -> None:
+    env = {"ETT_JOB_ID": "j", "TORCHELASTIC_RESTART_COUNT": "2", "ETT_ATTEMPT": "9"}
+    assert resolve_identity(env=env).attempt == 9
+    assert resolve_identity(env={"ETT_JOB_ID": "j", "TORCHELASTIC_RESTART_COUNT": "2"}).attempt == 2
+    assert resolve_identity(env={"ETT_JOB_ID": "j"}).attempt == 0
+
+
+def test_elastic_restart_ignores_the_first_allocation_time() -> None:
+    env = {"ETT_JOB_ID": "j", "TORCHELASTIC_RESTART_COUNT": "1", "ETT_ALLOCATED_AT": "100"}
+    ident = resolve_identity(env=env)
+    assert ident.allocated_at == pytest.approx(process_start_time(), abs=1.0)
+    env["ETT_ATTEMPT"] = "1"  # a scheduler retry sets its own allocation time
+    assert resolve_identity(env=env).allocated_at == 100.0
+
+
+def test_defaults_and_bad_values() -> None:
+    ident = resolve_identity(env={"RANK": "x", "WORLD_SIZE": "", "ETT_ALLOCATED_AT": "soon"})
+    assert ident.job_id == f"{socket.gethostname()}-{os.getpid()}"
+    assert (ident.rank, ident.world_size, ident.attempt) == (0, 1, 0)
+    assert ident.allocated_at == pytest.approx(process_start_time(), abs=1.0)
+    assert ident.model is None
+    assert semconv.MODEL not in ident.attributes()
+
+
+def test_job_id_fallbacks() -> None:
+    assert resolve_identity(env={"TORCHELASTIC_RUN_ID": "rdzv-1"}).job_id == "rdzv-1"
+    assert (
+        resolve_identity(env={"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "42"}).job_id == "42"
+    )
+    ident = resolve_identity(env={"TORCHELASTIC_RESTART_COUNT": "0"})
+    assert ident.job_id == f"{socket.gethostname()}-{os.getppid()}"
+
+
+def test_process_start_time_is_in_the_past() -> None:
+    start = process_start_time()
+    assert time.time() - 3600 < start <= time.time()
+
+
+@pytest.mark.parametrize(
+    ("arg", "env", "expected"),
+    [
+        (None, {}, "http://127.0.0.1:4318/v1/traces"),
+        ("http://c:4318", {}, "http://c:4318/v1/traces"),
+        ("http://c:4318/", {}, "http://c:4318/v1/traces"),
+        ("http://c:4318/v1/traces", {}, "http://c:4318/v1/traces"),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://b:1/"}, "http://b:1/v1/traces"),
+        (
+            None,
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://b:1",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:2/x",
+            },
+            "http://t:2/x",
+        ),
+        (
+            "http://a:3",
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:2/x"},
+            "http://a:3/v1/traces",
+        ),
+    ],
+)
+def test_endpoint(arg: str | None, env: dict[str, str], expected: str) -> None:
+    assert resolve_endpoint(arg, env=env) == expected
+
+
+def test_disabled_flag() -> None:
+    assert env_disabled({"ETT_DISABLED": "1"})
+    assert env_disabled({"ETT_DISABLED": "true"})
+    assert not env_disabled({"ETT_DISABLED": "0"})
+    assert not env_disabled({})
+
+
+def test_token_header() -> None:
+    from instrument._config import resolve_headers
+
+    assert resolve_headers(env={}) == {}
+    assert resolve_headers(env={"ETT_TOKEN": "s3"}) == {"authorization": "Bearer s3"}
+    assert resolve_headers("arg", env={"ETT_TOKEN": "s3"}) == {"authorization": "Bearer arg"}

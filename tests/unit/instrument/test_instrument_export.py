@@ -1,0 +1,168 @@
+"""The export queue: bounded, off the training thread, drops counted; a dead collector costs
+the loop nothing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+import instrument as ett
+from instrument import semconv
+from instrument._export import ExportQueue
+
+
+class BlockingExporter(SpanExporter):
+    """Holds every export until released; records what it got."""
+
+    def __init__(self, result: SpanExportResult = SpanExportResult.SUCCESS) -> None:
+        self.release = threading.Event()
+        self.result = result
+        self.spans: list[ReadableSpan] = []
+        self.threads: set[str] = set()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.threads.add(threading.current_thread().name)
+        self.release.wait(10)
+        self.spans.extend(spans)
+        return self.result
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_full_queue_drops_newest_and_counts() -> None:
+    exporter = BlockingExporter()
+    sess = ett.init(job_id="j", exporter=exporter, max_queue_size=5, install_handlers=False)
+    for step in range(50):
+        with sess.checkpoint_save(step):
+            pass
+    assert sess.dropped_spans >= 40
+    exporter.release.set()
+    sess.end()
+    steps = [
+        dict(s.attributes or {})[semconv.CHECKPOINT_STEP]
+        for s in exporter.spans
+        if s.name == semconv.SPAN_CHECKPOINT_SAVE
+    ]
+    assert steps == sorted(steps)
+    assert steps[0] == 0  # the oldest spans are kept
+    attempt = next(s for s in exporter.spans if s.name == semconv.SPAN_ATTEMPT)
+    assert dict(attempt.attributes or {})[semconv.TELEMETRY_DROPPED_SPANS] >= 40
+    assert exporter.threads == {"ett-export"}
+
+
+class FlakyExporter(SpanExporter):
+    """Fails the first ``failures`` exports (a collector that is down), then takes everything."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.names: list[str] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            return SpanExportResult.FAILURE
+        self.names.extend(s.name for s in spans)
+        return SpanExportResult.SUCCESS
+
+
+def pipeline(exporter: SpanExporter, **kwargs: Any) -> tuple[ExportQueue, Any]:
+    queue = ExportQueue(exporter, schedule_delay_s=0.01, min_backoff_s=0.05, **kwargs)
+    provider = TracerProvider()
+    provider.add_span_processor(queue)
+    return queue, provider.get_tracer("t")
+
+
+def test_undelivered_batches_are_retried_in_order() -> None:
+    exporter = FlakyExporter(failures=3)
+    queue, tracer = pipeline(exporter)
+    for i in range(5):
+        tracer.start_span(f"s{i}").end()
+    deadline = time.monotonic() + 5
+    while len(exporter.names) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert exporter.names == [f"s{i}" for i in range(5)]
+    assert exporter.calls == 4
+    assert queue.dropped == 0
+    queue.shutdown(1000)
+
+
+def test_a_batch_failing_past_its_budget_is_dropped() -> None:
+    exporter = FlakyExporter(failures=10**9)
+    queue, tracer = pipeline(exporter, retry_budget_s=0.1)
+    for i in range(3):
+        tracer.start_span(f"s{i}").end()
+    deadline = time.monotonic() + 5
+    while queue.dropped < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert queue.dropped == 3
+    queue.shutdown(1000)
+
+
+def test_shutdown_counts_what_was_not_delivered() -> None:
+    exporter = FlakyExporter(failures=10**9)
+    queue, tracer = pipeline(exporter)
+    for i in range(4):
+        tracer.start_span(f"s{i}").end()
+    assert queue.force_flush(500) is False
+    queue.shutdown(200)
+    assert queue.dropped == 4
+
+
+def test_flush_and_end_honour_their_timeout() -> None:
+    exporter = BlockingExporter()  # a collector that never answers
+    sess = ett.init(job_id="j", exporter=exporter, install_handlers=False, flush_timeout_s=0.3)
+    with sess.eval():
+        pass
+    start = time.monotonic()
+    sess.flush(0.2)
+    sess.end()
+    assert time.monotonic() - start < 2.0
+    exporter.release.set()
+
+
+def test_queue_counts_spans_ended_after_shutdown() -> None:
+    exporter = BlockingExporter()
+    exporter.release.set()
+    queue = ExportQueue(exporter)
+    provider = TracerProvider()
+    provider.add_span_processor(queue)
+    queue.shutdown(1000)
+    assert queue.force_flush(100) is False
+    provider.get_tracer("t").start_span("late").end()
+    assert queue.dropped == 1
+    assert exporter.spans == []
+
+
+def test_dead_collector_costs_the_loop_nothing() -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    sess = ett.init(
+        job_id="j", endpoint=endpoint, window_s=0.05, install_handlers=False, flush_timeout_s=1.0
+    )
+    sess.first_batch()
+    n = 200_000
+    start = time.perf_counter()
+    for i in range(n):
+        sess.step(samples=1)
+        if i % 10_000 == 0:
+            with sess.checkpoint_save(i):
+                pass
+        if i % 50_000 == 0:
+            time.sleep(0.1)  # let windows and export attempts happen meanwhile
+    per_step = (time.perf_counter() - start - 0.4) / n
+    assert per_step < 5e-6  # ~0.1-0.3 µs normally: nothing waits for the collector
+    t0 = time.monotonic()
+    sess.end()
+    assert time.monotonic() - t0 < 5.0  # a bounded exit although nothing can be delivered
+    assert sess.dropped_spans > 0
+    assert sess.steps == n
