@@ -28,12 +28,14 @@ class Pipeline:
         live_refresh_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         on_recompute: Callable[[str, float], None] | None = None,
+        settle_s: float = 0.25,
     ) -> None:
         self.store = store
         self.window_s = window_s
         self.live_refresh_s = live_refresh_s
         self.clock = clock
         self._on_recompute = on_recompute
+        self.settle_s = settle_s
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -116,7 +118,9 @@ class Pipeline:
             if self._stop.is_set():
                 break
             try:
-                time.sleep(0.05)  # let a burst of requests land before recomputing
+                # let a burst of requests land first: one recompute per job per burst, and the
+                # ingest path keeps the CPU while requests are arriving
+                self._stop.wait(self.settle_s)
                 while self.recompute_dirty() > 0 and not self._stop.is_set():
                     pass
                 if time.monotonic() - last_live >= self.live_refresh_s:

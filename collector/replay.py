@@ -18,16 +18,16 @@ _IDENTITY = (sc.JOB_ID, sc.ATTEMPT, sc.RANK, sc.WORLD_SIZE, sc.MODEL, sc.TEAM)
 
 def sdk_spans(records: Iterable[SpanRecord]) -> list[Any]:
     """The records as the SDK's finished spans (``ReadableSpan``), one TracerProvider (one
-    resource) per (attempt, rank): identity goes in the resource, other attributes on the span.
+    resource) per (job, attempt, rank): identity goes in the resource, other attributes on the span.
     Trace and span ids are the SDK's own (fresh ones each call)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    groups: dict[tuple[int, int], list[SpanRecord]] = {}
+    groups: dict[tuple[str, int, int], list[SpanRecord]] = {}
     for r in records:
-        groups.setdefault((r.attempt, r.rank), []).append(r)
+        groups.setdefault((r.job_id, r.attempt, r.rank), []).append(r)
     out: list[Any] = []
     for _key, spans in sorted(groups.items()):
         attrs0 = spans[0].attributes
