@@ -17,7 +17,7 @@ def duration(seconds: float | None) -> str:
     s = abs(seconds)
     if s < 60:
         return f"{sign}{s:.1f}s"
-    m, sec = divmod(int(round(s)), 60)
+    m, sec = divmod(round(s), 60)
     h, m = divmod(m, 60)
     return f"{sign}{h}h {m:02d}m {sec:02d}s" if h else f"{sign}{m}m {sec:02d}s"
 
@@ -68,16 +68,33 @@ def print_report(job: dict[str, Any], console: Console) -> None:
         t.add_column("% of wall", justify="right")
         t.add_column("")
         for comp, secs in lost.items():
-            t.add_row(comp, duration(secs), f"{100 * secs / job['wall_s']:.1f}%" if job["wall_s"] else "-",
-                      _bar(secs, job["wall_s"]))
+            t.add_row(
+                comp,
+                duration(secs),
+                f"{100 * secs / job['wall_s']:.1f}%" if job["wall_s"] else "-",
+                _bar(secs, job["wall_s"]),
+            )
         console.print(t)
     att = Table(title="Attempts", title_justify="left")
-    for col in ("attempt", "allocated", "first batch", "end", "end reason", "cause", "critical rank"):
+    for col in (
+        "attempt",
+        "allocated",
+        "first batch",
+        "end",
+        "end reason",
+        "cause",
+        "critical rank",
+    ):
         att.add_column(col)
     for a in job["attempts"]:
         att.add_row(
-            str(a["attempt"]), instant(a["alloc"]), instant(a["first_batch"]), instant(a["end"]),
-            a["end_reason"] or "-", a["failure_cause"] or "-", str(a["critical_rank"]),
+            str(a["attempt"]),
+            instant(a["alloc"]),
+            instant(a["first_batch"]),
+            instant(a["end"]),
+            a["end_reason"] or "-",
+            a["failure_cause"] or "-",
+            str(a["critical_rank"]),
         )
     console.print(att)
 
@@ -85,13 +102,34 @@ def print_report(job: dict[str, Any], console: Console) -> None:
 def print_jobs(rows: list[dict[str, Any]], console: Console) -> None:
     """The ``ett jobs`` table."""
     t = Table(title=f"{len(rows)} jobs", title_justify="left")
-    for col in ("job", "state", "model", "team", "ended", "wall", "ETT", "idle", "failure", "failures"):
-        t.add_column(col, justify="right" if col in ("wall", "ETT", "idle", "failure", "failures") else "left")
+    for col in (
+        "job",
+        "state",
+        "model",
+        "team",
+        "ended",
+        "wall",
+        "ETT",
+        "idle",
+        "failure",
+        "failures",
+    ):
+        t.add_column(
+            col,
+            justify="right" if col in ("wall", "ETT", "idle", "failure", "failures") else "left",
+        )
     for r in rows:
         t.add_row(
-            r["job_id"], r["state"], r.get("model") or "-", r.get("team") or "-", instant(r["end"]),
-            duration(r["wall_s"]), f"{r['ett_pct']:.1f}%", f"{r['idle_pct']:.1f}%",
-            f"{r['failure_pct']:.1f}%", str(r["failures"]),
+            r["job_id"],
+            r["state"],
+            r.get("model") or "-",
+            r.get("team") or "-",
+            instant(r["end"]),
+            duration(r["wall_s"]),
+            f"{r['ett_pct']:.1f}%",
+            f"{r['idle_pct']:.1f}%",
+            f"{r['failure_pct']:.1f}%",
+            str(r["failures"]),
         )
     console.print(t)
 
@@ -109,7 +147,11 @@ def print_lost_time(rows: list[dict[str, Any]], by: str, console: Console) -> No
     for r in rows:
         share = 100 * r["lost_s"] / total if total else 0.0
         t.add_row(
-            str(r["key"]), duration(r["idle_s"]), duration(r["failure_s"]), duration(r["lost_s"]),
-            f"{share:.1f}%", _bar(r["lost_s"], total),
+            str(r["key"]),
+            duration(r["idle_s"]),
+            duration(r["failure_s"]),
+            duration(r["lost_s"]),
+            f"{share:.1f}%",
+            _bar(r["lost_s"], total),
         )
     console.print(t)

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.required = True
 
     serve = sub.add_parser(
-        "serve", help="run the collector: OTLP/HTTP in, read API, /metrics",
+        "serve",
+        help="run the collector: OTLP/HTTP in, read API, /metrics",
         description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip), "
         "the read API under /api/v1/, /healthz and /metrics. Applies database migrations first.",
     )
@@ -85,10 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     lost.add_argument("--until", default=None, help="window end (default: now)")
     lost.add_argument("--json", action="store_true")
 
-    sub.add_parser("train", help="run the instrumented TorchRec trainer (see `ett train -h`)",
-                   add_help=False)
-    sub.add_parser("publish", help="standalone model publishing job (see `ett publish -h`)",
-                   add_help=False)
+    sub.add_parser(
+        "train", help="run the instrumented TorchRec trainer (see `ett train -h`)", add_help=False
+    )
+    sub.add_parser(
+        "publish", help="standalone model publishing job (see `ett publish -h`)", add_help=False
+    )
     return parser
 
 
@@ -111,7 +114,9 @@ def _serve(args: argparse.Namespace) -> int:
     from .storage import Store
 
     settings = Settings(
-        host=args.host, port=args.port, db_url=args.db or default_db_url(),
+        host=args.host,
+        port=args.port,
+        db_url=args.db or default_db_url(),
         **({"token": args.token} if args.token else {}),
     )
     store = Store(settings.db_url)
@@ -189,16 +194,21 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "recompute":
         return _recompute(args)
     if args.command == "report":
-        return _read(args, lambda q: q.job(args.job_id),
-                     lambda d: _render.print_report(d, _console()))
+        return _read(
+            args, lambda q: q.job(args.job_id), lambda d: _render.print_report(d, _console())
+        )
     if args.command == "jobs":
         return _read(
-            args, lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit),
+            args,
+            lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit),
             lambda d: _render.print_jobs(d, _console()),
         )
     if args.command == "lost-time":
-        return _read(args, lambda q: q.lost_time(args.by, args.since, args.until),
-                     lambda d: _render.print_lost_time(d, args.by, _console()))
+        return _read(
+            args,
+            lambda q: q.lost_time(args.by, args.since, args.until),
+            lambda d: _render.print_lost_time(d, args.by, _console()),
+        )
     raise AssertionError(args.command)
 
 
@@ -214,8 +224,9 @@ def _recompute(args: argparse.Namespace) -> int:
         return 1 if missing else 0
     with Progress(transient=True) as progress:
         task = progress.add_task("recomputing jobs", total=None)
-        n = pipeline.recompute_all(lambda done, total: progress.update(task, completed=done,
-                                                                       total=total))
+        n = pipeline.recompute_all(
+            lambda done, total: progress.update(task, completed=done, total=total)
+        )
     print(f"recomputed {n} job(s)")
     return 0
 

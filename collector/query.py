@@ -85,7 +85,10 @@ class Query:
             raise QueryError("limit must be positive")
         self.pipeline.recompute_dirty(limit=10_000)
         return self.store.list_jobs(
-            state=state, model=model, team=team, since=parse_instant(since, self.clock()),
+            state=state,
+            model=model,
+            team=team,
+            since=parse_instant(since, self.clock()),
             limit=limit,
         )
 

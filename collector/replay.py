@@ -73,5 +73,5 @@ def send_spans(
             if exporter.export(part) == SpanExportResult.SUCCESS:
                 sent += len(part)
     finally:
-        exporter.shutdown()
+        exporter.shutdown()  # type: ignore[no-untyped-call]
     return sent

@@ -80,11 +80,31 @@ def _run_trainer(url: str) -> str | None:
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "--max-restarts", "1", "-m", "trainer.train",
-        "--run-dir", str(run_dir), "--steps", "300", "--ckpt-every-steps", "100",
-        "--fail-at-step", "250", "--fail-kind", "exception", "--fail-attempt", "0",
-        "--no-compile", "--window-s", "2",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "1",
+        "-m",
+        "trainer.train",
+        "--run-dir",
+        str(run_dir),
+        "--steps",
+        "300",
+        "--ckpt-every-steps",
+        "100",
+        "--fail-at-step",
+        "250",
+        "--fail-kind",
+        "exception",
+        "--fail-attempt",
+        "0",
+        "--no-compile",
+        "--window-s",
+        "2",
     ]
     print("$ " + " ".join(cmd[2:]), flush=True)
     rc = subprocess.run(cmd, env=env, cwd=ROOT).returncode
@@ -107,7 +127,9 @@ def main() -> int:
     log = open(HOME / "collector.log", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", DB],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "ETT_HOME": str(HOME), "ETT_LIVE_REFRESH_S": "1"},
     )
     try:
@@ -123,7 +145,9 @@ def main() -> int:
         _ett("report", "spec-worked-example")
 
         if _trainer_available():
-            _banner("3. the instrumented TorchRec DLRM: torchrun, 2 CPU ranks, a failure, a restart")
+            _banner(
+                "3. the instrumented TorchRec DLRM: torchrun, 2 CPU ranks, a failure, a restart"
+            )
             job_id = _run_trainer(url)
             time.sleep(2)
             if job_id:

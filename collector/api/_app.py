@@ -61,8 +61,12 @@ def create_app(
         try:
             raw = await _read_limited(request, settings.max_body_bytes)
             result = await run_in_threadpool(
-                _decode_and_ingest, raw, ctype, request.headers.get("content-encoding"),
-                settings.max_body_bytes, pipeline,
+                _decode_and_ingest,
+                raw,
+                ctype,
+                request.headers.get("content-encoding"),
+                settings.max_body_bytes,
+                pipeline,
             )
         except otlp.OtlpError as exc:
             metrics.requests.labels(str(exc.status)).inc()

@@ -38,15 +38,20 @@ EXPECTED = {
 def _check_worked_example(c: Collector, job_id: str) -> dict:
     job = c.job(job_id)
     for key, value in EXPECTED.items():
-        if isinstance(value, float):
-            assert job[key] == pytest.approx(value), key
-        elif isinstance(value, list):
+        if isinstance(value, float) or isinstance(value, list):
             assert job[key] == pytest.approx(value), key
         else:
             assert job[key] == value, key
     assert job["lost_by_component"] == pytest.approx(
-        {"scheduler": 60, "checkpoint": 40, "failure": 30, "other": 30, "model": 15,
-         "compile": 15, "comms": 10}
+        {
+            "scheduler": 60,
+            "checkpoint": 40,
+            "failure": 30,
+            "other": 30,
+            "model": 15,
+            "compile": 15,
+            "comms": 10,
+        }
     )
     assert [a["attempt"] for a in job["attempts"]] == [0, 1]
     assert job["attempts"][0]["critical_rank"] == 0
@@ -63,15 +68,23 @@ def test_sdk_exporter_to_sqlite_collector(collector: Collector) -> None:
     segs = collector.get("/api/v1/jobs/e2e-sqlite/segments").json()
     assert sum(s["duration_s"] for s in segs) == pytest.approx(500)
 
-    lost = collector.get("/api/v1/lost-time", group_by="component", since=str(base),
-                         until=str(base + 500)).json()
+    lost = collector.get(
+        "/api/v1/lost-time", group_by="component", since=str(base), until=str(base + 500)
+    ).json()
     assert lost[0]["key"] == "scheduler" and lost[0]["lost_s"] == pytest.approx(60)
     assert sum(r["lost_s"] for r in lost) == pytest.approx(200)
     # a window clips: only [base, base+100] → start-up 50 idle, nothing else lost
-    clipped = collector.get("/api/v1/lost-time", group_by="job", since=str(base),
-                            until=str(base + 100)).json()
-    assert clipped == [{"key": "e2e-sqlite", "idle_s": pytest.approx(50),
-                        "failure_s": pytest.approx(0), "lost_s": pytest.approx(50)}]
+    clipped = collector.get(
+        "/api/v1/lost-time", group_by="job", since=str(base), until=str(base + 100)
+    ).json()
+    assert clipped == [
+        {
+            "key": "e2e-sqlite",
+            "idle_s": pytest.approx(50),
+            "failure_s": pytest.approx(0),
+            "lost_s": pytest.approx(50),
+        }
+    ]
 
     listed = collector.get("/api/v1/jobs", state="completed").json()
     assert [j["job_id"] for j in listed] == ["e2e-sqlite"]
@@ -89,8 +102,11 @@ def test_replay_changes_nothing_and_out_of_order_recomputes(collector: Collector
     assert collector.job("e2e-order")["span_count"] == len(spans)
     body = encode_request(worked_example("e2e-replay", base=1_790_000_000.0))
     for _ in range(2):  # the same request twice: the second changes nothing
-        r = httpx.post(collector.url + "/v1/traces", content=body,
-                       headers={"Content-Type": "application/x-protobuf"})
+        r = httpx.post(
+            collector.url + "/v1/traces",
+            content=body,
+            headers={"Content-Type": "application/x-protobuf"},
+        )
         assert r.status_code == 200
         job = _check_worked_example(collector, "e2e-replay")
         assert job["span_count"] == len(spans)
@@ -101,36 +117,63 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
     send_spans(spans, collector.url)
     api = collector.job("e2e-cli")
     out = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "report", "e2e-cli", "--json",
-         "--db", collector.db_url],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "report",
+            "e2e-cli",
+            "--json",
+            "--db",
+            collector.db_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     cli = json.loads(out.stdout)
     for key in EXPECTED:
         assert cli[key] == api[key]
     table = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "lost-time", "--by", "component",
-         "--since", "1790000000", "--db", collector.db_url],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "lost-time",
+            "--by",
+            "component",
+            "--since",
+            "1790000000",
+            "--db",
+            collector.db_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "scheduler" in table and "Lost time by component" in table
     missing = subprocess.run(
         [sys.executable, "-m", "collector.cli", "report", "nope", "--db", collector.db_url],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert missing.returncode == 1 and "no job 'nope'" in missing.stderr
 
 
 def test_bad_input_is_refused_and_the_service_keeps_serving(collector: Collector) -> None:
     url = collector.url + "/v1/traces"
-    bad = httpx.post(url, content=b"\xff\x00garbage",
-                     headers={"Content-Type": "application/x-protobuf"})
+    bad = httpx.post(
+        url, content=b"\xff\x00garbage", headers={"Content-Type": "application/x-protobuf"}
+    )
     assert bad.status_code == 400
     wrong = httpx.post(url, content=b"{}", headers={"Content-Type": "text/plain"})
     assert wrong.status_code == 415
     bomb = gzip.compress(b"\x00" * (40 * 1024 * 1024))
-    big = httpx.post(url, content=bomb, headers={"Content-Type": "application/x-protobuf",
-                                                 "Content-Encoding": "gzip"})
+    big = httpx.post(
+        url,
+        content=bomb,
+        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+    )
     assert big.status_code == 413
     # still serving: a good request lands
     spans = worked_example("e2e-after-bad", base=1_790_000_000.0)
@@ -140,20 +183,38 @@ def test_bad_input_is_refused_and_the_service_keeps_serving(collector: Collector
 
 def test_partial_success_for_spans_without_identity(collector: Collector) -> None:
     body = {
-        "resourceSpans": [{
-            "resource": {"attributes": [{"key": "service.name",
-                                         "value": {"stringValue": "x"}}]},
-            "scopeSpans": [{"spans": [
-                {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": "ett.eval",
-                 "startTimeUnixNano": "1000000000", "endTimeUnixNano": "2000000000"},
-                {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + "2", "name": "ett.eval",
-                 "startTimeUnixNano": "1000000000", "endTimeUnixNano": "2000000000",
-                 "attributes": [
-                     {"key": "ett.job.id", "value": {"stringValue": "partial"}},
-                     {"key": "ett.attempt", "value": {"intValue": "0"}},
-                     {"key": "ett.rank", "value": {"intValue": "0"}}]},
-            ]}],
-        }]
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "x"}}]
+                },
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "0" * 31 + "1",
+                                "spanId": "0" * 15 + "1",
+                                "name": "ett.eval",
+                                "startTimeUnixNano": "1000000000",
+                                "endTimeUnixNano": "2000000000",
+                            },
+                            {
+                                "traceId": "0" * 31 + "1",
+                                "spanId": "0" * 15 + "2",
+                                "name": "ett.eval",
+                                "startTimeUnixNano": "1000000000",
+                                "endTimeUnixNano": "2000000000",
+                                "attributes": [
+                                    {"key": "ett.job.id", "value": {"stringValue": "partial"}},
+                                    {"key": "ett.attempt", "value": {"intValue": "0"}},
+                                    {"key": "ett.rank", "value": {"intValue": "0"}},
+                                ],
+                            },
+                        ]
+                    }
+                ],
+            }
+        ]
     }
     r = httpx.post(collector.url + "/v1/traces", json=body)
     assert r.status_code == 200

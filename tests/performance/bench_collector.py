@@ -44,16 +44,36 @@ def _window_spans(job_id: str, n: int, ranks: int = 4, base: float = 1.79e9) -> 
     spans: list[SpanRecord] = []
     per_rank = n // ranks
     for rank in range(ranks):
-        ident = {sc.JOB_ID: job_id, sc.ATTEMPT: 0, sc.RANK: rank, sc.WORLD_SIZE: ranks,
-                 sc.MODEL: "bench", sc.TEAM: f"team-{hash(job_id) % 7}"}
+        ident = {
+            sc.JOB_ID: job_id,
+            sc.ATTEMPT: 0,
+            sc.RANK: rank,
+            sc.WORLD_SIZE: ranks,
+            sc.MODEL: "bench",
+            sc.TEAM: f"team-{hash(job_id) % 7}",
+        }
 
-        def add(name: str, a: float, b: float, extra: dict | None = None, rank: int = rank,
-                ident: dict = ident) -> None:
-            spans.append(SpanRecord(
-                trace_id=f"{rank:032x}", span_id=f"{len(spans) + 1:016x}", name=name,
-                start=base + a, end=base + b, job_id=job_id, attempt=0, rank=rank,
-                attributes={**ident, **(extra or {})},
-            ))
+        def add(
+            name: str,
+            a: float,
+            b: float,
+            extra: dict | None = None,
+            rank: int = rank,
+            ident: dict = ident,
+        ) -> None:
+            spans.append(
+                SpanRecord(
+                    trace_id=f"{rank:032x}",
+                    span_id=f"{len(spans) + 1:016x}",
+                    name=name,
+                    start=base + a,
+                    end=base + b,
+                    job_id=job_id,
+                    attempt=0,
+                    rank=rank,
+                    attributes={**ident, **(extra or {})},
+                )
+            )
 
         add(sc.startup_span_name("pg_init"), 0, 5)
         add(sc.startup_span_name("model_init"), 5, 20)
@@ -61,11 +81,19 @@ def _window_spans(job_id: str, n: int, ranks: int = 4, base: float = 1.79e9) -> 
         for i in range(per_rank - 3):
             t = 30 + i
             if i % 50 == 49:
-                add(sc.SPAN_CHECKPOINT_SAVE, t, t + 0.5,
-                    {sc.CHECKPOINT_STEP: i, sc.CHECKPOINT_MODE: "sync"})
+                add(
+                    sc.SPAN_CHECKPOINT_SAVE,
+                    t,
+                    t + 0.5,
+                    {sc.CHECKPOINT_STEP: i, sc.CHECKPOINT_MODE: "sync"},
+                )
             else:
-                add(sc.SPAN_TRAIN_WINDOW, t, t + 1, {sc.STEP_FIRST: i * 10, sc.STEP_LAST: i * 10 + 9,
-                                                     sc.SAMPLES: 640})
+                add(
+                    sc.SPAN_TRAIN_WINDOW,
+                    t,
+                    t + 1,
+                    {sc.STEP_FIRST: i * 10, sc.STEP_LAST: i * 10 + 9, sc.SAMPLES: 640},
+                )
     return spans
 
 
@@ -108,8 +136,11 @@ def _raw_insert_rate(db_url: str, bodies: list[bytes]) -> float:
 
     The rows (attributes already JSON text) are prepared before the clock starts: this is the
     driver's bulk-insert ceiling, without HTTP, decoding or serialization."""
-    records = [r for body in bodies for r in decode_traces(body, PROTO["Content-Type"], None,
-                                                           1 << 30).records]
+    records = [
+        r
+        for body in bodies
+        for r in decode_traces(body, PROTO["Content-Type"], None, 1 << 30).records
+    ]
     rows = span_rows(records)
     store = Store(db_url)
     store.upgrade()
@@ -167,33 +198,48 @@ def run(db_kind: str, db_url: str | None, batches: int, home: Path) -> dict[str,
         _post_all(c.url, bodies[:2])  # warm-up: connections, schema, first recompute
         elapsed = _post_all(c.url, bodies[2:])
         ingest = (spans - 1024) / elapsed
-        raw_url = (db_url or f"sqlite:///{home / f'{db_kind}-raw.db'}")
+        raw_url = db_url or f"sqlite:///{home / f'{db_kind}-raw.db'}"
         if db_url:  # a second database on the same server for the raw run
             raw_url = _sibling_db(db_url, "rawbench")
         raw = _raw_insert_rate(raw_url, bodies)
         with httpx.Client(timeout=60) as client:
             big = _window_spans("read-10k", 10_000)
             for i in range(0, len(big), 512):
-                client.post(c.url + "/v1/traces", content=encode_request(big[i : i + 512]),
-                            headers=PROTO)
-            fleet = [s for j in range(1000) for s in worked_example(f"fleet-{j:04d}",
-                                                                     base=1.79e9 + j * 600)]
+                client.post(
+                    c.url + "/v1/traces", content=encode_request(big[i : i + 512]), headers=PROTO
+                )
+            fleet = [
+                s
+                for j in range(1000)
+                for s in worked_example(f"fleet-{j:04d}", base=1.79e9 + j * 600)
+            ]
             for i in range(0, len(fleet), 2048):
-                client.post(c.url + "/v1/traces", content=encode_request(fleet[i : i + 2048]),
-                            headers=PROTO)
+                client.post(
+                    c.url + "/v1/traces", content=encode_request(fleet[i : i + 2048]), headers=PROTO
+                )
             _wait_clean(client, c.url, 1001 + batches)
             job_p50, job_p95 = _latency(client, c.url + "/api/v1/jobs/read-10k", 200)
-            lost_p50, lost_p95 = _latency(client, c.url + "/api/v1/lost-time", 100,
-                                          group_by="component")
-            team_p50, team_p95 = _latency(client, c.url + "/api/v1/lost-time", 100,
-                                          group_by="team", since="1790000000",
-                                          until="1790300000")
+            lost_p50, lost_p95 = _latency(
+                client, c.url + "/api/v1/lost-time", 100, group_by="component"
+            )
+            team_p50, team_p95 = _latency(
+                client,
+                c.url + "/api/v1/lost-time",
+                100,
+                group_by="team",
+                since="1790000000",
+                until="1790300000",
+            )
     finally:
         c.stop()
     figures = {
-        "ingest_spans_per_s": ingest, "raw_driver_spans_per_s": raw, "ratio": ingest / raw,
-        "job_10k_p50_ms": job_p50, "job_10k_p95_ms": job_p95,
-        "lost_time_1000_jobs_p50_ms": lost_p50, "lost_time_1000_jobs_p95_ms": lost_p95,
+        "ingest_spans_per_s": ingest,
+        "raw_driver_spans_per_s": raw,
+        "ratio": ingest / raw,
+        "job_10k_p50_ms": job_p50,
+        "job_10k_p95_ms": job_p95,
+        "lost_time_1000_jobs_p50_ms": lost_p50,
+        "lost_time_1000_jobs_p95_ms": lost_p95,
         "lost_time_by_team_window_p95_ms": team_p95,
     }
     del team_p50
@@ -213,8 +259,9 @@ def _sibling_db(url: str, name: str) -> str:
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database,
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        host=u.host, port=u.port, user=u.username, dbname=u.database, autocommit=True
+    ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")
     return u.set(database=name).render_as_string(hide_password=False)
