@@ -25,7 +25,7 @@ class NotFound(LookupError):
 
 
 def parse_instant(text: str | None, now: float) -> float | None:
-    """``7d``/``12h``/``30m`` (that long before ``now``), ISO 8601, or unix seconds; None if empty."""
+    """``7d``/``12h``/``30m`` before ``now``, ISO 8601, or unix seconds; None if empty."""
     if text is None or text.strip() == "":
         return None
     m = _RELATIVE.match(text)

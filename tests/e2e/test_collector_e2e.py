@@ -1,4 +1,4 @@
-"""A real `ett serve`, spans sent by opentelemetry-sdk's own OTLP/HTTP exporter, figures read back."""
+"""A real `ett serve`, spans sent by opentelemetry-sdk's OTLP/HTTP exporter, figures read back."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ EXPECTED = {
 def _check_worked_example(c: Collector, job_id: str) -> dict:
     job = c.job(job_id)
     for key, value in EXPECTED.items():
-        if isinstance(value, float) or isinstance(value, list):
+        if isinstance(value, (float, list)):
             assert job[key] == pytest.approx(value), key
         else:
             assert job[key] == value, key
