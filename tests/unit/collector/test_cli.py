@@ -1,0 +1,91 @@
+"""The `ett` command in-process: database commands, reports, errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collector.cli import main
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.query import QueryError, parse_instant
+from collector.settings import ConfigError, Settings
+from collector.storage import Store
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    store = Store(url)
+    store.upgrade()
+    Pipeline(store).ingest(worked_example("cli-job", base=1_790_000_000.0))
+    store.close()
+    return url
+
+
+def test_report_json_matches_the_worked_example(db: str, capsys) -> None:
+    assert main(["report", "cli-job", "--json", "--db", db]) == 0
+    job = json.loads(capsys.readouterr().out)
+    assert job["ett_pct"] == pytest.approx(60)
+    assert job["ttr_s"] == [pytest.approx(100)]
+
+
+def test_report_table_is_readable(db: str, capsys) -> None:
+    assert main(["report", "cli-job", "--db", db]) == 0
+    out = capsys.readouterr().out
+    for text in ("Job cli-job", "60.0%", "Lost time by component", "scheduler", "Attempts"):
+        assert text in out
+
+
+def test_recompute_and_db_upgrade(db: str, capsys) -> None:
+    assert main(["db", "upgrade", "--db", db]) == 0
+    assert main(["recompute", "--db", db]) == 0
+    assert "recomputed 1 job(s)" in capsys.readouterr().out
+    assert main(["recompute", "missing-job", "--db", db]) == 1
+    assert "no spans for job 'missing-job'" in capsys.readouterr().err
+
+
+def test_lost_time_and_jobs(db: str, capsys) -> None:
+    assert main(["lost-time", "--by", "team", "--since", "1790000000", "--json", "--db", db]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [
+        {
+            "key": "ranking",
+            "idle_s": pytest.approx(70),
+            "failure_s": pytest.approx(130),
+            "lost_s": pytest.approx(200),
+        }
+    ]
+    assert main(["jobs", "--json", "--db", db, "--state", "completed"]) == 0
+    assert [j["job_id"] for j in json.loads(capsys.readouterr().out)] == ["cli-job"]
+
+
+def test_bad_times_are_refused_with_a_message(db: str, capsys) -> None:
+    assert main(["lost-time", "--since", "yesterday-ish", "--db", db]) == 2
+    assert "cannot read time 'yesterday-ish'" in capsys.readouterr().err
+    assert main(["lost-time", "--since", "1d", "--until", "2d", "--db", db]) == 2
+    assert "until is before since" in capsys.readouterr().err
+
+
+def test_unknown_job_exits_1(db: str, capsys) -> None:
+    assert main(["report", "nope", "--db", db]) == 1
+    assert "no job 'nope'" in capsys.readouterr().err
+
+
+def test_bad_config_fails_fast(capsys) -> None:
+    assert main(["serve", "--db", "mysql://x@y/z"]) == 2
+    assert "unsupported database URL" in capsys.readouterr().err
+    with pytest.raises(ConfigError):
+        Settings(port=70000, db_url="sqlite:///x.db")
+
+
+def test_parse_instant() -> None:
+    now = 1_000_000.0
+    assert parse_instant("7d", now) == now - 7 * 86400
+    assert parse_instant("30m", now) == now - 1800
+    assert parse_instant("2026-11-29T00:00:00Z", now) == 1795910400.0
+    assert parse_instant("", now) is None
+    with pytest.raises(QueryError):
+        parse_instant("soon", now)
