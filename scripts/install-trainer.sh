@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Install the trainer's stack (torch, TorchRec, fbgemm CPU kernels) into the venv at $1's python.
-# torch is pinned to the CPU build on this machine's disk: never ask pip for an unpinned torch.
+# Install the trainer's stack into the venv whose python is $1, in the order that works here:
+# torch 2.13.0 (a CPU build from the local disk: never ask pip for an unpinned torch), then
+# torchrec and fbgemm-gpu-cpu WITHOUT their dependencies (torchrec's metadata asks for the CUDA
+# fbgemm-gpu; fbgemm must match torch's minor version), then torchrec's own needs.
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
-REQ="$(dirname "$0")/../trainer/requirements.txt"
-[ -s "$REQ" ] || { echo "no trainer requirements yet"; exit 0; }
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PIP="$PY -m pip --disable-pip-version-check -q"
-# Lines marked "# no-deps" are installed with --no-deps (torchrec asks for the CUDA fbgemm-gpu).
-grep -v '^\s*#' "$REQ" | grep -v 'no-deps' | sed 's/#.*//' | xargs -r $PIP install
-grep 'no-deps' "$REQ" | grep -v '^\s*#' | sed 's/#.*//' | xargs -r $PIP install --no-deps
+$PIP install "torch==2.13.0"
+$PIP install --no-deps "torchrec==1.8.0" "fbgemm-gpu-cpu==1.8.0"
+$PIP install -r "$ROOT/trainer/requirements.txt"
+$PY -c "import torch, fbgemm_gpu, torchrec" || { echo "torch/torchrec failed to import" >&2; exit 1; }
+echo "trainer stack: torch $($PY -c 'import torch; print(torch.__version__)'), torchrec 1.8.0"
