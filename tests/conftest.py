@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,6 +74,23 @@ def _server_user_prefix() -> list[str]:
     if shutil.which("runuser"):
         return ["runuser", "-u", PG_SUPERUSER, "--"]
     return ["su", PG_SUPERUSER, "-s", "/bin/sh", "-c", '"$0" "$@"']
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Turn SIGTERM (a CI timeout, say) into KeyboardInterrupt, so that fixture teardown still
+    stops the server instead of leaving it orphaned. Returns the previous handler, or None when
+    left alone (not the main thread, or a handler is already installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return None
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    return previous
 
 
 @dataclass
@@ -180,12 +199,15 @@ def postgres_server() -> Iterator[PostgresServer]:
     if prefix:
         shutil.chown(root, user=PG_SUPERUSER, group=None)
     server = PostgresServer(bindir=bindir, root=root, port=_free_port(), prefix=prefix)
+    previous = _interrupt_on_sigterm()
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")

@@ -61,8 +61,13 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cur.close()
 
 
+SQLITE_BEGIN_OPTION = "ett_sqlite_begin"
+"""Execution option naming the statement that opens a SQLite transaction (default ``BEGIN``;
+``BEGIN IMMEDIATE`` takes the write lock at once, for read-then-write work like migrations)."""
+
+
 def _on_sqlite_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN")
+    conn.exec_driver_sql(conn.get_execution_options().get(SQLITE_BEGIN_OPTION, "BEGIN"))
 
 
 def make_engine(url: str) -> Engine:

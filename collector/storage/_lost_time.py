@@ -1,7 +1,8 @@
 """Lost time (ETT-SPEC section 5): idle and failure seconds grouped by a key, in one SQL query.
 
 Each ``segments`` row holds one component's share of one segment, so a row's seconds are
-``(min(end, until) - max(start, since)) * share``; a GROUP BY sums them per key.
+``(min(end, until) - max(start, since)) * share``; a GROUP BY on (key, category) sums them, in the
+order of the key's partial covering index (see ``segments`` in ``_tables``).
 """
 
 from __future__ import annotations
@@ -11,61 +12,48 @@ from typing import Any
 from sqlalchemy import Connection
 
 from collector.domain.model import Category
+from collector.storage._tables import LOST_GROUP_COLUMNS, LOST_PREDICATE
 
-GROUP_COLUMNS: dict[str, str] = {
-    "component": "component",
-    "job": "job_id",
-    "model": "model",
-    "team": "team",
-}
-"""The ``group_by`` values and the ``segments`` column each groups on."""
-
-
-def _clipped_seconds(since: float | None, until: float | None) -> tuple[str, list[float]]:
-    """SQL for a row's seconds inside ``[since, until]`` (CASE, so it runs on SQLite and PG)."""
-    params: list[float] = []
-    end = '"end"'
-    start = "start"
-    if until is not None:
-        end = 'CASE WHEN "end" > ? THEN ? ELSE "end" END'
-        params += [until, until]
-    if since is not None:
-        start = "CASE WHEN start < ? THEN ? ELSE start END"
-        params += [since, since]
-    return f"(({end}) - ({start})) * share", params
+GROUP_BY_VALUES = tuple(LOST_GROUP_COLUMNS)
+"""The accepted ``group_by`` values."""
 
 
 def lost_time_query(
     group_by: str, since: float | None, until: float | None, placeholder: str = "?"
-) -> tuple[str, list[Any]]:
+) -> tuple[str, list[float]]:
     """The SQL text and positional parameters of :func:`lost_time`.
 
+    The SQL's rows are ``(key, category, seconds)``. CASE instead of MIN/MAX/LEAST/GREATEST, so
+    the same text runs on SQLite and PostgreSQL.
+
     Raises:
-        ValueError: when ``group_by`` is not one of :data:`GROUP_COLUMNS`.
+        ValueError: when ``group_by`` is not one of :data:`GROUP_BY_VALUES`.
     """
-    column = GROUP_COLUMNS.get(group_by)
+    column = LOST_GROUP_COLUMNS.get(group_by)
     if column is None:
-        raise ValueError(f"group_by must be one of {sorted(GROUP_COLUMNS)}, not {group_by!r}")
-    seconds, clip = _clipped_seconds(since, until)
-    where = ["category IN (?, ?)"]
-    where_params: list[Any] = [Category.IDLE.value, Category.FAILURE.value]
+        raise ValueError(f"group_by must be one of {list(GROUP_BY_VALUES)}, not {group_by!r}")
+    end, start = '"end"', "start"
+    clip: list[float] = []
+    where = [LOST_PREDICATE]
+    window: list[float] = []
+    if until is not None:
+        end = 'CASE WHEN "end" > ? THEN ? ELSE "end" END'
+        clip += [until, until]
     if since is not None:
+        start = "CASE WHEN start < ? THEN ? ELSE start END"
+        clip += [since, since]
         where.append('"end" > ?')
-        where_params.append(since)
+        window.append(since)
     if until is not None:
         where.append("start < ?")
-        where_params.append(until)
+        window.append(until)
     sql = (
-        f"SELECT {column} AS key,"
-        f" SUM(CASE WHEN category = ? THEN {seconds} ELSE 0 END) AS idle_s,"
-        f" SUM(CASE WHEN category = ? THEN {seconds} ELSE 0 END) AS failure_s"
-        f" FROM segments WHERE {' AND '.join(where)} GROUP BY {column}"
+        f"SELECT {column}, category, SUM((({end}) - ({start})) * share) FROM segments"
+        f" WHERE {' AND '.join(where)} GROUP BY {column}, category"
     )
-    # positional parameters in the order they appear in the text
-    params: list[Any] = [Category.IDLE.value, *clip, Category.FAILURE.value, *clip, *where_params]
     if placeholder != "?":
         sql = sql.replace("?", placeholder)
-    return sql, params
+    return sql, clip + window
 
 
 def lost_time(
@@ -78,12 +66,13 @@ def lost_time(
     sql, params = lost_time_query(group_by, since, until, placeholder)
     if since is not None and until is not None and since >= until:
         return []
-    out: list[dict[str, Any]] = []
-    for key, idle, failure in conn.exec_driver_sql(sql, tuple(params)):
-        idle_s = float(idle or 0.0)
-        failure_s = float(failure or 0.0)
-        out.append(
-            {"key": key, "idle_s": idle_s, "failure_s": failure_s, "lost_s": idle_s + failure_s}
-        )
+    sums: dict[Any, list[float]] = {}
+    for key, category, seconds in conn.exec_driver_sql(sql, tuple(params)):
+        pair = sums.setdefault(key, [0.0, 0.0])
+        pair[0 if category == Category.IDLE.value else 1] += float(seconds or 0.0)
+    out = [
+        {"key": key, "idle_s": idle, "failure_s": failure, "lost_s": idle + failure}
+        for key, (idle, failure) in sums.items()
+    ]
     out.sort(key=lambda r: (-r["lost_s"], r["key"] is None, r["key"] or ""))
     return out

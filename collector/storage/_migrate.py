@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic import command
@@ -10,8 +11,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from collector.storage._engine import SQLITE_BEGIN_OPTION
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 """The Alembic script location."""
+
+_IN_PROCESS = threading.Lock()
 
 _PG_LOCK_KEY = 0x455454_5343_4D41  # "ETT" "SC" "MA": serializes concurrent upgrades on PostgreSQL
 
@@ -39,10 +44,13 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` in one transaction; a no-op when it is there already.
 
-    On PostgreSQL an advisory lock makes concurrent upgrades (service start and ``ett db upgrade``
-    at once) wait for each other instead of racing.
+    Concurrent upgrades (service start and ``ett db upgrade`` at once) wait for each other
+    instead of racing: an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite, and a
+    process-wide lock, since Alembic's ``context``/``op`` proxies are global to the process.
     """
-    with engine.begin() as conn:
+    if engine.dialect.name == "sqlite":
+        engine = engine.execution_options(**{SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    with _IN_PROCESS, engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
         cfg = alembic_config()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,53 +18,19 @@ from collector.domain.model import JobState, JobSummary, SpanRecord
 from collector.storage import _lost_time, _migrate
 from collector.storage._engine import make_engine
 from collector.storage._rows import (
-    FIGURE_COLUMNS,
     LIST_COLUMNS,
-    SEGMENT_COLUMNS,
-    SPAN_COLUMNS,
     figures_row,
+    job_identities,
     segment_rows,
     segments_from_rows,
-    span_from_row,
     span_rows,
+    spans_from_rows,
 )
+from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
-from instrument import semconv
 
 LIVE_STATES = (JobState.RUNNING.value, JobState.PRESUMED_DEAD.value)
 """States of a job that is (or may be) still running."""
-
-
-def _q(column: str) -> str:
-    """A column name quoted for hand-written SQL (``end`` is a reserved word)."""
-    return f'"{column}"'
-
-
-def _cols(columns: Sequence[str]) -> str:
-    return ", ".join(_q(c) for c in columns)
-
-
-def _job_identities(records: Sequence[SpanRecord]) -> dict[str, tuple[int, str | None, str | None]]:
-    """``job_id -> (spans in batch, model, team)``; model and team from the newest span that
-    has them. Scans back from the end and stops once every job has both (usually at once)."""
-    counts = Counter(r.job_id for r in records)
-    known: dict[str, list[str | None]] = {job_id: [None, None] for job_id in counts}
-    pending = len(known)
-    model_key, team_key = semconv.MODEL, semconv.TEAM
-    for r in reversed(records):
-        info = known[r.job_id]
-        if info[0] is not None and info[1] is not None:
-            continue
-        attrs = r.attributes
-        if info[0] is None and (model := attrs.get(model_key)) is not None:
-            info[0] = str(model)
-        if info[1] is None and (team := attrs.get(team_key)) is not None:
-            info[1] = str(team)
-        if info[0] is not None and info[1] is not None:
-            pending -= 1
-            if not pending:
-                break
-    return {job_id: (n, known[job_id][0], known[job_id][1]) for job_id, n in counts.items()}
 
 
 class Store:
@@ -81,54 +46,7 @@ class Store:
         self._engine = make_engine(url)
         self.dialect = self._engine.dialect.name
         """``sqlite`` or ``postgresql``."""
-        ph = "?" if self._engine.dialect.paramstyle == "qmark" else "%s"
-        self._ph = ph
-
-        def marks(n: int) -> str:
-            return ", ".join([ph] * n)
-
-        self._sql_insert_spans = (
-            f"INSERT INTO spans ({_cols(SPAN_COLUMNS)}) VALUES ({marks(len(SPAN_COLUMNS))})"
-            " ON CONFLICT DO NOTHING"
-        )
-        job_cols = (
-            "INSERT INTO jobs (job_id, model, team, dirty, dirty_seq, span_count, dirty_since,"
-            f" first_seen, last_seen) VALUES ({marks(9)}) ON CONFLICT (job_id) DO UPDATE SET"
-        )
-        self._sql_touch_job = (
-            f"{job_cols} model = COALESCE(excluded.model, jobs.model),"
-            " team = COALESCE(excluded.team, jobs.team),"
-            " dirty_seq = jobs.dirty_seq + 1,"
-            " span_count = jobs.span_count + excluded.span_count,"
-            " dirty_since = CASE WHEN jobs.dirty THEN jobs.dirty_since"
-            " ELSE excluded.dirty_since END,"
-            " dirty = excluded.dirty,"
-            " last_seen = excluded.last_seen"
-        )
-        # Locks the job row first, so concurrent saves of one job queue up (PostgreSQL), and
-        # clears dirty only when no ingest came after the spans the summary was computed from.
-        self._sql_settle_job = (
-            f"{job_cols} dirty = CASE WHEN jobs.dirty_seq = excluded.dirty_seq THEN excluded.dirty"
-            " ELSE jobs.dirty END"
-        )
-        self._sql_insert_segments = (
-            f"INSERT INTO segments ({_cols(SEGMENT_COLUMNS)})"
-            f" VALUES ({marks(len(SEGMENT_COLUMNS))})"
-        )
-        updates = ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in FIGURE_COLUMNS[1:])
-        self._sql_upsert_figures = (
-            f"INSERT INTO job_figures ({_cols(FIGURE_COLUMNS)})"
-            f" VALUES ({marks(len(FIGURE_COLUMNS))})"
-            f" ON CONFLICT (job_id) DO UPDATE SET {updates}"
-        )
-        self._sql_recount_job = (
-            f"UPDATE jobs SET span_count = (SELECT count(*) FROM spans WHERE job_id = {ph})"
-            f" WHERE job_id = {ph}"
-        )
-        self._sql_load_spans = (
-            f"SELECT {_cols(SPAN_COLUMNS)} FROM spans WHERE job_id = {ph}"
-            " ORDER BY start, trace_id, span_id"
-        )
+        self._sql = Statements.for_paramstyle(self._engine.dialect.paramstyle)
 
     @property
     def engine(self) -> Engine:
@@ -158,14 +76,14 @@ class Store:
         if not records:
             return set()
         rows = span_rows(records)
-        touched = _job_identities(records)
+        touched = job_identities(records)
         now = time.time()
         with self._engine.begin() as conn:
-            inserted = conn.exec_driver_sql(self._sql_insert_spans, rows).rowcount
+            inserted = conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount
             if inserted == 0:
                 return set()
             conn.exec_driver_sql(
-                self._sql_touch_job,
+                self._sql.touch_jobs,
                 [
                     (job_id, model, team, True, 1, n, now, now, now)
                     for job_id, (n, model, team) in sorted(touched.items())  # one lock order
@@ -173,7 +91,7 @@ class Store:
             )
             if inserted != len(rows):  # some were duplicates: count the touched jobs' spans
                 conn.exec_driver_sql(
-                    self._sql_recount_job, [(job_id, job_id) for job_id in sorted(touched)]
+                    self._sql.recount_job, [(job_id, job_id) for job_id in sorted(touched)]
                 )
         return set(touched)
 
@@ -186,7 +104,7 @@ class Store:
         job_id = summary.job_id
         with self._engine.begin() as conn:
             conn.exec_driver_sql(
-                self._sql_settle_job,
+                self._sql.settle_job,
                 (
                     job_id,
                     summary.model,
@@ -199,26 +117,24 @@ class Store:
                     computed_at,
                 ),
             )
-            conn.exec_driver_sql(f"DELETE FROM segments WHERE job_id = {self._ph}", (job_id,))
+            conn.exec_driver_sql(self._sql.delete_segments, (job_id,))
             seg_rows = segment_rows(summary)
             if seg_rows:
-                conn.exec_driver_sql(self._sql_insert_segments, seg_rows)
-            conn.exec_driver_sql(self._sql_upsert_figures, figures_row(summary, computed_at))
+                conn.exec_driver_sql(self._sql.insert_segments, seg_rows)
+            conn.exec_driver_sql(self._sql.upsert_figures, figures_row(summary, computed_at))
 
     # --- reads -----------------------------------------------------------------------------
 
     def load_spans(self, job_id: str) -> list[SpanRecord]:
         """Every stored span of ``job_id``, by start time (a span id seen twice: the first)."""
         with self._engine.connect() as conn:
-            rows = conn.exec_driver_sql(self._sql_load_spans, (job_id,)).fetchall()
-        seen: set[tuple[str, str]] = set()
-        out: list[SpanRecord] = []
-        for row in rows:
-            key = (row[0], row[1])
-            if key not in seen:
-                seen.add(key)
-                out.append(span_from_row(row))
-        return out
+            cursor = conn.connection.cursor()  # the driver's plain tuples: no Row objects
+            try:
+                cursor.execute(self._sql.load_spans, (job_id,))
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
+        return spans_from_rows(rows)
 
     def dirty_jobs(self, limit: int = 100) -> list[tuple[str, int]]:
         """``(job_id, dirty_seq)`` of jobs needing a recompute, longest dirty first."""
@@ -280,12 +196,8 @@ class Store:
 
     def get_segments(self, job_id: str) -> list[dict[str, Any]]:
         """The job's stored segments in ``segment_to_dict()`` form, by start time."""
-        sql = (
-            'SELECT seg, attempt, start, "end", category, kind, component FROM segments'
-            f" WHERE job_id = {self._ph} ORDER BY start, seg, part"
-        )
         with self._engine.connect() as conn:
-            return segments_from_rows(conn.exec_driver_sql(sql, (job_id,)))
+            return segments_from_rows(conn.exec_driver_sql(self._sql.get_segments, (job_id,)))
 
     def lost_time(
         self, group_by: str, since: float | None = None, until: float | None = None
@@ -298,7 +210,7 @@ class Store:
         """
         _lost_time.lost_time_query(group_by, since, until)  # validate before connecting
         with self._engine.connect() as conn:
-            return _lost_time.lost_time(conn, group_by, since, until, self._ph)
+            return _lost_time.lost_time(conn, group_by, since, until, self._sql.ph)
 
     def job_ids(self) -> list[str]:
         """Every job seen, sorted."""
@@ -328,5 +240,12 @@ class Store:
         return {"spans": int(n_spans or 0), "jobs": int(n_jobs), "dirty_jobs": int(n_dirty)}
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (on SQLite, refresh the planner's statistics first)."""
+        if self.dialect == "sqlite":
+            try:
+                with self._engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA optimize")
+                    conn.commit()
+            except Exception:  # best effort: closing must not fail
+                pass
         self._engine.dispose()

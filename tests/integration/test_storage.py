@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -25,9 +27,11 @@ from collector.domain.model import (
 )
 from collector.storage import Store, head_revision
 from collector.storage._engine import normalize_url
+from collector.storage._lost_time import lost_time_query
 from collector.storage._tables import metadata
 from instrument import semconv
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 IDLE, FAILURE, PRODUCTIVE = Category.IDLE, Category.FAILURE, Category.PRODUCTIVE
 
 
@@ -119,6 +123,8 @@ def by_key(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
     return {r["key"]: r for r in rows}
 
 
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
 # --- schema ------------------------------------------------------------------------------------
 
 
@@ -143,6 +149,53 @@ def test_migration_matches_table_definitions(store: Store) -> None:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True})
         diff = compare_metadata(ctx, metadata)
     assert diff == []
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_concurrent_upgrades_from_processes_do_not_race(database_url: str) -> None:
+    code = "import sys; from collector.storage import Store; Store(sys.argv[1]).upgrade()"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, database_url],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outputs
+    s = Store(database_url)
+    try:
+        assert s.revision() == "0001"
+    finally:
+        s.close()
+
+
+def test_concurrent_upgrades_from_threads_do_not_race(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'threads.db'}"
+    stores = [Store(url) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def up(s: Store) -> None:
+        try:
+            s.upgrade()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=up, args=(s,), daemon=True) for s in stores]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    try:
+        assert not any(th.is_alive() for th in threads)
+        assert errors == []
+        assert {s.revision() for s in stores} == {"0001"}
+    finally:
+        for s in stores:
+            s.close()
 
 
 def test_fresh_store_before_upgrade_has_no_revision(tmp_path: Path) -> None:
@@ -273,6 +326,17 @@ def test_save_summary_clears_dirty_only_when_unchanged(store: Store) -> None:
     assert store.dirty_jobs() == []
     store.ingest([span("j1", 3)])
     assert store.dirty_jobs() == [("j1", 3)]
+
+
+def test_dirty_seq_counts_ingests_with_new_spans(store: Store) -> None:
+    assert store.dirty_seq("j1") == 0
+    store.ingest([span("j1", 1)])
+    store.ingest([span("j1", 1), span("j1", 2), span("j1", 2)])  # in-batch repeat: stored once
+    store.ingest([span("j1", 2)])  # nothing new: no change
+    assert store.dirty_seq("j1") == 2
+    assert store.span_counts()["spans"] == 2
+    store.save_summary(summary("j1", [seg(0, 1, PRODUCTIVE)]), store.dirty_seq("j1"), 5.0)
+    assert not store.is_dirty("j1") and store.dirty_seq("j1") == 2
 
 
 def test_dirty_jobs_oldest_first_and_limited(store: Store) -> None:
@@ -451,6 +515,24 @@ def test_lost_time_by_job_model_team(
     window = _approx(store.lost_time(group_by, 0.0, 100.0))
     assert [k for k, *_ in window] == [expected[1][0], expected[0][0]]
     assert window[0][3] == 60.0 and window[1][3] == 40.0
+
+
+@pytest.mark.parametrize("group_by", ["component", "job", "model", "team"])
+def test_lost_time_uses_its_covering_index_on_sqlite(tmp_path: Path, group_by: str) -> None:
+    s = Store(f"sqlite:///{tmp_path / 'plan.db'}")
+    s.upgrade()
+    try:
+        for since, until in [(None, None), (10.0, None), (None, 20.0), (10.0, 20.0)]:
+            sql, params = lost_time_query(group_by, since, until)
+            with s.engine.connect() as conn:
+                plan = " ".join(
+                    str(r[-1])
+                    for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", tuple(params))
+                )
+            assert f"COVERING INDEX ix_segments_lost_by_{group_by}" in plan
+            assert "TEMP B-TREE" not in plan
+    finally:
+        s.close()
 
 
 def test_lost_time_key_none_for_jobs_without_model(store: Store) -> None:

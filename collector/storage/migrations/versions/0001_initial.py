@@ -112,6 +112,20 @@ def upgrade() -> None:
     )
     op.create_index("ix_segments_start", "segments", ["start"])
     op.create_index("ix_segments_end", "segments", ["end"])
+    lost = sa.text("category IN ('idle', 'failure')")
+    for key, column in (
+        ("component", "component"),
+        ("job", "job_id"),
+        ("model", "model"),
+        ("team", "team"),
+    ):
+        op.create_index(
+            f"ix_segments_lost_by_{key}",
+            "segments",
+            [column, "category", "end", "start", "share"],
+            sqlite_where=lost,
+            postgresql_where=lost,
+        )
 
 
 def downgrade() -> None:

@@ -1,0 +1,94 @@
+"""The hand-written SQL of the store's hot and transactional paths, one text per dialect.
+
+Written once with the driver's own placeholders and run with ``exec_driver_sql`` (no per-call
+compilation). The same text serves SQLite (3.24+) and PostgreSQL: ``ON CONFLICT`` upserts,
+``excluded``, CASE rather than MIN/MAX/LEAST/GREATEST. ``"end"`` is quoted (a reserved word).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
+
+
+def _cols(columns: Sequence[str]) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Every statement text, for one placeholder style."""
+
+    ph: str
+    """The positional placeholder: ``?`` (sqlite3) or ``%s`` (psycopg)."""
+    insert_spans: str
+    touch_jobs: str
+    recount_job: str
+    settle_job: str
+    delete_segments: str
+    insert_segments: str
+    upsert_figures: str
+    load_spans: str
+    get_segments: str
+
+    @classmethod
+    def for_paramstyle(cls, paramstyle: str) -> Statements:
+        """The statements for a DBAPI ``paramstyle`` (``qmark`` or ``format``/``pyformat``)."""
+        ph = "?" if paramstyle == "qmark" else "%s"
+
+        def marks(n: int) -> str:
+            return ", ".join([ph] * n)
+
+        upsert_job = (
+            "INSERT INTO jobs (job_id, model, team, dirty, dirty_seq, span_count, dirty_since,"
+            f" first_seen, last_seen) VALUES ({marks(9)}) ON CONFLICT (job_id) DO UPDATE SET"
+        )
+        updates = ", ".join(f'"{c}" = excluded."{c}"' for c in FIGURE_COLUMNS[1:])
+        return cls(
+            ph=ph,
+            insert_spans=(
+                f"INSERT INTO spans ({_cols(SPAN_COLUMNS)}) VALUES ({marks(len(SPAN_COLUMNS))})"
+                " ON CONFLICT DO NOTHING"
+            ),
+            # new spans: one more dirty_seq, dirty (since the first time it went dirty), count
+            touch_jobs=(
+                f"{upsert_job} model = COALESCE(excluded.model, jobs.model),"
+                " team = COALESCE(excluded.team, jobs.team),"
+                " dirty_seq = jobs.dirty_seq + 1,"
+                " span_count = jobs.span_count + excluded.span_count,"
+                " dirty_since = CASE WHEN jobs.dirty THEN jobs.dirty_since"
+                " ELSE excluded.dirty_since END,"
+                " dirty = excluded.dirty,"
+                " last_seen = excluded.last_seen"
+            ),
+            recount_job=(
+                f"UPDATE jobs SET span_count = (SELECT count(*) FROM spans WHERE job_id = {ph})"
+                f" WHERE job_id = {ph}"
+            ),
+            # Locks the job row first, so concurrent saves of one job queue up (PostgreSQL), and
+            # clears dirty only when no ingest came after the spans the summary was computed from.
+            settle_job=(
+                f"{upsert_job} dirty = CASE WHEN jobs.dirty_seq = excluded.dirty_seq"
+                " THEN excluded.dirty ELSE jobs.dirty END"
+            ),
+            delete_segments=f"DELETE FROM segments WHERE job_id = {ph}",
+            insert_segments=(
+                f"INSERT INTO segments ({_cols(SEGMENT_COLUMNS)})"
+                f" VALUES ({marks(len(SEGMENT_COLUMNS))})"
+            ),
+            upsert_figures=(
+                f"INSERT INTO job_figures ({_cols(FIGURE_COLUMNS)})"
+                f" VALUES ({marks(len(FIGURE_COLUMNS))})"
+                f" ON CONFLICT (job_id) DO UPDATE SET {updates}"
+            ),
+            load_spans=(
+                f"SELECT {_cols(SPAN_COLUMNS)} FROM spans WHERE job_id = {ph}"
+                " ORDER BY start, trace_id, span_id"
+            ),
+            get_segments=(
+                'SELECT seg, attempt, start, "end", category, kind, component FROM segments'
+                f" WHERE job_id = {ph} ORDER BY start, seg, part"
+            ),
+        )
