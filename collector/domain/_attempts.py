@@ -9,6 +9,13 @@ from instrument import semconv as sc
 
 from .model import SpanRecord
 
+_COMPLETED = sc.EndReasonValues.COMPLETED.value
+_PREEMPTED = sc.EndReasonValues.PREEMPTED.value
+_PREEMPTION = sc.FailureCauseValues.PREEMPTION.value
+_VAGUE = frozenset(
+    {_PREEMPTION, sc.FailureCauseValues.UNKNOWN.value, sc.FailureCauseValues.KILLED.value}
+)
+
 _REASON_RANK = {
     sc.EndReasonValues.FAILED.value: 3,
     sc.EndReasonValues.PREEMPTED.value: 2,
@@ -74,32 +81,57 @@ def progress_of(spans: Sequence[SpanRecord], first: float | None) -> float | Non
 
 
 def end_reason_of(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
-    """The attempt's end reason over its ranks' ``ett.attempt`` spans, and the cause reported.
+    """The attempt's end reason over its ranks' ``ett.attempt`` spans, and its failure cause.
 
-    A rank that failed outranks one that was preempted, which outranks one that completed: the
-    synchronous job ended the worst way any of its ranks did. The cause comes from the attempt
-    spans or, failing that, from the first ``ett.failure`` span.
+    Reason: a rank that failed outranks one that was preempted, which outranks one that completed
+    (the synchronous job ended the worst way any of its ranks did); when some rank of the attempt
+    never ended its attempt span (it died silently) and another did not complete, the attempt
+    failed. Cause, for an attempt that did not complete:
+
+    1. the earliest specific cause (``exception``, ``oom``, ``nccl_timeout``, ``hardware``, ...)
+       that an ``ett.failure`` or a failed ``ett.attempt`` span reported;
+    2. else ``killed`` when a rank went silent: the ranks that spoke only saw their peer vanish
+       (torchrun then stops them with SIGTERM, or their collective fails);
+    3. else ``preemption`` when a rank was preempted or said so;
+    4. else ``unknown`` if any rank said so; None when nothing was said (the caller infers).
     """
     reason: str | None = None
-    cause: str | None = None
+    reported: set[int] = set()
+    said: list[tuple[float, str]] = []
     for s in spans:
-        if s.name != sc.SPAN_ATTEMPT:
-            continue
-        r = s.attr(sc.ATTEMPT_END_REASON)
-        if not isinstance(r, str) or r not in _REASON_RANK:
-            continue
-        if reason is None or _REASON_RANK[r] > _REASON_RANK[reason]:
-            reason = r
+        if s.name == sc.SPAN_ATTEMPT:
+            r = s.attr(sc.ATTEMPT_END_REASON)
+            if isinstance(r, str) and r in _REASON_RANK:
+                reported.add(s.rank)
+                if reason is None or _REASON_RANK[r] > _REASON_RANK[reason]:
+                    reason = r
+                c = s.attr(sc.FAILURE_CAUSE)
+                if isinstance(c, str) and r != _COMPLETED:
+                    said.append((s.end, c))
+                elif r == _PREEMPTED:
+                    said.append((s.end, _PREEMPTION))
+        elif s.name == sc.SPAN_FAILURE:
             c = s.attr(sc.FAILURE_CAUSE)
-            cause = c if isinstance(c, str) else cause
-    if cause is None:
-        failures = sorted((s for s in spans if s.name == sc.SPAN_FAILURE), key=lambda s: s.end)
-        for f in failures:
-            c = f.attr(sc.FAILURE_CAUSE)
             if isinstance(c, str):
-                cause = c
-                break
-    return reason, cause
+                said.append((s.end, c))
+    expected = {s.rank for s in spans}
+    sizes = [s.attr(sc.WORLD_SIZE) for s in spans]
+    world = max((w for w in sizes if isinstance(w, int) and not isinstance(w, bool)), default=0)
+    silent = bool(expected - reported) or len(reported) < world
+    if reason is not None and reason != _COMPLETED and silent:
+        reason = sc.EndReasonValues.FAILED.value
+    said.sort()
+    specific = [c for _, c in said if c not in _VAGUE]
+    if specific:
+        return reason, specific[0]
+    if silent and (reason is not None or said):
+        return reason, sc.FailureCauseValues.KILLED.value
+    causes = {c for _, c in said}
+    if _PREEMPTION in causes:
+        return reason, _PREEMPTION
+    if causes:
+        return reason, sc.FailureCauseValues.UNKNOWN.value
+    return reason, None
 
 
 def latest_rank(spans: Sequence[SpanRecord]) -> int:

@@ -50,6 +50,8 @@ def _phase_component(span: SpanRecord) -> str | None:
         return comp if isinstance(comp, str) and comp else sc.default_component(phase)
     if span.name == sc.SPAN_COMPILE:
         return sc.ComponentValues.COMPILE.value
+    if span.name == sc.SPAN_PUBLISH:  # a standalone publishing job never trains
+        return sc.ComponentValues.PUBLISH.value
     return None
 
 

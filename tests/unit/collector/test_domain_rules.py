@@ -266,3 +266,70 @@ def test_completed_attempt_followed_by_another_counts_as_failed() -> None:
 def test_empty_job_is_an_error() -> None:
     with pytest.raises(ValueError):
         summarize([], NOW)
+
+
+def _two_ranks_then_restart(rank1_end: list, rank0_end: list) -> list:
+    ws = {sc.WORLD_SIZE: 2}
+    spans = [
+        first_batch(0, rank=0, **ws),
+        first_batch(0, rank=1, **ws),
+        window(0, 50, rank=0, **ws),
+        window(0, 50, rank=1, **ws),
+        *rank0_end,
+        *rank1_end,
+        first_batch(80, attempt=1),
+        attempt_end(60, 90, DONE, attempt=1),
+    ]
+    return spans
+
+
+def test_sigkilled_rank_makes_the_cause_killed_whatever_its_peers_said() -> None:
+    # rank 1 was SIGKILLed (silent); torchrun stopped rank 0 with SIGTERM → preempted
+    s = summarize(_two_ranks_then_restart([], [attempt_end(0, 52, PREEMPTED, rank=0)]), NOW)
+    assert dict(s.failure_causes) == {"killed": 1}
+    assert s.attempts[0].end_reason == FAILED
+    # rank 0's collective failed instead, and it could only say "unknown"
+    peer = [
+        span(sc.SPAN_FAILURE, 51, 51, rank=0, **{sc.FAILURE_CAUSE: "unknown"}),
+        attempt_end(0, 52, FAILED, "unknown", rank=0),
+    ]
+    assert dict(summarize(_two_ranks_then_restart([], peer), NOW).failure_causes) == {"killed": 1}
+
+
+def test_world_size_reveals_a_rank_that_never_spoke() -> None:
+    spans = [
+        first_batch(0, **{sc.WORLD_SIZE: 2}),
+        window(0, 50, **{sc.WORLD_SIZE: 2}),
+        attempt_end(0, 52, PREEMPTED, **{sc.WORLD_SIZE: 2}),
+    ]
+    s = summarize(spans, NOW)
+    assert dict(s.failure_causes) == {"killed": 1}
+
+
+def test_specific_cause_wins_over_peers_stopped_by_torchrun() -> None:
+    rank1 = [
+        span(sc.SPAN_FAILURE, 50, 50, rank=1, **{sc.FAILURE_CAUSE: "oom"}),
+        attempt_end(0, 50, FAILED, "oom", rank=1),
+    ]
+    rank0 = [attempt_end(0, 52, PREEMPTED, rank=0)]
+    s = summarize(_two_ranks_then_restart(rank1, rank0), NOW)
+    assert dict(s.failure_causes) == {"oom": 1}
+
+
+def test_real_preemption_of_every_rank() -> None:
+    rank0 = [attempt_end(0, 52, PREEMPTED, rank=0)]
+    rank1 = [attempt_end(0, 52, PREEMPTED, rank=1)]
+    s = summarize(_two_ranks_then_restart(rank1, rank0), NOW)
+    assert dict(s.failure_causes) == {"preemption": 1}
+    assert s.attempts[0].end_reason == PREEMPTED
+
+
+def test_standalone_publish_job_is_idle_publish_not_failure() -> None:
+    spans = [
+        phase("checkpoint_load", 0, 5),
+        span(sc.SPAN_PUBLISH, 5, 20, **{sc.PUBLISH_STANDALONE: True}),
+        attempt_end(0, 21, DONE),
+    ]
+    s = summarize(spans, NOW)
+    assert s.failure_s == 0
+    assert per_component(s.segments) == pytest.approx({"checkpoint": 5, "publish": 15, "other": 1})
