@@ -83,11 +83,6 @@ def test_collector_figures_match_the_step_log(killed_run: tuple[Run, dict[str, A
     assert job["unsaved_s"] == pytest.approx(unsaved, abs=0.3)  # a window ends within one poll
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the collector takes the surviving rank's 'unknown' (its peer vanished) as the cause; "
-    "ETT-SPEC wants 'killed' inferred for a rank that went silent",
-)
 def test_collector_names_a_sigkill_killed(killed_run: tuple[Run, dict[str, Any]]) -> None:
     run, job = killed_run
     [peer] = run.events(0, "failure", 0)
