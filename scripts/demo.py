@@ -79,37 +79,34 @@ def _run_trainer(url: str) -> str | None:
         "OTEL_EXPORTER_OTLP_ENDPOINT": url,
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "--max-restarts",
-        "1",
-        "-m",
-        "trainer.train",
-        "--run-dir",
-        str(run_dir),
-        "--steps",
-        "300",
-        "--ckpt-every-steps",
-        "100",
-        "--fail-at-step",
-        "250",
-        "--fail-kind",
-        "exception",
-        "--fail-attempt",
-        "0",
-        "--no-compile",
-        "--window-s",
-        "2",
-    ]
-    print("$ " + " ".join(cmd[2:]), flush=True)
+    trainer_args = (
+        "--steps 240 --ckpt-every-steps 80 --ckpt-mode async --no-compile --window-s 2 "
+        "--step-delay-s 0.02 --fail-at-step 200 --fail-kind exception --fail-rank 1 "
+        "--fail-attempt 0"
+    ).split()
+    launcher = "--standalone --nproc-per-node 2 --max-restarts 1".split()
+    cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "trainer.train",
+           "--run-dir", str(run_dir), *trainer_args]  # fmt: skip
+    print("$ torchrun " + " ".join(cmd[3:]), flush=True)
     rc = subprocess.run(cmd, env=env, cwd=ROOT).returncode
     if rc != 0:
         print(f"(torchrun exited with {rc})")
+        return job_id
+    _banner(
+        "   the standalone publishing job: export the last checkpoint, verify it scores the same"
+    )
+    pub = [
+        sys.executable,
+        "-m",
+        "collector.cli",
+        "publish",
+        "--checkpoint",
+        str(run_dir / "checkpoints"),
+        "--out",
+        str(HOME / "published"),
+    ]
+    print("$ ett publish --checkpoint ... --out ...", flush=True)
+    subprocess.run(pub, env=env, cwd=ROOT, check=False)
     return job_id
 
 
