@@ -2,83 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
+from collector_process import Collector, free_port, start_collector
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Collector:
-    """A running `ett serve` subprocess."""
-
-    url: str
-    db_url: str
-    home: Path
-    process: subprocess.Popen[bytes]
-    token: str | None = None
-
-    def get(self, path: str, **params: object) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return httpx.get(self.url + path, params=params, headers=headers, timeout=30)
-
-    def job(self, job_id: str) -> dict:
-        r = self.get(f"/api/v1/jobs/{job_id}")
-        assert r.status_code == 200, r.text
-        return r.json()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_collector(
-    home: Path, db_url: str | None = None, token: str | None = None, port: int | None = None
-) -> Collector:
-    """Start `ett serve` and wait until /healthz answers."""
-    port = port or free_port()
-    db_url = db_url or f"sqlite:///{home / 'collector.db'}"
-    env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1"}
-    cmd = [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", db_url]
-    if token:
-        cmd += ["--token", token]
-    home.mkdir(parents=True, exist_ok=True)
-    log = open(home / f"collector-{port}.log", "ab")  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"ett serve exited with {proc.returncode}:\n"
-                + (home / f"collector-{port}.log").read_text()
-            )
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return Collector(url, db_url, home, proc, token)
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("ett serve did not answer /healthz within 60 s")
+__all__ = ["Collector", "free_port", "start_collector"]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import Collector, start_collector
+from collector_process import Collector, start_collector
 
 from collector.domain.examples import worked_example
 from collector.replay import encode_request, send_spans

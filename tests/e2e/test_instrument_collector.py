@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Collector, start_collector
+from collector_process import Collector, start_collector
 
 import instrument as ett
 

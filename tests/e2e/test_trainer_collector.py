@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Collector, start_collector
+from collector_process import Collector, start_collector
 from test_trainer_e2e import SMALL, assert_resumed, require_training_stack
 
 from trainer.testing import Run, launch

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from conftest import start_collector  # noqa: E402
+from collector_process import start_collector  # noqa: E402
 
 from collector.domain import SpanRecord  # noqa: E402
 from collector.domain.examples import worked_example  # noqa: E402

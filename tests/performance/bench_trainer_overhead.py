@@ -7,7 +7,7 @@
 Each run is the real trainer under torchrun on the CPU (``python -m torch.distributed.run
 --standalone --nproc-per-node 1 -m trainer.train --size tiny --no-compile --ckpt-every-steps 0
 --no-final-ckpt --no-progress ...``, launched by :func:`trainer.testing.launch`). ON runs send
-their spans to a real ``ett serve`` (``tests/e2e/conftest.py:start_collector``, SQLite); OFF
+their spans to a real ``ett serve`` (``collector_process.start_collector``, SQLite); OFF
 runs set ``ETT_DISABLED=1`` and are otherwise identical. Runs alternate ON/OFF in pairs whose
 order flips each pair (ON OFF, OFF ON, ...) so that drift of the machine's load cancels.
 
@@ -31,7 +31,6 @@ a recompute a second) during ON runs only: with few cores that is charged to ON.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import statistics
 import sys
@@ -39,7 +38,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -51,23 +49,8 @@ sys.path.insert(0, str(HERE))
 
 from trainer.testing import Run, launch, missing_stack  # noqa: E402
 
-
-def _load_e2e_conftest() -> ModuleType:
-    """``tests/e2e/conftest.py`` under a name of its own: under pytest, ``conftest`` is already
-    ``tests/conftest.py``, so ``from conftest import start_collector`` would find the wrong one."""
-    name = "_ett_e2e_conftest"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "e2e" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # before exec: its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-start_collector = _load_e2e_conftest().start_collector
-"""``start_collector(home) -> Collector``: a real ``ett serve`` on SQLite, up and answering."""
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from collector_process import start_collector  # noqa: E402
 
 TARGET_PCT = 1.0
 TRAIN_ARGS = ("--size", "tiny", "--no-compile", "--ckpt-every-steps", "0", "--no-final-ckpt",
