@@ -28,7 +28,7 @@ class Pipeline:
         live_refresh_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         on_recompute: Callable[[str, float], None] | None = None,
-        settle_s: float = 0.25,
+        settle_s: float = 1.0,
     ) -> None:
         self.store = store
         self.window_s = window_s
