@@ -88,7 +88,11 @@ def _run_trainer(url: str) -> str | None:
     cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "trainer.train",
            "--run-dir", str(run_dir), *trainer_args]  # fmt: skip
     print("$ torchrun " + " ".join(cmd[3:]), flush=True)
-    rc = subprocess.run(cmd, env=env, cwd=ROOT).returncode
+    log_path = HOME / "trainer.log"
+    print(f"(the ranks' output, tracebacks of the injected failure included: {log_path})")
+    with open(log_path, "wb") as log:
+        rc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    _summarize_trainer_log(log_path.read_text(errors="replace"))
     if rc != 0:
         print(f"(torchrun exited with {rc})")
         return job_id
@@ -105,12 +109,26 @@ def _run_trainer(url: str) -> str | None:
         "--out",
         str(HOME / "published"),
     ]
-    print("$ ett publish --checkpoint ... --out ...", flush=True)
-    subprocess.run(pub, env=env, cwd=ROOT, check=False)
+    print(f"$ ett publish --checkpoint {run_dir / 'checkpoints'} --out {HOME / 'published'}")
+    out = subprocess.run(pub, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    (HOME / "publish.log").write_text(out.stdout + out.stderr)
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    print("  " + (lines[-1] if lines else f"publish failed: see {HOME / 'publish.log'}"))
     return job_id
 
 
 DB = ""
+
+
+def _summarize_trainer_log(text: str) -> None:
+    """The lines of the trainer's output that tell the story: the failure and the progress bars."""
+    for line in text.splitlines():
+        if "InjectedFault:" in line or "Sending process" in line:
+            print("  " + line.split("]: ")[-1].strip())
+    bars = [chunk for chunk in text.replace("\r", "\n").splitlines() if chunk.startswith("train:")]
+    finals = [b for b in bars if "|" in b]
+    for bar in finals[-1:]:
+        print("  " + bar.strip())
 
 
 def main() -> int:
