@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from collector_process import start_collector  # noqa: E402
 
 TARGET_PCT = 1.0
-TRAIN_ARGS = ("--size", "tiny", "--no-compile", "--ckpt-every-steps", "0", "--no-final-ckpt",
+SIZE = ["tiny"]  # the --size preset; main() may change it
+TRAIN_ARGS = ("--no-compile", "--ckpt-every-steps", "0", "--no-final-ckpt",
               "--no-progress", "--watchdog-s", "120")  # fmt: skip
 
 
@@ -107,7 +108,8 @@ def one_run(
     """Train ``steps`` steps with instrumentation ON or OFF; check where its spans went."""
     env = {} if on else {"ETT_DISABLED": "1"}
     run = launch(
-        workdir, collector.url, *TRAIN_ARGS, "--steps", str(steps), "--window-s", str(window_s),
+        workdir, collector.url, "--size", SIZE[0], *TRAIN_ARGS, "--steps", str(steps),
+        "--window-s", str(window_s),
         nproc=1, env=env, timeout_s=600,
     )  # fmt: skip
     if run.returncode != 0:
@@ -159,7 +161,7 @@ def run(
         measured: list[Measured] = []
         try:
             print(
-                f"trainer: --size tiny --no-compile, 1 rank on the CPU, {steps} steps per run "
+                f"trainer: --size {SIZE[0]} --no-compile, 1 rank on the CPU, {steps} steps per run "
                 f"(first {warmup} dropped), --window-s {window_s}; {pairs} ON/OFF pairs"
             )
             for i in range(pairs):
@@ -248,11 +250,16 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, help="keep the runs and the collector here")
     parser.add_argument(
+        "--size", default="tiny", choices=["tiny", "small", "medium", "large"],
+        help="the trainer's model preset (default: tiny; larger steps resolve smaller overheads)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-step-context", action="store_true", help="skip the sess.step() micro-benchmark"
     )
     args = parser.parse_args()
     if args.pairs < 1 or args.steps < 8:
         parser.error("need --pairs >= 1 and --steps >= 8")
+    SIZE[0] = args.size
     run(
         pairs=args.pairs,
         steps=args.steps,
