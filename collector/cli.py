@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 4318)")
     _db_arg(serve)
     serve.add_argument("--token", default=None, help="require this bearer token (or ETT_TOKEN)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("ETT_WORKERS", "1")),
+        help="server processes sharing the database (default 1, or ETT_WORKERS); more "
+        "processes decode OTLP in parallel",
+    )
 
     db = sub.add_parser("db", help="database schema management")
     dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
@@ -108,30 +117,34 @@ def _open(db: str | None) -> Any:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .api import create_app
-    from .metrics import CollectorMetrics
-    from .pipeline import Pipeline
+    from .api._factory import build_app
     from .storage import Store
 
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     settings = Settings(
-        host=args.host,
-        port=args.port,
-        db_url=args.db or default_db_url(),
+        host=args.host, port=args.port, db_url=args.db or default_db_url(),
         **({"token": args.token} if args.token else {}),
-    )
-    store = Store(settings.db_url)
-    store.upgrade()
-    metrics = CollectorMetrics()
-    pipeline = Pipeline(
-        store, settings.window_s, settings.live_refresh_s, on_recompute=metrics.observe_recompute
-    )
-    app = create_app(settings, pipeline, metrics)
+    )  # fmt: skip
+    Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
     print(
         f"ett collector listening on http://{settings.host}:{settings.port} "
-        f"(db: {_redact(settings.db_url)})",
+        f"(db: {_redact(settings.db_url)}, {args.workers} worker(s))",
         flush=True,
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    if args.workers == 1:
+        uvicorn.run(build_app(settings), host=settings.host, port=settings.port,
+                    log_level="warning")  # fmt: skip
+        return 0
+    os.environ["ETT_DB_URL"] = settings.db_url
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
+    os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
+    if settings.token:
+        os.environ["ETT_TOKEN"] = settings.token
+    uvicorn.run(
+        "collector.api._factory:app_from_env", factory=True, workers=args.workers,
+        host=settings.host, port=settings.port, log_level="warning",
+    )  # fmt: skip
     return 0
 
 

@@ -5,7 +5,9 @@ Names: ``ett_`` prefix, base units, ``_total`` for counters; no unbounded labels
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -51,5 +53,10 @@ class CollectorMetrics:
         self.recompute_seconds.observe(seconds)
 
     def exposition(self) -> bytes:
-        """The text exposition format."""
+        """The text exposition format; summed over worker processes when ``ett serve --workers``
+        runs several (prometheus_client's multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``)."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry)
         return generate_latest(self.registry)

@@ -29,6 +29,7 @@ class Pipeline:
         clock: Callable[[], float] = time.time,
         on_recompute: Callable[[str, float], None] | None = None,
         settle_s: float = 1.0,
+        leader: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.window_s = window_s
@@ -36,6 +37,7 @@ class Pipeline:
         self.clock = clock
         self._on_recompute = on_recompute
         self.settle_s = settle_s
+        self._leader = leader
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -117,6 +119,8 @@ class Pipeline:
             self._wake.clear()
             if self._stop.is_set():
                 break
+            if self._leader is not None and not self._leader():
+                continue  # another worker process runs the background recompute
             try:
                 # let a burst of requests land first: one recompute per job per burst, and the
                 # ingest path keeps the CPU while requests are arriving

@@ -49,7 +49,11 @@ class Collector:
 
 
 def start_collector(
-    home: Path, db_url: str | None = None, token: str | None = None, port: int | None = None
+    home: Path,
+    db_url: str | None = None,
+    token: str | None = None,
+    port: int | None = None,
+    workers: int = 1,
 ) -> Collector:
     """Start `ett serve` and wait until /healthz answers."""
     port = port or free_port()
@@ -58,6 +62,8 @@ def start_collector(
     cmd = [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", db_url]
     if token:
         cmd += ["--token", token]
+    if workers != 1:
+        cmd += ["--workers", str(workers)]
     home.mkdir(parents=True, exist_ok=True)
     log = open(home / f"collector-{port}.log", "ab")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)

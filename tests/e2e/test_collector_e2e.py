@@ -246,3 +246,76 @@ def test_sdk_exporter_to_postgres_collector(tmp_path: Path, postgres_url: str) -
         _check_worked_example(c, "e2e-pg")
     finally:
         c.stop()
+
+
+def _metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_count_accepted_rejected_and_unknown(collector: Collector) -> None:
+    spans = worked_example("e2e-metrics", base=1_790_000_000.0)
+    send_spans(spans, collector.url)
+    # fmt: off
+    body = {"resourceSpans": [{"resource": {"attributes": [
+        {"key": "ett.job.id", "value": {"stringValue": "e2e-metrics"}},
+        {"key": "ett.attempt", "value": {"intValue": "1"}},
+        {"key": "ett.rank", "value": {"intValue": "0"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "a" * 32, "spanId": "b" * 16, "name": "ett.something_new",
+            "startTimeUnixNano": "1790000450000000000", "endTimeUnixNano": "1790000451000000000",
+            "attributes": [{"key": "ett.future_attribute", "value": {"boolValue": True}}]}]}]}]}
+    # fmt: on
+    assert httpx.post(collector.url + "/v1/traces", json=body).status_code == 200
+    text = collector.get("/metrics").text
+    assert _metric(text, 'ett_ingest_spans_total{outcome="accepted"}') == len(spans) + 1
+    assert _metric(text, "ett_ingest_unknown_span_names_total") == 1
+    assert _metric(text, "ett_ingest_unknown_attributes_total") == 1
+    # the unknown span is kept and changes nothing in the figures
+    job = _check_worked_example(collector, "e2e-metrics")
+    assert job["span_count"] == len(spans) + 1
+
+
+def test_live_job_is_running_then_presumed_dead(tmp_path: Path) -> None:
+    import time
+
+    from collector.domain import SpanRecord
+    from instrument import semconv as sc
+
+    c = start_collector(tmp_path / "home")
+    try:
+        now = time.time()
+        ident = {sc.JOB_ID: "e2e-live", sc.ATTEMPT: 0, sc.RANK: 0}
+        spans = [
+            SpanRecord("1" * 32, f"{i + 1:016x}", name, now + a, now + b, "e2e-live", 0, 0,
+                       {**ident, **extra})
+            for i, (name, a, b, extra) in enumerate([
+                (sc.startup_span_name("pg_init"), -30, -25, {}),
+                (sc.SPAN_FIRST_BATCH, -21, -20, {}),
+                (sc.SPAN_CHECKPOINT_SAVE, -15, -14, {sc.CHECKPOINT_STEP: 10}),
+                (sc.SPAN_TRAIN_WINDOW, -20, -1, {}),
+            ])
+        ]  # fmt: skip
+        send_spans(spans, c.url)
+        job = c.job("e2e-live")
+        assert job["state"] == "running"
+        assert job["wall_s"] >= 30 and job["at_risk_s"] > 10 and job["unsaved_s"] == 0
+    finally:
+        c.stop()
+
+
+def test_several_worker_processes_share_the_database(tmp_path: Path) -> None:
+    c = start_collector(tmp_path / "home", workers=2)
+    try:
+        jobs = [worked_example(f"e2e-workers-{i}", base=1_790_000_000.0) for i in range(6)]
+        for spans in jobs:  # separate requests, spread over both workers
+            assert send_spans(spans, c.url) == len(spans)
+        for i in range(6):
+            _check_worked_example(c, f"e2e-workers-{i}")
+        text = c.get("/metrics").text  # summed over both processes
+        assert _metric(text, 'ett_ingest_spans_total{outcome="accepted"}') == sum(map(len, jobs))
+    finally:
+        c.stop()

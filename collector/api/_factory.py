@@ -1,0 +1,74 @@
+"""Build the service from the environment: one app per server process.
+
+``ett serve --workers N`` runs N uvicorn worker processes that share the database. The CLI puts
+the settings into ``ETT_*`` variables before the workers start; each worker calls
+:func:`app_from_env`. One worker at a time (the holder of a lock file) runs the background
+recompute; the others take over if it dies. Reads of a dirty job recompute it in any worker.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from starlette.applications import Starlette
+
+from ..metrics import CollectorMetrics
+from ..pipeline import Pipeline
+from ..settings import Settings
+from ..storage import Store
+from ._app import create_app
+
+
+class LeaderLock:
+    """A non-blocking exclusive lock on a file: the holder runs the background recompute."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    def __call__(self) -> bool:
+        """True while this process holds the lock (tries to take it when it does not)."""
+        if self._file is not None:
+            return True
+        f = open(self.path, "a")  # noqa: SIM115 - held for the process's life
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            return False
+        self._file = f
+        return True
+
+
+def leader_lock_for(db_url: str) -> LeaderLock:
+    """The lock shared by every worker serving ``db_url`` on this host."""
+    digest = hashlib.sha256(db_url.encode()).hexdigest()[:16]
+    return LeaderLock(Path(tempfile.gettempdir()) / f"ett-recompute-{digest}.lock")
+
+
+def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette:
+    """The app over a migrated store, with its pipeline and metrics."""
+    store = Store(settings.db_url)
+    store.upgrade()
+    metrics = CollectorMetrics()
+    pipeline = Pipeline(
+        store,
+        settings.window_s,
+        settings.live_refresh_s,
+        on_recompute=metrics.observe_recompute,
+        leader=leader,
+    )
+    return create_app(settings, pipeline, metrics)
+
+
+def app_from_env() -> Starlette:
+    """uvicorn's factory for worker processes (settings from ``ETT_*`` variables)."""
+    settings = Settings(
+        host=os.environ.get("ETT_HOST", "127.0.0.1"), port=int(os.environ.get("ETT_PORT", "4318"))
+    )
+    return build_app(settings, leader_lock_for(settings.db_url))
