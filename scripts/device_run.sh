@@ -7,11 +7,12 @@
 set -uo pipefail
 FINAL="${OUT:-/tmp/ett-final}"
 OUT=/tmp/ett-out  # bundled into $FINAL/device-results.tar.gz at the end (few files come back)
-mkdir -p "$OUT" "$FINAL"
 SITE=/tmp/site
+rm -rf "$SITE" "$OUT" /tmp/gpu-failure /tmp/ett-device.db  # pip --target skips folders that exist
+mkdir -p "$OUT" "$FINAL"
 python -m pip install -q --no-deps --no-index --target "$SITE" .whl/*.whl 2>&1 | tail -2
 export PYTHONPATH="$SITE:$PWD" TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 OMP_NUM_THREADS=1
-python -c "import torch, torchrec, sqlalchemy, starlette, uvicorn; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+python -c "import torch, torchrec, sqlalchemy, starlette, uvicorn, opentelemetry.exporter.otlp.proto.http.trace_exporter; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" || exit 3
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 DB="sqlite:////tmp/ett-device.db"
 python -m collector.cli serve --port 4318 --db "$DB" > "$OUT/collector.log" 2>&1 &
