@@ -26,7 +26,7 @@ for n in ${RANKS:-1 2 4 8}; do
     --run-dir "$OUT/pg-scaling-$n" > "$OUT/pg-scaling-$n.log" 2>&1
   echo "ranks=$n rc=$?"
 done
-ETT_JOB_ID=gpu-failure timeout 300 torchrun --standalone --nproc-per-node 1 --max-restarts 1 \
+ETT_JOB_ID=gpu-failure timeout 300 torchrun --standalone --nproc-per-node "${GPUS:-1}" --max-restarts 1 \
   -m trainer.train --device cuda --size medium --rows 500000 --batch-size 2048 --steps 900 \
   --ckpt-every-steps 300 --ckpt-mode async-staged --no-compile --fail-at-step 750 \
   --fail-kind exception --fail-attempt 0 --window-s 2 --no-progress \
