@@ -67,6 +67,8 @@ class Measured:
     step_s: list[float]
     wall_s: float
     note: str = ""
+    thread_cpu_s: list[float] | None = None
+    process_cpu_s: list[float] | None = None
 
     @property
     def median_s(self) -> float:
@@ -82,9 +84,13 @@ class Measured:
         return "ON " if self.on else "OFF"
 
 
-def step_times(run: Run, warmup: int) -> list[float]:
-    """Gaps between consecutive ``step`` events of rank 0, the first ``warmup`` steps dropped."""
-    times = [e["time"] for e in run.events(0, "step")]
+def step_times(run: Run, warmup: int, clock: str = "time") -> list[float]:
+    """Gaps between consecutive ``step`` events of rank 0, the first ``warmup`` steps dropped.
+
+    ``clock``: ``time`` (wall), ``thread_cpu`` (the training thread's CPU time) or
+    ``process_cpu`` (every thread of the rank: the training thread plus the library's exporter
+    and window threads)."""
+    times = [e[clock] for e in run.events(0, "step") if clock in e]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     return gaps[warmup:]
 
@@ -123,7 +129,34 @@ def one_run(
     if not on and job is not None:
         raise RuntimeError(f"OFF run {run.job_id}: the collector got spans despite ETT_DISABLED")
     note = f"collector: {job.get('state')}" if job else "collector: no spans (as expected)"
-    return Measured(on, run.job_id, gaps, run.wall_s, note)
+    cpu = step_times(run, warmup, "thread_cpu") or None
+    proc = step_times(run, warmup, "process_cpu") or None
+    return Measured(on, run.job_id, gaps, run.wall_s, note, cpu, proc)
+
+
+def _cpu_figures(measured: list[Measured]) -> dict[str, float]:
+    """CPU seconds per step, ON vs OFF: the training thread's, and the whole rank's (the library's
+    background threads included). CPU clocks do not count time lost to other processes, so
+    they resolve what wall time on a loaded machine cannot."""
+    out: dict[str, float] = {}
+    for clock in ("thread_cpu_s", "process_cpu_s"):
+        series = [(m.on, getattr(m, clock)) for m in measured]
+        if any(xs is None for _, xs in series):
+            return out
+        on = statistics.median(statistics.median(xs) for o, xs in series if o)
+        off = statistics.median(statistics.median(xs) for o, xs in series if not o)
+        out[f"on_{clock}"], out[f"off_{clock}"] = on, off
+        out[f"{clock}_diff_pct"] = 100 * (on - off) / off
+    print("\nCPU time per step (median of the per-run medians):")
+    print(
+        f"  training thread  ON {out['on_thread_cpu_s'] * 1e3:.3f}, "
+        f"OFF {out['off_thread_cpu_s'] * 1e3:.3f} ms: {out['thread_cpu_s_diff_pct']:+.2f} %"
+    )
+    print(
+        f"  whole rank       ON {out['on_process_cpu_s'] * 1e3:.3f}, "
+        f"OFF {out['off_process_cpu_s'] * 1e3:.3f} ms: {out['process_cpu_s_diff_pct']:+.2f} %"
+    )
+    return out
 
 
 def step_call_context(off_median_s: float) -> float | None:
@@ -161,7 +194,7 @@ def run(
         measured: list[Measured] = []
         try:
             print(
-                f"trainer: --size {SIZE[0]} --no-compile, 1 rank on the CPU, {steps} steps per run "
+                f"trainer: --size {SIZE[0]} --no-compile, 1 rank, device auto, {steps} steps/run "
                 f"(first {warmup} dropped), --window-s {window_s}; {pairs} ON/OFF pairs"
             )
             for i in range(pairs):
@@ -219,6 +252,7 @@ def run(
         f" {figures['p25_diff_pct']:+.2f} %  (median over runs; least disturbed by load)"
     )
     print(f"  target |ON - OFF| < {TARGET_PCT:.0f} % (medians): {verdict}")
+    figures |= _cpu_figures(measured)
     if step_context:
         net_ns = step_call_context(off_s)
         if net_ns is not None:
