@@ -1,26 +1,20 @@
 """Launching the trainer under torchrun and reading what it left: for tests and demos.
 
 :func:`launch` runs ``python -m torch.distributed.run ... -m trainer.train`` and returns a
-:class:`Run` that reads the step logs and the checkpoint directory. :func:`otlp_sink` is a
-stand-in OTLP/HTTP endpoint that accepts every export and keeps the span names, for runs that need
-no collector (an unreachable endpoint would make every process wait out its flush timeout).
+:class:`Run` that reads the step logs and the checkpoint directory. Tests point the runs at a
+real ``ett serve`` (``tests/e2e/collector_process.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import importlib.util
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,55 +33,6 @@ def missing_stack() -> list[str]:
             return False
 
     return [m for m in STACK if not importable(m)]
-
-
-@dataclass
-class OtlpSink:
-    """An OTLP/HTTP endpoint that accepts every export and remembers the span names."""
-
-    url: str
-    span_names: list[str] = field(default_factory=list)
-
-
-def _span_names(body: bytes) -> list[str]:
-    try:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-    except ImportError:
-        return []
-    request = ExportTraceServiceRequest.FromString(body)
-    return [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
-
-
-@contextlib.contextmanager
-def otlp_sink() -> Iterator[OtlpSink]:
-    """Serve an :class:`OtlpSink` on a free port of 127.0.0.1 for the ``with`` block."""
-    sink = OtlpSink(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            sink.span_names.extend(_span_names(body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    sink.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="otlp-sink", daemon=True)
-    thread.start()
-    try:
-        yield sink
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass

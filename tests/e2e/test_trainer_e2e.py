@@ -1,9 +1,10 @@
 """The trainer end to end: real torchrun, 2 ranks on the CPU, a tiny DLRM.
 
 Each test launches ``python -m torch.distributed.run ... -m trainer.train`` (``trainer.testing``)
-and checks the run against the trainer's own step log (``RUN_DIR/steplog/rank<R>.jsonl``) and its
-checkpoint directory. Spans go to the ``otlp_endpoint`` fixture, a sink that accepts OTLP/HTTP and
-keeps the span names; ``test_trainer_collector.py`` checks a real ``ett serve``'s figures.
+and checks the run twice: against the trainer's own step log (``RUN_DIR/steplog/rank<R>.jsonl``)
+and checkpoint directory, and through the figures a real ``ett serve`` (the module's
+``collector`` fixture) computed from the spans. ``test_trainer_collector.py`` compares the two
+accounts instant by instant.
 
 torch, TorchRec and fbgemm must be installed: the tests skip without them (``make test``
 installs them), and fail under ``CI=true``.
@@ -15,13 +16,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from collector_process import Collector, start_collector
 
+from collector.storage import Store
 from instrument import semconv
-from trainer.testing import REPO, OtlpSink, Run, launch, missing_stack, otlp_sink
+from trainer.testing import REPO, Run, launch, missing_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -43,19 +48,52 @@ def require_training_stack() -> None:
         pytest.skip(message)
 
 
-@pytest.fixture
-def otlp_endpoint() -> Iterator[OtlpSink]:
-    """Where the trainer sends its spans."""
-    with otlp_sink() as sink:
-        yield sink
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """A real `ett serve` (SQLite) that every run of the module sends its spans to."""
+    c = start_collector(tmp_path_factory.mktemp("collector") / "ett-home")
+    yield c
+    c.stop()
 
 
-def train(tmp_path: Path, sink: OtlpSink, *args: str, max_restarts: int = 0) -> Run:
+def train(tmp_path: Path, collector: Collector, *args: str, max_restarts: int = 0) -> Run:
     """A 2-rank run of the small config; it must exit 0."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    run = launch(tmp_path, sink.url, *SMALL, *args, max_restarts=max_restarts, env=env)
+    run = launch(tmp_path, collector.url, *SMALL, *args, max_restarts=max_restarts, env=env)
     assert run.returncode == 0, run.output[-6000:]
     return run
+
+
+def figures(collector: Collector, job_id: str, timeout_s: float = 20) -> dict[str, Any]:
+    """The collector's figures for ``job_id`` once it has seen the job end."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = collector.get(f"/api/v1/jobs/{job_id}")
+        if r.status_code == 200 and r.json()["state"] in ("completed", "failed"):
+            return dict(r.json())
+        assert time.monotonic() < deadline, f"the collector never saw {job_id} end: {r.text}"
+        time.sleep(0.2)
+
+
+def stored_spans(collector: Collector, job_id: str) -> list[Any]:
+    """The raw spans the collector stored for ``job_id``."""
+    store = Store(collector.db_url)
+    try:
+        return store.load_spans(job_id)
+    finally:
+        store.close()
+
+
+def assert_one_failure(job: dict[str, Any], cause: str) -> None:
+    """The collector saw attempt 0 fail for ``cause`` and attempt 1 complete after it."""
+    assert job["state"] == "completed" and job["failures"] == 1
+    assert job["failure_causes"] == {cause: 1}
+    a0, a1 = job["attempts"]
+    assert (a0["failed"], a1["end_reason"]) == (True, "completed")
+    [ttr] = job["ttr_s"]
+    assert ttr == pytest.approx(a1["first_batch"] - a0["end"]) and ttr > 0
+    assert job["unsaved_s"] > 0 and job["failure_s"] > job["unsaved_s"]
+    assert job["ett_pct"] + job["idle_pct"] + job["failure_pct"] == pytest.approx(100)
 
 
 def assert_resumed(run: Run, *, failed_at: int, resumed_at: int, steps: int) -> None:
@@ -70,10 +108,8 @@ def assert_resumed(run: Run, *, failed_at: int, resumed_at: int, steps: int) -> 
     assert run.committed()[-1] == steps
 
 
-def test_clean_run_trains_checkpoints_and_publishes(
-    tmp_path: Path, otlp_endpoint: OtlpSink
-) -> None:
-    run = train(tmp_path, otlp_endpoint, "--steps", "60", "--ckpt-every-steps", "20",
+def test_clean_run_trains_checkpoints_and_publishes(tmp_path: Path, collector: Collector) -> None:
+    run = train(tmp_path, collector, "--steps", "60", "--ckpt-every-steps", "20",
                 "--no-compile", "--eval-every", "30")  # fmt: skip
     for rank in (0, 1):
         assert run.steps(rank, 0) == list(range(60))
@@ -87,28 +123,39 @@ def test_clean_run_trains_checkpoints_and_publishes(
         assert sum(losses[-10:]) < sum(losses[:10])  # it learns
     assert run.committed() == [20, 40, 60]
     assert (run.ckpt_dir / "latest").read_text().strip() == "step_00000060"
-    spans = set(otlp_endpoint.span_names)
+    job = figures(collector, run.job_id)
+    assert (job["state"], job["failures"], job["unsaved_s"]) == ("completed", 0, 0)
+    [a0] = job["attempts"]
+    first = max(e["time"] for r in (0, 1) for e in run.events(r, "first_batch"))
+    assert a0["first_batch"] == pytest.approx(first, abs=0.1)
+    assert job["tts_s"] == pytest.approx(a0["first_batch"] - a0["alloc"])
+    assert job["checkpoint_blocking_s"] > 0 and job["checkpoint_advice"]["checkpoints"] >= 2
+    assert job["lost_by_component"]["eval"] > 0 and job["lost_by_component"]["sharding"] > 0
+    assert 0 < job["ett_pct"] < 100
+    names = {s.name for s in stored_spans(collector, run.job_id)}
     assert {semconv.SPAN_ATTEMPT, semconv.SPAN_FIRST_BATCH, semconv.SPAN_CHECKPOINT_SAVE,
-            semconv.SPAN_EVAL, semconv.startup_span_name("sharding_plan")} <= spans  # fmt: skip
+            semconv.SPAN_EVAL, semconv.startup_span_name("sharding_plan")} <= names  # fmt: skip
 
     out = tmp_path / "published"
     cmd = [sys.executable, "-m", "trainer.publish", "--checkpoint", str(run.ckpt_dir),
            "--out", str(out)]  # fmt: skip
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint.url, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["verified"] and manifest["step"] == 60
     assert manifest["train_job_id"] == run.job_id
     assert {"model.pt2", "weights.pt", "model_config.json"} <= {p.name for p in out.iterdir()}
-    assert semconv.SPAN_PUBLISH in otlp_endpoint.span_names
+    published = figures(collector, f"{run.job_id}-publish-60")  # a job of its own
+    assert published["state"] == "completed" and published["failure_s"] == 0
+    assert published["lost_by_component"]["publish"] > 0
 
 
 @pytest.mark.parametrize("mode", ["async", "async-staged"])
 def test_async_checkpoints_commit_and_resume(
-    tmp_path: Path, otlp_endpoint: OtlpSink, mode: str
+    tmp_path: Path, collector: Collector, mode: str
 ) -> None:
-    run = train(tmp_path, otlp_endpoint, "--steps", "50", "--ckpt-every-steps", "10",
+    run = train(tmp_path, collector, "--steps", "50", "--ckpt-every-steps", "10",
                 "--ckpt-mode", mode, "--no-compile", "--fail-at-step", "35",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=35, resumed_at=30, steps=50)
@@ -117,14 +164,21 @@ def test_async_checkpoints_commit_and_resume(
     assert {e["mode"] for e in saves} == {mode}
     for save in saves:  # committed after the save returned, once the background write was done
         assert commits[save["step"]] >= save["time"]
-    assert semconv.SPAN_CHECKPOINT_PERSIST in otlp_endpoint.span_names
+    job = figures(collector, run.job_id)
+    assert_one_failure(job, "exception")
+    spans = stored_spans(collector, run.job_id)
+    persisted = {s.attr(semconv.CHECKPOINT_STEP) for s in spans
+                 if s.name == semconv.SPAN_CHECKPOINT_PERSIST and s.attempt == 0}  # fmt: skip
+    assert persisted == {10, 20, 30}
+    # unsaved: attempt 0's clean training after the step-30 snapshot (less its blocking)
+    snapshot = min(s.start for s in spans if s.name == semconv.SPAN_CHECKPOINT_SAVE
+                   and s.attempt == 0 and s.attr(semconv.CHECKPOINT_STEP) == 30)  # fmt: skip
+    assert job["unsaved_s"] <= job["attempts"][0]["progress"] - snapshot
 
 
-def test_compile_cache_is_reused_by_the_next_attempt(
-    tmp_path: Path, otlp_endpoint: OtlpSink
-) -> None:
+def test_compile_cache_is_reused_by_the_next_attempt(tmp_path: Path, collector: Collector) -> None:
     cache = tmp_path / "compile-cache"
-    run = train(tmp_path, otlp_endpoint, "--steps", "12", "--ckpt-every-steps", "5",
+    run = train(tmp_path, collector, "--steps", "12", "--ckpt-every-steps", "5",
                 "--compile", "--compile-cache", str(cache), "--fail-at-step", "8",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=8, resumed_at=5, steps=12)
@@ -137,4 +191,12 @@ def test_compile_cache_is_reused_by_the_next_attempt(
         assert (warm["cache"], warm["loaded"]) == ("hit", True)
         assert warm["duration_s"] < cold["duration_s"]
         assert (cache / f"artifacts-rank{rank}.bin").stat().st_size > 0
-    assert semconv.SPAN_COMPILE in otlp_endpoint.span_names
+    job = figures(collector, run.job_id)
+    assert_one_failure(job, "exception")
+    assert job["lost_by_component"]["compile"] > 0
+    caches = {
+        (s.attempt, s.attr(semconv.COMPILE_CACHE))
+        for s in stored_spans(collector, run.job_id)
+        if s.name == semconv.SPAN_COMPILE
+    }
+    assert (1, "hit") in caches and {c for a, c in caches if a == 0} <= {"miss", "partial", "off"}

@@ -1,6 +1,6 @@
 """Injected faults end to end: each kind kills attempt 0, torchrun restarts, attempt 1 resumes
-from the last committed checkpoint. Checked against the trainer's step log (see
-``test_trainer_e2e.py`` for the harness)."""
+from the last committed checkpoint. Checked against the trainer's step log and through a real
+``ett serve``'s figures (see ``test_trainer_e2e.py`` for the harness)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_trainer_e2e import assert_resumed, require_training_stack, train
+from collector_process import Collector, start_collector
+from test_trainer_e2e import (
+    assert_one_failure,
+    assert_resumed,
+    figures,
+    require_training_stack,
+    stored_spans,
+    train,
+)
 
 from instrument import semconv
-from trainer.testing import OtlpSink, otlp_sink
 
 pytestmark = pytest.mark.e2e
 
@@ -21,17 +28,18 @@ def _training_stack() -> None:
     require_training_stack()
 
 
-@pytest.fixture
-def otlp_endpoint() -> Iterator[OtlpSink]:
-    """Where the trainer sends its spans."""
-    with otlp_sink() as sink:
-        yield sink
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """A real `ett serve` (SQLite) that every run of the module sends its spans to."""
+    c = start_collector(tmp_path_factory.mktemp("collector") / "ett-home")
+    yield c
+    c.stop()
 
 
 def test_exception_restarts_and_resumes_from_committed_step(
-    tmp_path: Path, otlp_endpoint: OtlpSink
+    tmp_path: Path, collector: Collector
 ) -> None:
-    run = train(tmp_path, otlp_endpoint, "--steps", "50", "--ckpt-every-steps", "20",
+    run = train(tmp_path, collector, "--steps", "50", "--ckpt-every-steps", "20",
                 "--no-compile", "--fail-at-step", "30", "--fail-rank", "1",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=30, resumed_at=20, steps=50)
@@ -43,13 +51,17 @@ def test_exception_restarts_and_resumes_from_committed_step(
     lost = {e["step"]: e["loss"] for e in run.events(0, "step", 0) if e["step"] >= 20}
     redone = {e["step"]: e["loss"] for e in run.events(0, "step", 1) if e["step"] < 30}
     assert redone == pytest.approx(lost, rel=1e-4)
-    assert semconv.SPAN_FAILURE in otlp_endpoint.span_names
-    assert semconv.startup_span_name("checkpoint_load") in otlp_endpoint.span_names
+    job = figures(collector, run.job_id)
+    assert_one_failure(job, "exception")  # rank 1's cause, not its peer's "unknown"
+    [load] = [s for s in stored_spans(collector, run.job_id) if s.attempt == 1 and s.rank == 0
+              and s.name == semconv.startup_span_name("checkpoint_load")]  # fmt: skip
+    assert load.attr(semconv.CHECKPOINT_STEP) == 20
+    assert job["lost_by_component"]["checkpoint"] > 0
 
 
 @pytest.mark.parametrize("kind", ["sigkill", "sigterm"])
-def test_signal_fault_restarts(tmp_path: Path, otlp_endpoint: OtlpSink, kind: str) -> None:
-    run = train(tmp_path, otlp_endpoint, "--steps", "40", "--ckpt-every-steps", "10",
+def test_signal_fault_restarts(tmp_path: Path, collector: Collector, kind: str) -> None:
+    run = train(tmp_path, collector, "--steps", "40", "--ckpt-every-steps", "10",
                 "--no-compile", "--fail-at-step", "25", "--fail-rank", "0", "--fail-kind", kind,
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=25, resumed_at=20, steps=40)
@@ -60,13 +72,23 @@ def test_signal_fault_restarts(tmp_path: Path, otlp_endpoint: OtlpSink, kind: st
     else:
         assert [(f["cause"], f["error_type"]) for f in own] == [("preemption", "Preempted")]
         assert run.events(0, "end", 0)[-1]["reason"] == "preempted"
+    # SIGKILL: the collector infers "killed" (the rank went silent); SIGTERM: "preemption"
+    assert_one_failure(
+        figures(collector, run.job_id), "killed" if kind == "sigkill" else "preemption"
+    )
 
 
-def test_hang_is_ended_by_the_watchdog(tmp_path: Path, otlp_endpoint: OtlpSink) -> None:
-    run = train(tmp_path, otlp_endpoint, "--steps", "30", "--ckpt-every-steps", "10",
+def test_hang_is_ended_by_the_watchdog(tmp_path: Path, collector: Collector) -> None:
+    run = train(tmp_path, collector, "--steps", "30", "--ckpt-every-steps", "10",
                 "--no-compile", "--fail-at-step", "15", "--fail-rank", "1", "--fail-kind", "hang",
                 "--watchdog-s", "3", max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=15, resumed_at=10, steps=30)
     [failure] = run.events(1, "failure", 0)  # the hung rank; its peer, stuck in a collective,
     assert failure["error_type"] == "WatchdogTimeout"  # may see the connection close first
     assert "exitcode: 124" in run.output
+    job = figures(collector, run.job_id)
+    assert job["failures"] == 1 and job["state"] == "completed"
+    # the hang is the failed attempt's shutdown: from its last progress to its end, >= ~watchdog
+    a0 = job["attempts"][0]
+    assert a0["end"] - a0["progress"] >= 2.0
+    assert job["lost_by_component"]["failure"] >= job["unsaved_s"] + 2.0
