@@ -1,0 +1,1 @@
+"""Live Streamlit dashboard over the collector's read API (not built yet: a later issue)."""
