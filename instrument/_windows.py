@@ -62,19 +62,13 @@ class WindowClock:
 
     def tick(self, now_ns: int | None = None) -> None:
         """One poll: note progress; emit a window when ``window_s`` has passed and steps moved."""
-        now_ns = time.time_ns() if now_ns is None else now_ns
-        with self._lock:
-            if not self._started:
-                return
-            counts = self._counters()
-            if counts[0] != self._seen[0]:
-                self._seen = counts
-                self._progress_ns = now_ns
-            if now_ns - self._window_start_ns >= self._window_ns:
-                self._emit_locked(self._progress_ns)
+        self._poll(now_ns, final=False)
 
     def flush(self, now_ns: int | None = None) -> None:
         """The last window, at exit: up to now if steps moved since the last poll."""
+        self._poll(now_ns, final=True)
+
+    def _poll(self, now_ns: int | None, final: bool) -> None:
         now_ns = time.time_ns() if now_ns is None else now_ns
         with self._lock:
             if not self._started:
@@ -83,7 +77,8 @@ class WindowClock:
             if counts[0] != self._seen[0]:
                 self._seen = counts
                 self._progress_ns = now_ns
-            self._emit_locked(self._progress_ns)
+            if final or now_ns - self._window_start_ns >= self._window_ns:
+                self._emit_locked(self._progress_ns)
 
     def _emit_locked(self, end_ns: int) -> None:
         steps, samples = self._seen

@@ -52,8 +52,8 @@ def create_app(
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
-        as_json = otlp.response_content_type(ctype) == "application/json"
         out_type = otlp.response_content_type(ctype)
+        as_json = out_type == "application/json"
         if not authorized(request):
             metrics.requests.labels("401").inc()
             body = otlp.encode_status(_GRPC_CODE[401], "missing or wrong bearer token", as_json)

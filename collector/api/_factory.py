@@ -52,9 +52,9 @@ def leader_lock_for(db_url: str) -> LeaderLock:
 
 
 def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette:
-    """The app over a migrated store, with its pipeline and metrics."""
+    """The app, with its pipeline and metrics, over a store that is already migrated:
+    ``ett serve`` migrates once, before it starts the server or any worker process."""
     store = Store(settings.db_url)
-    store.upgrade()
     metrics = CollectorMetrics()
     pipeline = Pipeline(
         store,

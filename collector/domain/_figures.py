@@ -189,8 +189,8 @@ def summarize(
         if f.first is None:
             hi = max(end, lo)
             cat = Category.FAILURE if failed[i] else startup_cat
-            segments += startup_segments(f.attempt, f.spans, lo, hi, latest_rank(f.spans), cat)
             critical: int | None = latest_rank(f.spans)
+            segments += startup_segments(f.attempt, f.spans, lo, hi, critical or 0, cat)
         else:
             critical = f.critical_rank
             s_hi = max(f.first, lo)

@@ -17,3 +17,12 @@ def collector(tmp_path: Path) -> Iterator[Collector]:
     c = start_collector(tmp_path / "ett-home")
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def module_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """A real collector on SQLite that every test of a module shares (the trainer's runs each
+    get a job id of their own)."""
+    c = start_collector(tmp_path_factory.mktemp("collector") / "ett-home")
+    yield c
+    c.stop()

@@ -7,13 +7,11 @@ checkpoint blocking and unsaved time must agree with what the step logs say happ
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from collector_process import Collector, start_collector
-from test_trainer_e2e import SMALL, assert_resumed, require_training_stack
+from collector_process import Collector
+from test_trainer_e2e import SMALL, assert_resumed, figures, require_training_stack
 
 from trainer.testing import Run, launch
 
@@ -28,29 +26,17 @@ def _training_stack() -> None:
 
 
 @pytest.fixture(scope="module")
-def killed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, dict[str, Any]]]:
+def killed_run(
+    tmp_path_factory: pytest.TempPathFactory, module_collector: Collector
+) -> tuple[Run, dict[str, Any]]:
     """The run (once for the module), and the figures a real collector computed for it."""
     tmp_path = tmp_path_factory.mktemp("killed-run")
-    collector = start_collector(tmp_path / "ett-home")
-    try:
-        run = launch(tmp_path, collector.url, *SMALL, "--steps", "60", "--ckpt-every-steps", "20",
-                     "--no-compile", "--fail-at-step", "50", "--fail-rank", "1",
-                     "--fail-kind", "sigkill", "--window-s", "1", "--step-delay-s", "0.02",
-                     max_restarts=1)  # fmt: skip
-        assert run.returncode == 0, run.output[-6000:]
-        yield run, _settled(collector, run.job_id)
-    finally:
-        collector.stop()
-
-
-def _settled(collector: Collector, job_id: str, timeout_s: float = 15) -> dict[str, Any]:
-    """The job's figures once the collector has seen it end (it recomputes in the background)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job = collector.job(job_id)
-        if job["state"] == "completed" or time.monotonic() > deadline:
-            return job
-        time.sleep(0.2)
+    args = ("--steps", "60", "--ckpt-every-steps", "20", "--no-compile", "--fail-at-step", "50",
+            "--fail-rank", "1", "--fail-kind", "sigkill", "--window-s", "1",
+            "--step-delay-s", "0.02")  # fmt: skip
+    run = launch(tmp_path, module_collector.url, *SMALL, *args, max_restarts=1)
+    assert run.returncode == 0, run.output[-6000:]
+    return run, figures(module_collector, run.job_id, timeout_s=15)
 
 
 def _last(run: Run, event: str, attempt: int) -> float:

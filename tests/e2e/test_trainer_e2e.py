@@ -2,9 +2,9 @@
 
 Each test launches ``python -m torch.distributed.run ... -m trainer.train`` (``trainer.testing``)
 and checks the run twice: against the trainer's own step log (``RUN_DIR/steplog/rank<R>.jsonl``)
-and checkpoint directory, and through the figures a real ``ett serve`` (the module's
-``collector`` fixture) computed from the spans. ``test_trainer_collector.py`` compares the two
-accounts instant by instant.
+and checkpoint directory, and through the figures a real ``ett serve`` (the ``module_collector``
+fixture) computed from the spans. ``test_trainer_collector.py`` compares the two accounts
+instant by instant.
 
 torch, TorchRec and fbgemm must be installed: the tests skip without them (``make test``
 installs them), and fail under ``CI=true``.
@@ -17,12 +17,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_process import Collector, start_collector
+from collector_process import Collector
 
 from collector.storage import Store
 from instrument import semconv
@@ -46,14 +45,6 @@ def require_training_stack() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    """A real `ett serve` (SQLite) that every run of the module sends its spans to."""
-    c = start_collector(tmp_path_factory.mktemp("collector") / "ett-home")
-    yield c
-    c.stop()
 
 
 def train(tmp_path: Path, collector: Collector, *args: str, max_restarts: int = 0) -> Run:
@@ -108,8 +99,10 @@ def assert_resumed(run: Run, *, failed_at: int, resumed_at: int, steps: int) -> 
     assert run.committed()[-1] == steps
 
 
-def test_clean_run_trains_checkpoints_and_publishes(tmp_path: Path, collector: Collector) -> None:
-    run = train(tmp_path, collector, "--steps", "60", "--ckpt-every-steps", "20",
+def test_clean_run_trains_checkpoints_and_publishes(
+    tmp_path: Path, module_collector: Collector
+) -> None:
+    run = train(tmp_path, module_collector, "--steps", "60", "--ckpt-every-steps", "20",
                 "--no-compile", "--eval-every", "30")  # fmt: skip
     for rank in (0, 1):
         assert run.steps(rank, 0) == list(range(60))
@@ -123,7 +116,7 @@ def test_clean_run_trains_checkpoints_and_publishes(tmp_path: Path, collector: C
         assert sum(losses[-10:]) < sum(losses[:10])  # it learns
     assert run.committed() == [20, 40, 60]
     assert (run.ckpt_dir / "latest").read_text().strip() == "step_00000060"
-    job = figures(collector, run.job_id)
+    job = figures(module_collector, run.job_id)
     assert (job["state"], job["failures"], job["unsaved_s"]) == ("completed", 0, 0)
     [a0] = job["attempts"]
     first = max(e["time"] for r in (0, 1) for e in run.events(r, "first_batch"))
@@ -132,30 +125,34 @@ def test_clean_run_trains_checkpoints_and_publishes(tmp_path: Path, collector: C
     assert job["checkpoint_blocking_s"] > 0 and job["checkpoint_advice"]["checkpoints"] >= 2
     assert job["lost_by_component"]["eval"] > 0 and job["lost_by_component"]["sharding"] > 0
     assert 0 < job["ett_pct"] < 100
-    names = {s.name for s in stored_spans(collector, run.job_id)}
+    names = {s.name for s in stored_spans(module_collector, run.job_id)}
     assert {semconv.SPAN_ATTEMPT, semconv.SPAN_FIRST_BATCH, semconv.SPAN_CHECKPOINT_SAVE,
             semconv.SPAN_EVAL, semconv.startup_span_name("sharding_plan")} <= names  # fmt: skip
 
     out = tmp_path / "published"
     cmd = [sys.executable, "-m", "trainer.publish", "--checkpoint", str(run.ckpt_dir),
            "--out", str(out)]  # fmt: skip
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": module_collector.url,
+        "PYTHONPATH": str(REPO),
+    }
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["verified"] and manifest["step"] == 60
     assert manifest["train_job_id"] == run.job_id
     assert {"model.pt2", "weights.pt", "model_config.json"} <= {p.name for p in out.iterdir()}
-    published = figures(collector, f"{run.job_id}-publish-60")  # a job of its own
+    published = figures(module_collector, f"{run.job_id}-publish-60")  # a job of its own
     assert published["state"] == "completed" and published["failure_s"] == 0
     assert published["lost_by_component"]["publish"] > 0
 
 
 @pytest.mark.parametrize("mode", ["async", "async-staged"])
 def test_async_checkpoints_commit_and_resume(
-    tmp_path: Path, collector: Collector, mode: str
+    tmp_path: Path, module_collector: Collector, mode: str
 ) -> None:
-    run = train(tmp_path, collector, "--steps", "50", "--ckpt-every-steps", "10",
+    run = train(tmp_path, module_collector, "--steps", "50", "--ckpt-every-steps", "10",
                 "--ckpt-mode", mode, "--no-compile", "--fail-at-step", "35",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=35, resumed_at=30, steps=50)
@@ -164,9 +161,9 @@ def test_async_checkpoints_commit_and_resume(
     assert {e["mode"] for e in saves} == {mode}
     for save in saves:  # committed after the save returned, once the background write was done
         assert commits[save["step"]] >= save["time"]
-    job = figures(collector, run.job_id)
+    job = figures(module_collector, run.job_id)
     assert_one_failure(job, "exception")
-    spans = stored_spans(collector, run.job_id)
+    spans = stored_spans(module_collector, run.job_id)
     persisted = {s.attr(semconv.CHECKPOINT_STEP) for s in spans
                  if s.name == semconv.SPAN_CHECKPOINT_PERSIST and s.attempt == 0}  # fmt: skip
     assert persisted == {10, 20, 30}
@@ -176,9 +173,11 @@ def test_async_checkpoints_commit_and_resume(
     assert job["unsaved_s"] <= job["attempts"][0]["progress"] - snapshot
 
 
-def test_compile_cache_is_reused_by_the_next_attempt(tmp_path: Path, collector: Collector) -> None:
+def test_compile_cache_is_reused_by_the_next_attempt(
+    tmp_path: Path, module_collector: Collector
+) -> None:
     cache = tmp_path / "compile-cache"
-    run = train(tmp_path, collector, "--steps", "12", "--ckpt-every-steps", "5",
+    run = train(tmp_path, module_collector, "--steps", "12", "--ckpt-every-steps", "5",
                 "--compile", "--compile-cache", str(cache), "--fail-at-step", "8",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=8, resumed_at=5, steps=12)
@@ -191,12 +190,12 @@ def test_compile_cache_is_reused_by_the_next_attempt(tmp_path: Path, collector: 
         assert (warm["cache"], warm["loaded"]) == ("hit", True)
         assert warm["duration_s"] < cold["duration_s"]
         assert (cache / f"artifacts-rank{rank}.bin").stat().st_size > 0
-    job = figures(collector, run.job_id)
+    job = figures(module_collector, run.job_id)
     assert_one_failure(job, "exception")
     assert job["lost_by_component"]["compile"] > 0
     caches = {
         (s.attempt, s.attr(semconv.COMPILE_CACHE))
-        for s in stored_spans(collector, run.job_id)
+        for s in stored_spans(module_collector, run.job_id)
         if s.name == semconv.SPAN_COMPILE
     }
     assert (1, "hit") in caches and {c for a, c in caches if a == 0} <= {"miss", "partial", "off"}

@@ -4,11 +4,10 @@ from the last committed checkpoint. Checked against the trainer's step log and t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from collector_process import Collector, start_collector
+from collector_process import Collector
 from test_trainer_e2e import (
     assert_one_failure,
     assert_resumed,
@@ -28,18 +27,10 @@ def _training_stack() -> None:
     require_training_stack()
 
 
-@pytest.fixture(scope="module")
-def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    """A real `ett serve` (SQLite) that every run of the module sends its spans to."""
-    c = start_collector(tmp_path_factory.mktemp("collector") / "ett-home")
-    yield c
-    c.stop()
-
-
 def test_exception_restarts_and_resumes_from_committed_step(
-    tmp_path: Path, collector: Collector
+    tmp_path: Path, module_collector: Collector
 ) -> None:
-    run = train(tmp_path, collector, "--steps", "50", "--ckpt-every-steps", "20",
+    run = train(tmp_path, module_collector, "--steps", "50", "--ckpt-every-steps", "20",
                 "--no-compile", "--fail-at-step", "30", "--fail-rank", "1",
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=30, resumed_at=20, steps=50)
@@ -51,17 +42,18 @@ def test_exception_restarts_and_resumes_from_committed_step(
     lost = {e["step"]: e["loss"] for e in run.events(0, "step", 0) if e["step"] >= 20}
     redone = {e["step"]: e["loss"] for e in run.events(0, "step", 1) if e["step"] < 30}
     assert redone == pytest.approx(lost, rel=1e-4)
-    job = figures(collector, run.job_id)
+    job = figures(module_collector, run.job_id)
     assert_one_failure(job, "exception")  # rank 1's cause, not its peer's "unknown"
-    [load] = [s for s in stored_spans(collector, run.job_id) if s.attempt == 1 and s.rank == 0
+    spans = stored_spans(module_collector, run.job_id)
+    [load] = [s for s in spans if s.attempt == 1 and s.rank == 0
               and s.name == semconv.startup_span_name("checkpoint_load")]  # fmt: skip
     assert load.attr(semconv.CHECKPOINT_STEP) == 20
     assert job["lost_by_component"]["checkpoint"] > 0
 
 
 @pytest.mark.parametrize("kind", ["sigkill", "sigterm"])
-def test_signal_fault_restarts(tmp_path: Path, collector: Collector, kind: str) -> None:
-    run = train(tmp_path, collector, "--steps", "40", "--ckpt-every-steps", "10",
+def test_signal_fault_restarts(tmp_path: Path, module_collector: Collector, kind: str) -> None:
+    run = train(tmp_path, module_collector, "--steps", "40", "--ckpt-every-steps", "10",
                 "--no-compile", "--fail-at-step", "25", "--fail-rank", "0", "--fail-kind", kind,
                 max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=25, resumed_at=20, steps=40)
@@ -72,21 +64,21 @@ def test_signal_fault_restarts(tmp_path: Path, collector: Collector, kind: str) 
     else:
         assert [(f["cause"], f["error_type"]) for f in own] == [("preemption", "Preempted")]
         assert run.events(0, "end", 0)[-1]["reason"] == "preempted"
-    # SIGKILL: the collector infers "killed" (the rank went silent); SIGTERM: "preemption"
+    # SIGKILL: the module_collector infers "killed" (the rank went silent); SIGTERM: "preemption"
     assert_one_failure(
-        figures(collector, run.job_id), "killed" if kind == "sigkill" else "preemption"
+        figures(module_collector, run.job_id), "killed" if kind == "sigkill" else "preemption"
     )
 
 
-def test_hang_is_ended_by_the_watchdog(tmp_path: Path, collector: Collector) -> None:
-    run = train(tmp_path, collector, "--steps", "30", "--ckpt-every-steps", "10",
+def test_hang_is_ended_by_the_watchdog(tmp_path: Path, module_collector: Collector) -> None:
+    run = train(tmp_path, module_collector, "--steps", "30", "--ckpt-every-steps", "10",
                 "--no-compile", "--fail-at-step", "15", "--fail-rank", "1", "--fail-kind", "hang",
                 "--watchdog-s", "3", max_restarts=1)  # fmt: skip
     assert_resumed(run, failed_at=15, resumed_at=10, steps=30)
     [failure] = run.events(1, "failure", 0)  # the hung rank; its peer, stuck in a collective,
     assert failure["error_type"] == "WatchdogTimeout"  # may see the connection close first
     assert "exitcode: 124" in run.output
-    job = figures(collector, run.job_id)
+    job = figures(module_collector, run.job_id)
     assert job["failures"] == 1 and job["state"] == "completed"
     # the hang is the failed attempt's shutdown: from its last progress to its end, >= ~watchdog
     a0 = job["attempts"][0]
