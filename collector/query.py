@@ -8,10 +8,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from .domain.model import GroupBy, JobState
 from .pipeline import Pipeline
 
-GROUP_BYS = ("component", "job", "model", "team")
-STATES = ("running", "presumed_dead", "completed", "failed")
+GROUP_BYS = tuple(g.value for g in GroupBy)
+STATES = tuple(s.value for s in JobState)
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

@@ -35,7 +35,7 @@ def _free_port(preferred: int = 4318) -> int:
 
 
 def _ett(*args: str, check: bool = True) -> int:
-    cmd = [sys.executable, "-m", "collector.cli", *args, "--db", DB]
+    cmd = [sys.executable, "-m", "cli", *args, "--db", DB]
     return subprocess.run(cmd, check=check, cwd=ROOT).returncode
 
 
@@ -102,7 +102,7 @@ def _run_trainer(url: str) -> str | None:
     pub = [
         sys.executable,
         "-m",
-        "collector.cli",
+        "cli",
         "publish",
         "--checkpoint",
         str(run_dir / "checkpoints"),
@@ -141,7 +141,7 @@ def main() -> int:
     _banner(f"1. the collector: ett serve on {url}, SQLite at {HOME / 'collector.db'}")
     log = open(HOME / "collector.log", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", DB],
+        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", DB],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

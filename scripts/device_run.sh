@@ -15,7 +15,7 @@ export PYTHONPATH="$SITE:$PWD" TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 OMP_NUM_THRE
 python -c "import torch, torchrec, sqlalchemy, starlette, uvicorn, opentelemetry.exporter.otlp.proto.http.trace_exporter; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" || exit 3
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 DB="sqlite:////tmp/ett-device.db"
-python -m collector.cli serve --port 4318 --db "$DB" > "$OUT/collector.log" 2>&1 &
+python -m cli serve --port 4318 --db "$DB" > "$OUT/collector.log" 2>&1 &
 COLLECTOR=$!
 sleep 4
 export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 ETT_MODEL=dlrm-device ETT_TEAM=device
@@ -36,8 +36,8 @@ mkdir -p "$OUT/gpu-failure"
 cp /tmp/gpu-failure/steplog/*.jsonl "$OUT/gpu-failure/" 2>/dev/null
 sleep 3
 for job in gpu-failure $(for n in ${RANKS:-1 2 4 8}; do echo "pg-scaling-$n"; done); do
-  python -m collector.cli report "$job" --json --db "$DB" > "$OUT/$job.json" 2>&1
-  python -m collector.cli report "$job" --db "$DB" 2>&1 | head -40
+  python -m cli report "$job" --json --db "$DB" > "$OUT/$job.json" 2>&1
+  python -m cli report "$job" --db "$DB" 2>&1 | head -40
 done
 curl -s "http://127.0.0.1:4318/api/v1/jobs/gpu-failure/segments" > "$OUT/gpu-failure-segments.json"
 kill "$COLLECTOR"

@@ -38,6 +38,15 @@ class JobState(StrEnum):
     FAILED = "failed"
 
 
+class GroupBy(StrEnum):
+    """What lost time can be grouped by (``ett lost-time --by``, ``?group_by=``)."""
+
+    COMPONENT = "component"
+    JOB = "job"
+    MODEL = "model"
+    TEAM = "team"
+
+
 @dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One finished span, with identity resolved (resource attributes merged, span ones win).

@@ -59,7 +59,7 @@ def start_collector(
     port = port or free_port()
     db_url = db_url or f"sqlite:///{home / 'collector.db'}"
     env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1"}
-    cmd = [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", db_url]
+    cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", db_url]
     if token:
         cmd += ["--token", token]
     if workers != 1:

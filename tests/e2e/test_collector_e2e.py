@@ -120,7 +120,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "cli",
             "report",
             "e2e-cli",
             "--json",
@@ -138,7 +138,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "cli",
             "lost-time",
             "--by",
             "component",
@@ -153,7 +153,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
     ).stdout
     assert "scheduler" in table and "Lost time by component" in table
     missing = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "report", "nope", "--db", collector.db_url],
+        [sys.executable, "-m", "cli", "report", "nope", "--db", collector.db_url],
         capture_output=True,
         text=True,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.cli import main
+from cli import main
 from collector.domain.examples import worked_example
 from collector.pipeline import Pipeline
 from collector.query import QueryError, parse_instant

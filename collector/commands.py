@@ -1,4 +1,4 @@
-"""The ``ett`` command: the collector service, its database, and the questions users ask.
+"""The collector's ``ett`` subcommands: the service, its database, and the questions users ask.
 
 Every read command goes through the same query layer as the HTTP API and the dashboards.
 """
@@ -10,20 +10,13 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from .settings import DEFAULT_PORT, ConfigError, Settings, default_db_url
+from cli import CliError
 
-EPILOG = """\
-examples:
-  ett serve                                  # collector on 127.0.0.1:4318, SQLite in $ETT_HOME
-  ett serve --db postgresql+psycopg://ett@127.0.0.1:5432/ett
-  ett report my-job                          # one job's ETT, losses and checkpoint advice
-  ett lost-time --by component --since 7d    # where the fleet's GPU hours went
-  ett recompute                              # re-derive every job from the raw spans
-environment: ETT_HOME, ETT_DB_URL, ETT_TOKEN, ETT_MAX_BODY_BYTES, ETT_WINDOW_S
-"""
+from .domain.model import GroupBy, JobState
+from .settings import DEFAULT_PORT, ConfigError, Settings, default_db_url
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
@@ -35,22 +28,15 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ett",
-        description="Effective Training Time (ETT%) observability: where a training job's "
-        "wall-clock time goes.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
+def register(sub: Any) -> None:
+    """Add ``serve``, ``db``, ``recompute``, ``report``, ``jobs`` and ``lost-time`` to ``ett``."""
     serve = sub.add_parser(
         "serve",
         help="run the collector: OTLP/HTTP in, read API, /metrics",
         description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip), "
         "the read API under /api/v1/, /healthz and /metrics. Applies database migrations first.",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 4318)")
@@ -59,49 +45,87 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=int,
-        default=int(os.environ.get("ETT_WORKERS", "1")),
+        default=None,
         help="server processes sharing the database (default 1, or ETT_WORKERS); more "
         "processes decode OTLP in parallel",
     )
+    serve.set_defaults(func=_guard(_serve))
 
     db = sub.add_parser("db", help="database schema management")
     dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
     dbsub.required = True
     up = dbsub.add_parser("upgrade", help="apply Alembic migrations up to the latest schema")
     _db_arg(up)
+    up.set_defaults(func=_guard(_upgrade))
 
     rec = sub.add_parser("recompute", help="re-derive jobs' segments and figures from raw spans")
     _db_arg(rec)
     rec.add_argument("jobs", nargs="*", metavar="JOB", help="job ids (default: every job)")
+    rec.set_defaults(func=_guard(_recompute))
 
-    rep = sub.add_parser("report", help="one job's figures (ETT-SPEC section 5)")
-    rep.add_argument("job_id", metavar="JOB_ID")
+    rep = sub.add_parser(
+        "report",
+        help="one job's figures (ETT-SPEC section 5)",
+        description="One job's ETT, idle and failure shares, time to start and to recover, "
+        "unsaved work, checkpoint blocking, lost time by component and checkpoint advice.",
+    )
+    rep.add_argument("job_id", metavar="JOB_ID", help="the job's ett.job.id (see `ett jobs`)")
     _db_arg(rep)
-    rep.add_argument("--json", action="store_true", help="print the JSON object")
+    rep.add_argument("--json", action="store_true", help="print the read API's JSON object")
+    rep.set_defaults(func=_guard(_report))
 
     jobs = sub.add_parser("jobs", help="list jobs, newest first")
     _db_arg(jobs)
-    jobs.add_argument("--state", choices=["running", "presumed_dead", "completed", "failed"])
-    jobs.add_argument("--model")
-    jobs.add_argument("--team")
-    jobs.add_argument("--since", help="jobs that ended since: 7d, 12h, ISO 8601 or unix seconds")
-    jobs.add_argument("--limit", type=int, default=100)
-    jobs.add_argument("--json", action="store_true")
+    jobs.add_argument(
+        "--state", choices=[s.value for s in JobState], help="only jobs in this state"
+    )
+    jobs.add_argument("--model", help="only this model family (ett.model)")
+    jobs.add_argument("--team", help="only this team (ett.team)")
+    jobs.add_argument(
+        "--since", help="jobs that ended since: 7d, 12h, ISO 8601 or unix seconds (default: all)"
+    )
+    jobs.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    jobs.add_argument("--json", action="store_true", help="print a JSON list")
+    jobs.set_defaults(func=_guard(_jobs))
 
     lost = sub.add_parser("lost-time", help="idle + failure seconds in a window, largest first")
     _db_arg(lost)
-    lost.add_argument("--by", default="component", choices=["component", "job", "model", "team"])
-    lost.add_argument("--since", default=None, help="window start: 7d, 12h, ISO 8601, unix s")
+    lost.add_argument(
+        "--by",
+        default=GroupBy.COMPONENT.value,
+        choices=[g.value for g in GroupBy],
+        help="group by (default component)",
+    )
+    lost.add_argument(
+        "--since", default=None, help="window start: 7d, 12h, ISO 8601, unix s (default: all)"
+    )
     lost.add_argument("--until", default=None, help="window end (default: now)")
-    lost.add_argument("--json", action="store_true")
+    lost.add_argument("--json", action="store_true", help="print a JSON list")
+    lost.set_defaults(func=_guard(_lost_time))
 
-    sub.add_parser(
-        "train", help="run the instrumented TorchRec trainer (see `ett train -h`)", add_help=False
-    )
-    sub.add_parser(
-        "publish", help="standalone model publishing job (see `ett publish -h`)", add_help=False
-    )
-    return parser
+
+ENVIRONMENT = """\
+environment:
+  ETT_HOME            data folder (default ~/.local/share/ett; SQLite at $ETT_HOME/collector.db)
+  ETT_DB_URL          database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)
+  ETT_TOKEN           bearer token required on ingest and reads
+  ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
+  ETT_WINDOW_S        train-window length (default 10 s; 3 silent windows = presumed dead)
+  ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
+  ETT_WORKERS         server processes (default 1)
+"""
+
+
+def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run ``fn``, turning the collector's configuration errors into ``CliError``."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ConfigError as exc:
+            raise CliError(f"configuration error: {exc}") from exc
+
+    return run
 
 
 def _open(db: str | None) -> Any:
@@ -120,6 +144,8 @@ def _serve(args: argparse.Namespace) -> int:
     from .api._factory import build_app
     from .storage import Store
 
+    if args.workers is None:
+        args.workers = int(os.environ.get("ETT_WORKERS") or "1")
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     settings = Settings(
@@ -180,49 +206,36 @@ def _console() -> Any:
     return Console()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ett`` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("train", "publish"):
-        return _delegate(argv[0], argv[1:])
-    args = _parser().parse_args(argv)
-    try:
-        return _dispatch(args)
-    except ConfigError as exc:
-        print(f"ett: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+def _upgrade(args: argparse.Namespace) -> int:
+    _open(args.db)
+    print("database schema is up to date")
+    return 0
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace) -> int:
     from . import _render
 
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "db":
-        _open(args.db)
-        print("database schema is up to date")
-        return 0
-    if args.command == "recompute":
-        return _recompute(args)
-    if args.command == "report":
-        return _read(
-            args, lambda q: q.job(args.job_id), lambda d: _render.print_report(d, _console())
-        )
-    if args.command == "jobs":
-        return _read(
-            args,
-            lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit),
-            lambda d: _render.print_jobs(d, _console()),
-        )
-    if args.command == "lost-time":
-        return _read(
-            args,
-            lambda q: q.lost_time(args.by, args.since, args.until),
-            lambda d: _render.print_lost_time(d, args.by, _console()),
-        )
-    raise AssertionError(args.command)
+    return _read(args, lambda q: q.job(args.job_id), lambda d: _render.print_report(d, _console()))
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from . import _render
+
+    return _read(
+        args,
+        lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit),
+        lambda d: _render.print_jobs(d, _console()),
+    )
+
+
+def _lost_time(args: argparse.Namespace) -> int:
+    from . import _render
+
+    return _read(
+        args,
+        lambda q: q.lost_time(args.by, args.since, args.until),
+        lambda d: _render.print_lost_time(d, args.by, _console()),
+    )
 
 
 def _recompute(args: argparse.Namespace) -> int:
@@ -242,25 +255,3 @@ def _recompute(args: argparse.Namespace) -> int:
         )
     print(f"recomputed {n} job(s)")
     return 0
-
-
-def _delegate(command: str, argv: list[str]) -> int:
-    """``ett train`` and ``ett publish`` live in the trainer package (torch is imported there)."""
-    try:
-        if command == "train":
-            from trainer.train import main as run
-        else:
-            from trainer.publish import main as run
-    except ImportError as exc:
-        print(
-            f"ett {command}: the trainer needs torch and torchrec ({exc}); "
-            "run `make demo` or `make test`, which install them into .venv",
-            file=sys.stderr,
-        )
-        return 2
-    result: int = run(argv)
-    return result
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m cli``: the same as the ``ett`` console script."""
+
+from ._main import main
+
+raise SystemExit(main())

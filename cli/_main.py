@@ -1,0 +1,85 @@
+"""Build the parser from the registered parts, run the chosen command, turn errors into lines."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ._errors import CliError
+from ._parts import PARTS
+
+EPILOG = """\
+examples:
+  ett serve                                  # collector on 127.0.0.1:4318, SQLite in $ETT_HOME
+  ett report my-job                          # one job's ETT, losses and checkpoint advice
+  ett lost-time --by component --since 7d    # where the fleet's GPU hours went
+run `ett COMMAND -h` for a command's options and environment variables.
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ett-observability")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ett`` parser with every part's subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="ett",
+        description="Effective Training Time (ETT%) observability: where a training job's "
+        "wall-clock time goes.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ett {_version()}")
+    parser.add_argument(
+        "--debug", action="store_true", help="print a traceback on unexpected errors"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in PARTS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ett`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and not getattr(args, "passthrough", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if getattr(args, "passthrough", False):
+        args.rest = rest
+    debug = args.debug or os.environ.get("ETT_DEBUG") == "1"
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+        return code
+    except CliError as exc:
+        print(f"ett {args.command}: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `ett jobs --json | head`: the reader left; exit quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        else:
+            print(
+                f"ett {args.command}: {type(exc).__name__}: {exc} (run with --debug for details)",
+                file=sys.stderr,
+            )
+        return 1
