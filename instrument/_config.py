@@ -21,6 +21,9 @@ Environment variables (an explicit argument to :func:`instrument.init` always wi
 ``ETT_TOKEN``                             bearer token for a collector started with one
                                           (``OTEL_EXPORTER_OTLP_HEADERS`` also works)
 ``ETT_DISABLED``                          ``1``/``true``: the session records nothing
+``ETT_EXIT_TIMEOUT_S``                    exit watchdog: seconds a failed rank may take to exit
+                                          after its failure is flushed before it is ended with
+                                          ``os._exit(124)`` (default 5; ``0`` disables it)
 ========================================  ===================================================
 """
 
@@ -173,6 +176,22 @@ def resolve_endpoint(endpoint: str | None = None, env: Mapping[str, str] | None 
         endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
     endpoint = endpoint.rstrip("/")
     return endpoint if endpoint.endswith(TRACES_PATH) else endpoint + TRACES_PATH
+
+
+DEFAULT_EXIT_TIMEOUT_S = 5.0
+"""Seconds a failed rank may take to exit after its failure is flushed (``ETT_EXIT_TIMEOUT_S``)."""
+
+
+def resolve_exit_timeout(
+    timeout_s: float | None = None, env: Mapping[str, str] | None = None
+) -> float:
+    """The exit watchdog's timeout: ``timeout_s``, else ``ETT_EXIT_TIMEOUT_S``, else
+    :data:`DEFAULT_EXIT_TIMEOUT_S`; 0 (or less) disables the watchdog."""
+    if timeout_s is not None:
+        return float(timeout_s)
+    env = os.environ if env is None else env
+    value = _float(env, "ETT_EXIT_TIMEOUT_S")
+    return DEFAULT_EXIT_TIMEOUT_S if value is None else value
 
 
 def env_disabled(env: Mapping[str, str] | None = None) -> bool:

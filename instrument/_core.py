@@ -17,6 +17,8 @@ from ._config import Identity
 from ._errors import log_once, never_raises
 from ._failure import error_type as _error_type
 from ._spans import attempt_parent
+from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
+from ._watchdog import ExitWatchdog
 from ._windows import STARTUP_POLL_S, PollThread, WindowClock, poll_interval
 
 Flusher = Callable[[float], None]
@@ -41,6 +43,7 @@ class SessionCore:
         window_s: float = 10.0,
         flush_timeout_s: float = 5.0,
         enabled: bool = True,
+        exit_timeout_s: float = 0.0,
     ) -> None:
         self.identity = identity
         """Who this session speaks for."""
@@ -69,6 +72,10 @@ class SessionCore:
         self._window_thread: PollThread | None = None
         self._attempt_span: Span = INVALID_SPAN
         self._context: Context | None = None
+        self.exit_watchdog = ExitWatchdog(
+            exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
+        )
+        """Ends the process when it does not exit after a failed :meth:`end` (``_watchdog``)."""
         if enabled:
             self._context = attempt_parent(identity)
             self._attempt_span = self._start_span(semconv.SPAN_ATTEMPT, {}, self._alloc_ns)
@@ -219,7 +226,32 @@ class SessionCore:
         self._attempt_span.set_attributes(attrs)
         self._attempt_span.end()
         self._ended = True
-        self.flush()
+        if reason != _COMPLETED:  # the process should now exit: the watchdog sees that it does
+            self.exit_watchdog.expect()
+            self.flush()
+            self.exit_watchdog.arm(str(attrs[semconv.FAILURE_CAUSE]))
+        else:
+            self.flush()
+
+    def _record_hang(self, cause: str, phase: str, stack: str, waited_s: float) -> None:
+        """The exit watchdog's ``ett.failure``: still alive ``waited_s`` after the failed end, in
+        ``phase`` (emitted although the attempt has ended: the hang is part of it)."""
+        if self._context is None:
+            return
+        attrs: dict[str, AttributeValue] = {
+            **self._extra,
+            semconv.FAILURE_CAUSE: cause,
+            semconv.ERROR_TYPE: _EXIT_TIMEOUT,
+            semconv.FAILURE_PHASE: phase,
+            semconv.CODE_STACKTRACE: stack,
+        }
+        if self.current_step is not None:
+            attrs[semconv.STEP] = self.current_step
+        now = time.time_ns()
+        span = self._tracer.start_span(
+            semconv.SPAN_FAILURE, context=self._context, attributes=attrs, start_time=now
+        )
+        span.end(end_time=now)
 
     @property
     def ended(self) -> bool:

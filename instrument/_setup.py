@@ -14,7 +14,13 @@ from typing import Any
 from opentelemetry import trace
 
 from . import semconv
-from ._config import env_disabled, resolve_endpoint, resolve_headers, resolve_identity
+from ._config import (
+    env_disabled,
+    resolve_endpoint,
+    resolve_exit_timeout,
+    resolve_headers,
+    resolve_identity,
+)
 from ._errors import LOGGER_NAME, log_once
 from ._hooks import ProcessHooks
 from ._session import Session
@@ -65,6 +71,7 @@ def _build(kwargs: dict[str, Any]) -> Session:
     common: dict[str, Any] = {
         "window_s": kwargs["window_s"],
         "flush_timeout_s": kwargs["flush_timeout_s"],
+        "exit_timeout_s": resolve_exit_timeout(kwargs["exit_timeout_s"]),
     }
     provider = kwargs["tracer_provider"]
     sdk_class = _sdk_provider_class()
@@ -101,7 +108,8 @@ def _build(kwargs: dict[str, Any]) -> Session:
     holder: list[Session] = []
 
     def flush_own(timeout_s: float) -> None:
-        if holder and holder[0].ended:
+        # after the end, shut down; unless the exit watchdog may still record a hang
+        if holder and holder[0].ended and not holder[0].exit_watchdog.keeps_pipeline_open:
             queue.shutdown(int(timeout_s * 1000))
             own.shutdown()
         else:
@@ -150,6 +158,7 @@ def init(
     flush_timeout_s: float = 5.0,
     max_queue_size: int = 2048,
     token: str | None = None,
+    exit_timeout_s: float | None = None,
 ) -> Session:
     """Start instrumenting this attempt on this rank and return its :class:`Session`.
 
@@ -157,13 +166,17 @@ def init(
     go to ``tracer_provider`` if given, else to a global SDK ``TracerProvider`` the program set
     up, else to a pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or
     ``exporter`` if given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector).
-    ``install_handlers`` installs the exception, SIGTERM and exit hooks.
+    ``install_handlers`` installs the exception, SIGTERM and exit hooks. ``exit_timeout_s`` (else
+    ``ETT_EXIT_TIMEOUT_S``, default 5; 0 disables): once a failed end is flushed, the process
+    has that long to exit before the exit watchdog records the hang and ends it.
     A second call while a session is active returns that session (its arguments are ignored).
     """
     global _current
     with _lock:
         if _current is not None and not _current.ended and _current._pid == os.getpid():
             return _current
+        if _current is not None:  # a new attempt in this process: it is not exiting after all
+            _current.exit_watchdog.disarm()
         try:
             session = _build(dict(locals()))
         except Exception:

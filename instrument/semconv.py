@@ -141,6 +141,14 @@ COMPILE_TRIGGER: Final = "ett.compile.trigger"
 """Extension. On ``ett.compile``: what the span times (:class:`CompileTriggerValues`); absent when
 the trainer timed the compilation itself."""
 
+FAILURE_PHASE: Final = "ett.failure.phase"
+"""Extension. On an ``ett.failure`` the exit watchdog recorded: the phase of the way out that hung
+(named by the program, e.g. ``abort_process_groups``; ``exit`` when it named none)."""
+
+CODE_STACKTRACE: Final = "code.stacktrace"
+"""OpenTelemetry's stack trace attribute; on the exit watchdog's ``ett.failure``: the main
+thread's innermost frames when it hung."""
+
 
 # --- enumerated values ---------------------------------------------------------------------------
 
@@ -278,6 +286,8 @@ KNOWN_ATTRIBUTES: Final = frozenset(
         ERROR_TYPE,
         TELEMETRY_DROPPED_SPANS,
         COMPILE_TRIGGER,
+        FAILURE_PHASE,
+        CODE_STACKTRACE,
     }
 )
 """Every attribute key of the vocabulary; others under ``ett.`` are kept and counted as unknown."""

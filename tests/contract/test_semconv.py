@@ -58,6 +58,8 @@ PINNED_CONSTANTS = {
     "ERROR_TYPE": "error.type",
     # extensions (not in ETT-SPEC section 2; documented in semconv.py)
     "TELEMETRY_DROPPED_SPANS": "ett.telemetry.dropped_spans",
+    "FAILURE_PHASE": "ett.failure.phase",
+    "CODE_STACKTRACE": "code.stacktrace",
     "COMPILE_TRIGGER": "ett.compile.trigger",
 }
 

@@ -33,6 +33,9 @@ def _no_global_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "OTEL_SERVICE_NAME",
     ):
         monkeypatch.delenv(name, raising=False)
+    # a failed end arms the exit watchdog, which would end pytest itself: tests that want it
+    # pass exit_timeout_s or run a child process
+    monkeypatch.setenv("ETT_EXIT_TIMEOUT_S", "0")
     _setup._current = None
     yield
     session = _setup._current
