@@ -19,7 +19,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml trainer/requirements.txt
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	@echo "installing Python dependencies into $(VENV) (pinned; torch comes from the local disk)"
-	$(PIP) install -e '.[instrument,collector,dev]'
+	$(PIP) install -e '.[instrument,collector,grafana,dev]'
 	bash scripts/install-trainer.sh $(PY)
 	@touch $@
 

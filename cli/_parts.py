@@ -10,4 +10,5 @@ from __future__ import annotations
 PARTS: tuple[str, ...] = (
     "collector.commands",
     "trainer.commands",
+    "grafana.commands",
 )

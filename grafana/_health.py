@@ -1,0 +1,64 @@
+"""Alerts and the collector's health: Grafana's alert list of the ETT folder and PromQL panels
+over the collectors' ``/metrics`` (scraped by Prometheus)."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as dash
+
+from ._panels import FOLDER_UID, dashboard, series_panel
+from ._queries import promql
+
+UID = "ett-alerts"
+
+PROMQL: dict[str, tuple[str, str, str]] = {
+    "Ingest requests by HTTP code": (
+        "sum by (code) (rate(ett_ingest_requests_total[5m]))", "{{code}}", "reqps",
+    ),
+    "Spans accepted and rejected": (
+        "sum by (outcome) (rate(ett_ingest_spans_total[5m]))", "{{outcome}}", "ops",
+    ),
+    "Recompute time per job, p95": (
+        "histogram_quantile(0.95, sum by (le) (rate(ett_recompute_duration_seconds_bucket[5m])))",
+        "p95", "s",
+    ),
+    "Spans and attributes outside the ETT vocabulary": (
+        "sum(rate(ett_ingest_unknown_span_names_total[5m]))", "unknown span names", "ops",
+    ),
+}  # fmt: skip
+"""Panel title -> (PromQL, legend, unit). Every expression is run on a real Prometheus in the
+tests."""
+
+
+def build() -> dash.Dashboard:
+    """The alerts and collector dashboard."""
+    d = dashboard(
+        UID,
+        "ETT alerts and collector",
+        "Grafana-managed ETT alert rules (folder ETT) and the collector's own metrics: ingest "
+        "rate and errors, recompute latency.",
+        ["alerts", "collector"],
+    )
+    alerts = (
+        dash.Panel()
+        .type("alertlist")
+        .title("ETT alert rules")
+        .options(
+            {
+                "viewMode": "list",
+                "groupMode": "default",
+                "maxItems": 50,
+                "sortOrder": 1,
+                "folderUid": FOLDER_UID,
+                "stateFilter": {"firing": True, "pending": True, "normal": True, "error": True,
+                                "noData": True},
+                "alertInstanceLabelFilter": "",
+                "dashboardAlerts": False,
+            }
+        )
+        .span(24)
+        .height(8)
+    )  # fmt: skip
+    d = d.with_panel(alerts)
+    for title, (expr, legend, unit) in PROMQL.items():
+        d = d.with_panel(series_panel(title, promql(expr, legend), unit, prometheus=True))
+    return d

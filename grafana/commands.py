@@ -1,0 +1,117 @@
+"""``ett grafana build [--check]`` and ``ett grafana push``: dashboards, data sources and alert
+rules as code (generated into grafana/provisioning/, uploaded through grafana-client)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from cli import CliError
+
+EPILOG = """\
+environment:
+  GRAFANA_URL, GRAFANA_TOKEN  defaults of --url and --token (a service account token)
+  ETT_GRAFANA_PG_URL          default of --pg-url
+  ETT_GRAFANA_PROMETHEUS_URL  default of --prometheus-url
+examples:
+  ett grafana build                     # regenerate grafana/provisioning/
+  ett grafana build --check             # fail when the committed files are stale
+  ett grafana push --url https://grafana.example.com --token "$GRAFANA_TOKEN" \\
+      --pg-url postgresql://ett_grafana:PASSWORD@db:5432/ett --prometheus-url http://prom:9090
+"""
+
+
+def register(sub: Any) -> None:
+    """Add ``grafana build`` and ``grafana push`` to ``ett``."""
+    g = sub.add_parser(
+        "grafana",
+        help="Grafana dashboards, data sources and alert rules as code",
+        description="Dashboards, data sources and alert rules for Grafana 11, generated from "
+        "code into grafana/provisioning/ and pushed through Grafana's HTTP API.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gsub = g.add_subparsers(dest="grafana_command", metavar="ACTION")
+    gsub.required = True
+    build = gsub.add_parser("build", help="regenerate the provisioning files")
+    build.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a file is stale"
+    )
+    build.add_argument(
+        "--out", type=Path, default=None, metavar="DIR",
+        help="folder to write (default: grafana/provisioning in the source tree)",
+    )  # fmt: skip
+    build.set_defaults(func=_build)
+    push = gsub.add_parser(
+        "push",
+        help="upload folder, data sources, dashboards and alert rules to a Grafana server",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    push.add_argument("--url", default=os.environ.get("GRAFANA_URL"), help="Grafana base URL")
+    push.add_argument(
+        "--token", default=os.environ.get("GRAFANA_TOKEN"), help="service account token"
+    )
+    push.add_argument(
+        "--pg-url", default=os.environ.get("ETT_GRAFANA_PG_URL"), metavar="URL",
+        help="postgresql://ROLE:PASSWORD@HOST:PORT/DB for the PostgreSQL data source "
+        "(the read-only role of `ett db grant-readonly`); omitted: left as it is",
+    )  # fmt: skip
+    push.add_argument(
+        "--prometheus-url", default=os.environ.get("ETT_GRAFANA_PROMETHEUS_URL"), metavar="URL",
+        help="URL of the Prometheus scraping the collectors; omitted: left as it is",
+    )  # fmt: skip
+    push.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    push.set_defaults(func=_push)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from . import _provisioning
+
+    root = args.out or _provisioning.ROOT
+    if args.check:
+        stale = _provisioning.stale(root)
+        if stale:
+            for line in stale:
+                print(f"  {line}")
+            raise CliError(
+                f"{len(stale)} generated file(s) under {root} are stale: run `ett grafana build`"
+                " and commit them", exit_code=1,
+            )  # fmt: skip
+        print(f"grafana provisioning files under {root} are up to date")
+        return 0
+    changed = _provisioning.write(root)
+    for rel in changed:
+        print(f"  wrote {rel}")
+    print(f"{len(changed)} file(s) changed under {root}")
+    return 0
+
+
+def _push(args: argparse.Namespace) -> int:
+    from . import _push as push
+
+    if not args.url:
+        raise CliError("no Grafana URL: pass --url https://grafana.example.com (or GRAFANA_URL)")
+    if not args.url.startswith(("http://", "https://")):
+        raise CliError(f"--url must start with http:// or https://, got {args.url!r}")
+    if not args.token:
+        raise CliError("no token: pass --token with a Grafana service account token "
+                       "(or set GRAFANA_TOKEN)")  # fmt: skip
+    plan = push.Plan(prometheus_url=args.prometheus_url)
+    if args.pg_url:
+        try:
+            plan.pg = push.pg_settings(args.pg_url)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+    url = args.url.rstrip("/")
+    try:
+        written = push.push(url, args.token, plan, timeout=args.timeout,
+                            progress=lambda step: print(f"  wrote {step}"))  # fmt: skip
+    except push.PushError as exc:
+        raise CliError(exc.message, exit_code=exc.exit_code) from exc
+    if args.pg_url is None and args.prometheus_url is None:
+        print("data sources left as they are (no --pg-url or --prometheus-url)")
+    print(f"pushed {len(written)} item(s) to {url}")
+    return 0
