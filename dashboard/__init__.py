@@ -1,1 +1,6 @@
-"""Live Streamlit dashboard over the collector's read API (not built yet: a later issue)."""
+"""The live Streamlit dashboard over the collector's HTTP read API (``ett dashboard``).
+
+Pages (``pages/``) hold UI only; data comes through :mod:`dashboard.client` (one small client
+with short-lived caching); charts are pure functions from data frames to Altair charts
+(:mod:`dashboard.charts`).
+"""

@@ -1,0 +1,81 @@
+"""Read answers that aggregate on the server for the dashboards: the fleet over time, the filter
+values, and one job's per-rank activity. Beside :class:`collector.query.Query`, on its store.
+
+So that no page downloads every job's segments: the fleet answer's size depends on the number of
+time buckets and keys (models, teams, components), never on the number of jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .activity import activity
+from .query import NotFound, Query, QueryError, parse_instant
+from .storage import _advice, _timeseries
+
+DEFAULT_WINDOW = "7d"
+"""The fleet window when none is given."""
+
+
+class Overview:
+    """Fleet and job-activity answers over the same store and freshness rules as ``query``."""
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+
+    def fleet(
+        self,
+        since: str | None = None,
+        until: str | None = None,
+        by: str = "fleet",
+        bucket: str | None = None,
+        model: str | None = None,
+        team: str | None = None,
+        state: str | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """ETT/idle/failure per bucket (by fleet, model or team), lost GPU-hours by component
+        over time and ranked, and the worst jobs of ``[since, until]`` (default: the last 7 days).
+        """
+        now = self.query.clock()
+        lo = parse_instant(since or DEFAULT_WINDOW, now)
+        hi = parse_instant(until, now) or now
+        assert lo is not None
+        if hi <= lo:
+            raise QueryError("until must be after since")
+        if state is not None and state not in _states():
+            raise QueryError(f"state must be one of {', '.join(_states())}; got {state!r}")
+        if limit < 0 or limit > 1000:
+            raise QueryError("limit must be between 0 and 1000")
+        try:
+            return _timeseries.fleet_overview(
+                self.query.store.engine, lo, hi, by, bucket, model, team, state, limit
+            )
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+
+    def facets(self) -> dict[str, list[str]]:
+        """The models, teams and states a filter can choose from."""
+        out = _timeseries.facets(self.query.store.engine)
+        out["states"] = list(_states())
+        return out
+
+    def checkpoint_advice(
+        self, since: str | None = None, model: str | None = None, team: str | None = None
+    ) -> dict[str, Any]:
+        """Checkpoint interval in use vs Young's optimum, per model (pooled) and per job."""
+        lo = parse_instant(since, self.query.clock())
+        return _advice.checkpoint_advice(self.query.store.engine, lo, model, team)
+
+    def activity(self, job_id: str) -> dict[str, list[dict[str, Any]]]:
+        """The job's start-up phases per rank, checkpoints, restores, compiles and failures."""
+        spans = self.query.store.load_spans(job_id)
+        if not spans:
+            raise NotFound(f"no job {job_id!r}")
+        return activity(spans)
+
+
+def _states() -> tuple[str, ...]:
+    from .domain.model import JobState
+
+    return tuple(s.value for s in JobState)

@@ -1,0 +1,206 @@
+"""The fleet over time: ETT, idle and failure per time bucket, lost GPU-hours by component, and
+the worst jobs of a window, from one scan of the segments that fall in the window.
+
+Seconds are clipped to the window and to each bucket (a segment across midnight counts on both
+days). GPU-seconds are seconds times the ranks of the segment's attempt (the ``ranks`` of that
+attempt in the job's summary; at least 1), so a 64-rank job's idle minute weighs 64 times a
+1-rank job's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from collector.domain.model import Category
+from collector.storage._tables import job_figures, segments
+
+FLEET_BY = ("fleet", "model", "team")
+"""What the ETT series can be split by (``fleet``: one series for the whole fleet)."""
+
+_Row = tuple[str, int, float, float, str, str | None, float, str | None, str | None]
+
+
+def _scan(
+    engine: Engine,
+    since: float,
+    until: float,
+    model: str | None,
+    team: str | None,
+    state: str | None,
+) -> tuple[list[_Row], dict[str, dict[str, Any]]]:
+    """Segment parts overlapping ``[since, until]`` and, per job, its state, ETT% and ranks."""
+    seg = segments.c
+    fig = job_figures.c
+    q = select(
+        seg.job_id,
+        seg.attempt,
+        seg.start,
+        seg.end,
+        seg.category,
+        seg.component,
+        seg.share,
+        seg.model,
+        seg.team,
+    ).where(seg.end > since, seg.start < until)
+    jq = select(fig.job_id, fig.state, fig.ett_pct, fig.model, fig.team, fig.summary).where(
+        fig.end > since, fig.alloc < until
+    )
+    if model is not None:
+        q = q.where(seg.model == model)
+        jq = jq.where(fig.model == model)
+    if team is not None:
+        q = q.where(seg.team == team)
+        jq = jq.where(fig.team == team)
+    if state is not None:
+        q = q.join(job_figures, job_figures.c.job_id == seg.job_id).where(fig.state == state)
+        jq = jq.where(fig.state == state)
+    with engine.connect() as conn:
+        rows: list[_Row] = [tuple(r) for r in conn.execute(q)]
+        jobs: dict[str, dict[str, Any]] = {}
+        for job_id, st, ett, mdl, tm, summary in conn.execute(jq):
+            attempts = json.loads(summary).get("attempts", [])
+            ranks = {int(a["attempt"]): max(1, len(a.get("ranks") or ())) for a in attempts}
+            jobs[job_id] = {"state": st, "ett_pct": ett, "model": mdl, "team": tm, "ranks": ranks}
+    return rows, jobs
+
+
+def bucket_seconds(since: float, until: float, bucket: str | None) -> int:
+    """``hour`` or ``day`` (by default: hours for windows up to two days, else days)."""
+    if bucket is None or bucket == "":
+        return 3600 if until - since <= 2 * 86400 else 86400
+    if bucket == "hour":
+        return 3600
+    if bucket == "day":
+        return 86400
+    raise ValueError(f"bucket must be hour or day; got {bucket!r}")
+
+
+def _split(start: float, end: float, size: int) -> Iterable[tuple[float, float]]:
+    """``(bucket start, seconds)`` of ``[start, end]`` in each bucket of ``size`` seconds."""
+    k = math.floor(start / size)
+    while k * size < end:
+        lo, hi = max(start, k * size), min(end, (k + 1) * size)
+        if hi > lo:
+            yield float(k * size), hi - lo
+        k += 1
+
+
+def _pcts(row: dict[str, Any]) -> dict[str, Any]:
+    wall = row["productive_s"] + row["idle_s"] + row["failure_s"]
+    row["wall_s"] = wall
+    for cat in ("ett", "idle", "failure"):
+        seconds = row["productive_s" if cat == "ett" else f"{cat}_s"]
+        row[f"{cat}_pct"] = 100.0 * seconds / wall if wall > 0 else None
+    return row
+
+
+def fleet_overview(
+    engine: Engine,
+    since: float,
+    until: float,
+    by: str = "fleet",
+    bucket: str | None = None,
+    model: str | None = None,
+    team: str | None = None,
+    state: str | None = None,
+    limit: int = 10,
+) -> dict[str, Any]:
+    """The Fleet page's data in one answer (sizes depend on buckets and keys, not on jobs):
+
+    - ``series``: per bucket ``t`` and ``key`` (model, team, or None for the whole fleet):
+      productive/idle/failure seconds, their percentages of the bucket's job seconds;
+    - ``lost_by_component``: per bucket and component, idle and failure seconds and lost GPU-hours;
+    - ``components``: the same summed over the window, largest lost GPU-hours first;
+    - ``worst_jobs``: the ``limit`` jobs that lost the most GPU-hours in the window.
+
+    Raises:
+        ValueError: for an unknown ``by`` or ``bucket``.
+    """
+    if by not in FLEET_BY:
+        raise ValueError(f"by must be one of {', '.join(FLEET_BY)}; got {by!r}")
+    size = bucket_seconds(since, until, bucket)
+    rows, jobs = _scan(engine, since, until, model, team, state)
+    series: dict[tuple[float, str | None], dict[str, Any]] = {}
+    lost: dict[tuple[float, str], list[float]] = {}
+    per_job: dict[str, list[float]] = {}
+    for job_id, attempt, start, end, category, component, share, mdl, tm in rows:
+        ranks = jobs.get(job_id, {}).get("ranks", {}).get(attempt, 1)
+        key = mdl if by == "model" else tm if by == "team" else None
+        acc = per_job.setdefault(job_id, [0.0, 0.0, 0.0])
+        for t, seconds in _split(max(start, since), min(end, until), size):
+            part = seconds * share
+            row = series.setdefault(
+                (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
+            )
+            row[f"{category}_s"] += part
+            acc[0] += part
+            if category == Category.PRODUCTIVE.value:
+                continue
+            acc[1] += part
+            acc[2] += part * ranks
+            cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
+            cell[0 if category == Category.IDLE.value else 1] += part
+            cell[2] += part * ranks
+    by_component: dict[str, list[float]] = {}
+    for (_, comp), (idle, failure, gpu) in lost.items():
+        total = by_component.setdefault(comp, [0.0, 0.0, 0.0])
+        total[0] += idle
+        total[1] += failure
+        total[2] += gpu
+    worst = sorted(per_job.items(), key=lambda kv: (-kv[1][2], kv[0]))[: max(limit, 0)]
+    return {
+        "since": since,
+        "until": until,
+        "bucket_s": size,
+        "by": by,
+        "series": [_pcts(series[k]) for k in sorted(series, key=lambda k: (k[0], k[1] or ""))],
+        "lost_by_component": [
+            {
+                "t": t,
+                "component": comp,
+                "idle_s": v[0],
+                "failure_s": v[1],
+                "lost_gpu_h": v[2] / 3600.0,
+            }
+            for (t, comp), v in sorted(lost.items())
+        ],
+        "components": [
+            {
+                "component": comp,
+                "idle_s": v[0],
+                "failure_s": v[1],
+                "lost_s": v[0] + v[1],
+                "lost_gpu_h": v[2] / 3600.0,
+            }
+            for comp, v in sorted(by_component.items(), key=lambda kv: (-kv[1][2], kv[0]))
+        ],
+        "worst_jobs": [
+            {
+                "job_id": job_id,
+                "state": jobs.get(job_id, {}).get("state"),
+                "model": jobs.get(job_id, {}).get("model"),
+                "team": jobs.get(job_id, {}).get("team"),
+                "ett_pct": jobs.get(job_id, {}).get("ett_pct"),
+                "window_s": v[0],
+                "lost_s": v[1],
+                "lost_gpu_h": v[2] / 3600.0,
+            }
+            for job_id, v in worst
+        ],
+    }
+
+
+def facets(engine: Engine) -> dict[str, list[str]]:
+    """The models and teams that computed jobs name, sorted (for filters)."""
+    fig = job_figures.c
+    with engine.connect() as conn:
+        models = conn.execute(select(fig.model).distinct().where(fig.model.is_not(None))).scalars()
+        model_list = sorted(str(m) for m in models)
+        teams = conn.execute(select(fig.team).distinct().where(fig.team.is_not(None))).scalars()
+        team_list = sorted(str(t) for t in teams)
+    return {"models": model_list, "teams": team_list}

@@ -1,0 +1,34 @@
+"""How figures read on the pages: percentages with one decimal (as ``ett report`` prints them),
+durations in s/min/h, instants in UTC."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def pct(value: float | None) -> str:
+    """``60.0 %``; an em dash when unknown."""
+    return "—" if value is None else f"{value:.1f} %"
+
+
+def duration(seconds: float | None) -> str:
+    """``42.0 s``, ``12.5 min``, ``3.20 h``; an em dash when unknown."""
+    if seconds is None:
+        return "—"
+    if abs(seconds) < 120:
+        return f"{seconds:.1f} s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def instant(t: float | None) -> str:
+    """``2026-11-29 08:00:12 UTC``; an em dash when unknown."""
+    if t is None:
+        return "—"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def gpu_hours(value: float | None) -> str:
+    """``12.3 GPU-h``."""
+    return "—" if value is None else f"{value:,.1f} GPU-h"

@@ -1,0 +1,67 @@
+"""What every page shares: the client, filters kept in the URL, links to jobs, plain errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from urllib.parse import quote
+
+import streamlit as st
+
+from .client import ApiError, Client
+from .settings import DashboardSettings
+
+EMPTY_HELP = (
+    "No jobs yet. Point a trainer at the collector: run every rank with the same `ETT_JOB_ID` "
+    "and `OTEL_EXPORTER_OTLP_ENDPOINT={api}` (see the README's *Instrument your own trainer*), "
+    "or fill it with a simulated fleet: `ett simulate`."
+)
+
+
+def settings() -> DashboardSettings:
+    """This process's settings."""
+    return DashboardSettings.from_env()
+
+
+def client() -> Client:
+    """The API client of this process's settings."""
+    return Client(settings())
+
+
+def empty_state() -> None:
+    """Say what to do when the collector has no jobs."""
+    st.info(EMPTY_HELP.format(api=settings().api_url))
+
+
+def show_error(exc: ApiError) -> None:
+    """A plain message on the page (never a traceback)."""
+    st.error(exc.message)
+
+
+def job_url(job_id: str) -> str:
+    """The job page's URL for ``job_id`` (a link opens the same view)."""
+    return f"/job?job={quote(job_id, safe='')}"
+
+
+def url_select(
+    label: str,
+    name: str,
+    options: Sequence[str],
+    default: str,
+    format_func: Callable[[str], str] = str,
+    where: object = st,
+) -> str:
+    """A selectbox whose value lives in the URL's ``name`` parameter (left out at ``default``),
+    so a copied link opens the same view and the value survives the page's refreshes."""
+    opts = list(options)
+    wanted = st.query_params.get(name, default)
+    if wanted not in opts:
+        opts = [*opts, wanted] if wanted and wanted != default else opts
+        wanted = wanted if wanted in opts else default
+    value: str = where.selectbox(  # type: ignore[attr-defined]
+        label, opts, index=opts.index(wanted), format_func=format_func, key=f"url_{name}"
+    )
+    if value == default:
+        st.query_params.pop(name, None)
+    else:
+        st.query_params[name] = value
+    return value

@@ -1,0 +1,99 @@
+"""``ett dashboard``: run the Streamlit app against a collector's read API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cli import CliError
+
+from .settings import DEFAULT_API_URL
+
+APP = Path(__file__).resolve().parent / "app.py"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ett dashboard``."""
+    p = sub.add_parser(
+        "dashboard",
+        help="the live dashboard (Streamlit) over a collector's read API",
+        description="Run the live dashboard: Fleet, Jobs, Job, Checkpoint advisor and Alerts "
+        "pages, read only through the collector's HTTP API (never its database). "
+        "Environment: ETT_API_URL, ETT_TOKEN, ETT_DASHBOARD_REFRESH_S (default 5 s).",
+    )
+    p.add_argument(
+        "--api",
+        default=os.environ.get("ETT_API_URL", DEFAULT_API_URL),
+        help="the collector's base URL (default: $ETT_API_URL or %(default)s)",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("ETT_TOKEN"),
+        help="the collector's bearer token (default: $ETT_TOKEN)",
+    )
+    p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--refresh-s",
+        type=float,
+        default=None,
+        help="seconds between automatic refreshes (default 5)",
+    )
+    p.set_defaults(func=run)
+
+
+def streamlit_command(port: int, host: str) -> list[str]:
+    """The ``streamlit run`` command line of the app."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the dashboard until interrupted."""
+    if not args.api.startswith(("http://", "https://")):
+        raise CliError(f"--api must be an http(s) URL such as {DEFAULT_API_URL}; got {args.api!r}")
+    if not 0 < args.port < 65536:
+        raise CliError(f"--port must be between 1 and 65535; got {args.port}")
+    try:
+        import streamlit  # noqa: F401
+    except ImportError as exc:
+        raise CliError(
+            "the dashboard needs its extra: pip install -e '.[dashboard]' (make setup does it)"
+        ) from exc
+    env = {**os.environ, "ETT_API_URL": args.api.rstrip("/")}
+    if args.token:
+        env["ETT_TOKEN"] = args.token  # in the environment, not on the command line
+    if args.refresh_s is not None:
+        if args.refresh_s <= 0:
+            raise CliError("--refresh-s must be positive")
+        env["ETT_DASHBOARD_REFRESH_S"] = str(args.refresh_s)
+    print(
+        f"dashboard on http://{host_for_url(args.host)}:{args.port} reading {args.api}", flush=True
+    )
+    try:
+        return subprocess.call(streamlit_command(args.port, args.host), env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def host_for_url(host: str) -> str:
+    """``127.0.0.1`` for a wildcard bind address (something a browser can open)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host

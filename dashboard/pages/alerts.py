@@ -1,0 +1,55 @@
+"""Alerts: firing and resolved ETT regression alerts, each linked to its jobs and component."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from dashboard import _page
+from dashboard.client import ApiError
+
+st.title("Alerts")
+client = _page.client()
+
+
+def _line(a: dict[str, Any]) -> str:
+    name = a.get("name") or a.get("rule") or "alert"
+    parts = [f"**{name}**"]
+    if a.get("summary"):
+        parts.append(str(a["summary"]))
+    if a.get("component"):
+        parts.append(f"component `{a['component']}`")
+    jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])
+    if jobs:
+        parts.append("jobs: " + ", ".join(f"[{j}]({_page.job_url(j)})" for j in jobs))
+    return " · ".join(parts)
+
+
+@st.fragment(run_every=_page.settings().refresh_s)
+def alerts_view() -> None:
+    try:
+        data = client.alerts()
+    except ApiError as exc:
+        _page.show_error(exc)
+        return
+    if data is None:
+        st.info(
+            "Alerting is not configured: this collector has no /api/v1/alerts endpoint. "
+            "The Fleet page still shows where time is lost."
+        )
+        return
+    items = data.get("alerts", []) if isinstance(data, dict) else data
+    firing = [a for a in items if a.get("state", "firing") == "firing"]
+    resolved = [a for a in items if a.get("state") == "resolved"]
+    st.subheader(f"Firing ({len(firing)})")
+    if not firing:
+        st.success("No alert is firing.")
+    for a in firing:
+        st.warning(_line(a))
+    st.subheader(f"Resolved ({len(resolved)})")
+    for a in resolved:
+        st.markdown("- " + _line(a))
+
+
+alerts_view()

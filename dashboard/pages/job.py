@@ -1,0 +1,230 @@
+"""Job: one job's figures, its timeline, start-up per rank, checkpoints and compiles; live."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import _format as fmt
+from dashboard import _page, charts
+from dashboard.client import ApiError, Client
+
+LIVE = ("running", "presumed_dead")
+STATE_BADGE = {
+    "running": "🟢 running",
+    "presumed_dead": "🟠 presumed dead (no heartbeat)",
+    "completed": "✅ completed",
+    "failed": "🔴 failed",
+}
+
+client = _page.client()
+job_id = st.query_params.get("job", "")
+if not job_id:
+    st.title("Job")
+    st.info("No job chosen: open one from the Jobs page, or add `?job=<job id>` to the URL.")
+    st.page_link("pages/jobs.py", label="Go to the Jobs page")
+    st.stop()
+
+
+def _dt(values: Any) -> pd.Series:
+    return pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True)
+
+
+def _figures(job: dict[str, Any]) -> None:
+    m = st.columns(5)
+    m[0].metric("ETT", fmt.pct(job["ett_pct"]))
+    m[1].metric("Idle", fmt.pct(job["idle_pct"]))
+    m[2].metric("Failure", fmt.pct(job["failure_pct"]))
+    m[3].metric("Wall time", fmt.duration(job["wall_s"]))
+    m[4].metric("Time to start (TTS)", fmt.duration(job["tts_s"]))
+    m = st.columns(5)
+    causes = ", ".join(f"{k} ×{v}" for k, v in sorted(job["failure_causes"].items()))
+    m[0].metric("Failures", str(job["failures"]), help=causes or None)
+    m[1].metric("Checkpoint blocking", fmt.duration(job["checkpoint_blocking_s"]))
+    m[2].metric(
+        "Unsaved (redone) work",
+        fmt.duration(job["unsaved_s"]),
+        help="expected about failures × interval / 2 = "
+        + fmt.duration(job.get("expected_unsaved_s")),
+    )
+    m[3].metric(
+        "At risk now",
+        fmt.duration(job.get("at_risk_s")),
+        help="a live job's time since its last committed snapshot: not lost yet",
+    )
+    advice = job["checkpoint_advice"]
+    m[4].metric(
+        "Checkpoint interval",
+        fmt.duration(advice["interval_s"]),
+        help=f"Young's optimum {fmt.duration(advice['optimal_interval_s'])}; "
+        f"a change would save {fmt.duration(advice['saving_s'])}",
+    )
+
+
+def _timeline(segments: list[dict[str, Any]]) -> None:
+    rows = []
+    for s in segments:
+        comps = s["components"] or ["productive" if s["category"] == "productive" else "other"]
+        part = (s["end"] - s["start"]) / len(comps)
+        for i, c in enumerate(comps):  # split a shared segment into side-by-side parts
+            rows.append(
+                {
+                    "attempt": s["attempt"],
+                    "category": s["category"],
+                    "component": c,
+                    "kind": s["kind"],
+                    "start": s["start"] + i * part,
+                    "end": s["start"] + (i + 1) * part,
+                    "seconds": part,
+                }
+            )
+    df = pd.DataFrame(rows)
+    df["start"], df["end"] = _dt(df["start"]), _dt(df["end"])
+    st.altair_chart(charts.timeline(df), width="stretch")
+    st.caption(
+        "One lane per category, coloured by the component charged. A segment shared by several "
+        "components is drawn as side-by-side parts of equal length."
+    )
+
+
+def _attempts(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None:
+    ttr = list(job["ttr_s"])
+    compiles = pd.DataFrame(act["compiles"])
+    rows = []
+    for a in job["attempts"]:
+        comp = compiles[compiles["attempt"] == a["attempt"]] if not compiles.empty else compiles
+        rows.append(
+            {
+                "attempt": a["attempt"],
+                "ranks": len(a["ranks"]),
+                "allocated": fmt.instant(a["alloc"]),
+                "start-up": fmt.duration(
+                    None if a["first_batch"] is None else a["first_batch"] - a["alloc"]
+                ),
+                "end reason": a["end_reason"] or ("failed" if a["failed"] else "running"),
+                "failure cause": a["failure_cause"] or "",
+                "TTR": fmt.duration(ttr.pop(0)) if a["failed"] and ttr else "",
+                "critical rank": a["critical_rank"],
+                "compile": fmt.duration(float(comp["duration_s"].sum())) if not comp.empty else "",
+                "compile cache": ", ".join(sorted({str(c) for c in comp["cache"].dropna()}))
+                if not comp.empty
+                else "",
+            }
+        )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _startup(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None:
+    phases = pd.DataFrame(act["startup"])
+    firsts = pd.DataFrame(act["first_batches"])
+    if phases.empty:
+        st.caption("No start-up phase spans arrived for this job.")
+        return
+    for a in job["attempts"]:
+        ph = phases[phases["attempt"] == a["attempt"]].copy()
+        if ph.empty:
+            continue
+        crit = a["critical_rank"]
+        ph["seconds"] = ph["end"] - ph["start"]
+        ph["rank_label"] = [f"rank {r}" + (" (critical)" if r == crit else "") for r in ph["rank"]]
+        ph["start"], ph["end"] = _dt(ph["start"].to_numpy()), _dt(ph["end"].to_numpy())
+        fb = firsts[firsts["attempt"] == a["attempt"]].copy() if not firsts.empty else firsts
+        if not fb.empty:
+            fb["rank_label"] = [
+                f"rank {r}" + (" (critical)" if r == crit else "") for r in fb["rank"]
+            ]
+            fb["at"] = _dt(fb["at"].to_numpy())
+        title = f"Attempt {a['attempt']}: start-up phases per rank (black tick: first batch)"
+        st.altair_chart(charts.startup_gantt(ph, fb, title), width="stretch")
+        if not fb.empty and len(fb) > 1:
+            spread = (fb["at"].max() - fb["at"].min()).total_seconds()
+            st.caption(
+                f"The critical rank (the last to reach its first batch) is rank {crit}; "
+                f"first batches spread over {spread:.2f} s across {len(fb)} ranks."
+            )
+
+
+def _checkpoints(act: dict[str, list[dict[str, Any]]]) -> None:
+    ck = pd.DataFrame(act["checkpoints"])
+    if ck.empty:
+        st.caption("No checkpoint saves in this job.")
+        return
+    ck["label"] = [f"a{a} step {s}" for a, s in zip(ck["attempt"], ck["step"], strict=True)]
+    parts = pd.concat(
+        [
+            pd.DataFrame({"label": ck["label"], "part": "blocking", "seconds": ck["blocking_s"]}),
+            pd.DataFrame(
+                {"label": ck["label"], "part": "persist", "seconds": ck["persist_s"].fillna(0.0)}
+            ),
+        ]
+    )
+    left, right = st.columns([3, 2])
+    left.altair_chart(charts.checkpoint_bars(parts), width="stretch")
+    restores = {(r["attempt"], r["step"]) for r in act["restores"]}
+    table = pd.DataFrame(
+        {
+            "attempt": ck["attempt"],
+            "step": ck["step"],
+            "mode": ck["mode"],
+            "blocking": [fmt.duration(v) for v in ck["blocking_s"]],
+            "persist": [fmt.duration(v) if pd.notna(v) else "" for v in ck["persist_s"]],
+            "committed": [
+                fmt.instant(v) if pd.notna(v) else "not committed" for v in ck["committed_at"]
+            ],
+            "restored by next attempt": [
+                "yes" if any(ra == a + 1 and rs == s for ra, rs in restores) else ""
+                for a, s in zip(ck["attempt"], ck["step"], strict=True)
+            ],
+        }
+    )
+    right.dataframe(table, hide_index=True, width="stretch")
+
+
+@st.fragment(run_every=_page.settings().refresh_s)
+def job_view(job_id: str, c: Client) -> None:
+    try:
+        job = c.job(job_id)
+        segments = c.segments(job_id)
+        act = c.activity(job_id)
+    except ApiError as exc:
+        if exc.status == 404:
+            st.title("Job")
+            st.error(f"No job {job_id!r} at the collector. Pick one on the Jobs page.")
+            st.page_link("pages/jobs.py", label="Go to the Jobs page")
+        else:
+            _page.show_error(exc)
+        return
+    st.title(f"Job {job['job_id']}")
+    st.markdown(
+        f"**{STATE_BADGE.get(job['state'], job['state'])}** · model `{job.get('model') or '—'}` "
+        f"· team `{job.get('team') or '—'}` · started {fmt.instant(job['alloc'])}"
+        + (" · updates live" if job["state"] in LIVE else "")
+    )
+    _figures(job)
+    st.subheader("Timeline")
+    if segments:
+        _timeline(segments)
+    st.subheader("Attempts")
+    _attempts(job, act)
+    st.subheader("Start-up per rank")
+    _startup(job, act)
+    st.subheader("Checkpoints")
+    _checkpoints(act)
+    lost = job["lost_by_component"]
+    if lost:
+        st.subheader("Lost time by component")
+        df = pd.DataFrame({"component": list(lost), "seconds": list(lost.values())})
+        st.dataframe(
+            df.sort_values("seconds", ascending=False).assign(
+                share=lambda d: [fmt.pct(100 * v / job["wall_s"]) for v in d["seconds"]],
+                seconds=lambda d: [fmt.duration(v) for v in d["seconds"]],
+            ),
+            hide_index=True,
+        )
+    with st.expander("Every figure of the job API (JSON)"):
+        st.json(job)
+
+
+job_view(job_id, client)

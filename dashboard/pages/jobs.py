@@ -1,0 +1,100 @@
+"""Jobs: a sortable, filterable table; each row's job link opens its page."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import _page
+from dashboard.client import ApiError
+
+SINCE = {"": "any time", "24h": "last 24 hours", "7d": "last 7 days", "30d": "last 30 days"}
+LIMIT = 1000
+
+st.title("Jobs")
+client = _page.client()
+try:
+    facets = client.facets()
+except ApiError as exc:
+    _page.show_error(exc)
+    st.stop()
+
+cols = st.columns(5)
+everything = {"": "all"}
+
+
+def _all(v: str) -> str:
+    return everything.get(v, v)
+
+
+state = _page.url_select("State", "state", ["", *facets["states"]], "", _all, cols[0])
+model = _page.url_select("Model", "model", ["", *facets["models"]], "", _all, cols[1])
+team = _page.url_select("Team", "team", ["", *facets["teams"]], "", _all, cols[2])
+since = _page.url_select("Ended", "since", list(SINCE), "", SINCE.__getitem__, cols[3])
+search = cols[4].text_input("Job id contains", value=st.query_params.get("q", ""), key="url_q")
+if search:
+    st.query_params["q"] = search
+else:
+    st.query_params.pop("q", None)
+
+
+@st.fragment(run_every=_page.settings().refresh_s)
+def jobs_view(state: str, model: str, team: str, since: str, search: str) -> None:
+    try:
+        rows = client.jobs(state=state, model=model, team=team, since=since, limit=LIMIT)
+    except ApiError as exc:
+        _page.show_error(exc)
+        return
+    if not rows:
+        if not facets["models"] and not facets["teams"]:
+            _page.empty_state()
+        else:
+            st.info("No job matches these filters.")
+        return
+    df = pd.DataFrame(rows)
+    if search:
+        df = df[df["job_id"].str.contains(search, case=False, regex=False)]
+    df["job"] = [_page.job_url(j) for j in df["job_id"]]
+    df["started"] = pd.to_datetime(df["alloc"], unit="s", utc=True)
+    df["ended"] = pd.to_datetime(df["end"], unit="s", utc=True)
+    df["wall_h"] = df["wall_s"] / 3600.0
+    shown = df[
+        [
+            "job",
+            "state",
+            "model",
+            "team",
+            "started",
+            "ended",
+            "wall_h",
+            "ett_pct",
+            "idle_pct",
+            "failure_pct",
+            "failures",
+        ]
+    ]
+    st.caption(
+        f"{len(df)} jobs"
+        + (f" (the newest {LIMIT})" if len(rows) >= LIMIT else "")
+        + ". Click a column header to sort; click a job to open it."
+    )
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=min(38 + 35 * len(shown), 700),
+        column_config={
+            "job": st.column_config.LinkColumn(
+                "job", display_text=r"/job\?job=(.*)", width="large"
+            ),
+            "started": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm"),
+            "ended": st.column_config.DatetimeColumn("ended (UTC)", format="YYYY-MM-DD HH:mm"),
+            "wall_h": st.column_config.NumberColumn("wall hours", format="%.2f"),
+            "ett_pct": st.column_config.NumberColumn("ETT %", format="%.1f"),
+            "idle_pct": st.column_config.NumberColumn("idle %", format="%.1f"),
+            "failure_pct": st.column_config.NumberColumn("failure %", format="%.1f"),
+        },
+    )
+
+
+jobs_view(state, model, team, since, search)
