@@ -11,4 +11,5 @@ PARTS: tuple[str, ...] = (
     "collector.commands",
     "trainer.commands",
     "grafana.commands",
+    "dashboard.commands",
 )
