@@ -9,6 +9,7 @@ from __future__ import annotations
 
 PARTS: tuple[str, ...] = (
     "collector.commands",
+    "collector.alerts.commands",
     "trainer.commands",
     "grafana.commands",
     "dashboard.commands",

@@ -9,6 +9,7 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -18,6 +19,7 @@ class CollectorMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._shared: list[Collector] = []
         self.requests = Counter(
             "ett_ingest_requests",
             "OTLP export requests by HTTP status code.",
@@ -52,11 +54,19 @@ class CollectorMetrics:
         del job_id
         self.recompute_seconds.observe(seconds)
 
+    def register_shared(self, collector: Collector) -> None:
+        """Add a collector whose figures come from the shared database (the fleet metrics):
+        with several worker processes it is read once per scrape, never summed over them."""
+        self.registry.register(collector)
+        self._shared.append(collector)
+
     def exposition(self) -> bytes:
         """The text exposition format; summed over worker processes when ``ett serve --workers``
         runs several (prometheus_client's multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``)."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            for collector in self._shared:
+                registry.register(collector)
             return generate_latest(registry)
         return generate_latest(self.registry)

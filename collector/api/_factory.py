@@ -17,6 +17,7 @@ from typing import IO
 
 from starlette.applications import Starlette
 
+from ..alerts._routes import install as install_alerts
 from ..metrics import CollectorMetrics
 from ..pipeline import Pipeline
 from ..settings import Settings
@@ -63,7 +64,9 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
         on_recompute=metrics.observe_recompute,
         leader=leader,
     )
-    return create_app(settings, pipeline, metrics)
+    app = create_app(settings, pipeline, metrics)
+    install_alerts(app, store.engine, settings.token, metrics.register_shared, leader)
+    return app
 
 
 def app_from_env() -> Starlette:

@@ -1,0 +1,225 @@
+"""The fleet as the alerts see it: one row of facts per job, grouped by model or team, summed
+over rolling windows.
+
+A job belongs to window ``W`` at instant ``t`` when its end (for a live job: its last span)
+falls in ``(t - W, t]``. Sums over a window come from prefix sums over the group's jobs sorted by
+end, so one window of one group costs two binary searches: the backtest steps through 30 days
+this way without rescanning the fleet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from .rules import COMPONENTS, GroupKey
+
+UNKNOWN = "unknown"
+"""The label value of a job without a model or team."""
+
+SUMMED = ("wall", "productive", "idle", "failure", "blocking", "unsaved", "tts_sum", "tts_n")
+"""The per-job figures summed over a window (``tts_n``: jobs whose time to start is known)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the alerts need of one job (from its stored summary)."""
+
+    job_id: str
+    model: str
+    team: str
+    state: str
+    alloc: float
+    end: float
+    wall: float
+    productive: float
+    idle: float
+    failure: float
+    blocking: float
+    unsaved: float
+    tts: float | None
+    ttr: tuple[float, ...] = ()
+    causes: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)
+    """Lost seconds by component; components outside :data:`COMPONENTS` are folded into other."""
+    restarts: tuple[float, ...] = ()
+    """Allocation instants of attempts after the first."""
+
+    def group(self, by: GroupKey) -> str:
+        """The job's model or team."""
+        return self.model if by is GroupKey.MODEL else self.team
+
+    def figure(self, name: str) -> float:
+        """One of :data:`SUMMED` for this job."""
+        if name == "tts_sum":
+            return self.tts or 0.0
+        if name == "tts_n":
+            return 0.0 if self.tts is None else 1.0
+        value: float = getattr(self, name)
+        return value
+
+
+def facts_from_summary(summary: dict[str, Any]) -> JobFacts:
+    """Facts of one job from its ``JobSummary.to_dict()``."""
+    lost: dict[str, float] = {}
+    for comp, seconds in (summary.get("lost_by_component") or {}).items():
+        key = comp if comp in COMPONENTS else "other"
+        lost[key] = lost.get(key, 0.0) + float(seconds)
+    attempts = summary.get("attempts") or []
+    return JobFacts(
+        job_id=summary["job_id"],
+        model=summary.get("model") or UNKNOWN,
+        team=summary.get("team") or UNKNOWN,
+        state=summary["state"],
+        alloc=float(summary["alloc"]),
+        end=float(summary["end"]),
+        wall=float(summary["wall_s"]),
+        productive=float(summary["productive_s"]),
+        idle=float(summary["idle_s"]),
+        failure=float(summary["failure_s"]),
+        blocking=float(summary["checkpoint_blocking_s"]),
+        unsaved=float(summary["unsaved_s"]),
+        tts=None if summary.get("tts_s") is None else float(summary["tts_s"]),
+        ttr=tuple(float(x) for x in summary.get("ttr_s") or () if x is not None),
+        causes={str(k): int(v) for k, v in (summary.get("failure_causes") or {}).items()},
+        lost=lost,
+        restarts=tuple(float(a["alloc"]) for a in attempts if a.get("attempt", 0) > 0),
+    )
+
+
+def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:
+    """Facts of every computed job whose end is after ``since`` (None: all), by end."""
+    sql = "SELECT summary FROM job_figures"
+    params: dict[str, Any] = {}
+    if since is not None:
+        sql += ' WHERE "end" > :since'
+        params["since"] = since
+    sql += ' ORDER BY "end", job_id'
+    with engine.connect() as conn:
+        rows = [r[0] for r in conn.execute(text(sql), params)]
+    if not rows:
+        return []
+    summaries = json.loads("[" + ",".join(rows) + "]")
+    return [facts_from_summary(s) for s in summaries]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSums:
+    """Sums over the jobs of one group in one window."""
+
+    jobs: int
+    wall: float
+    productive: float
+    idle: float
+    failure: float
+    blocking: float
+    unsaved: float
+    tts_sum: float
+    tts_n: float
+    lost: dict[str, float]
+
+    def minus(self, other: WindowSums) -> WindowSums:
+        """These sums less ``other``'s (the baseline is the long window less the recent one)."""
+        return WindowSums(
+            self.jobs - other.jobs,
+            self.wall - other.wall,
+            self.productive - other.productive,
+            self.idle - other.idle,
+            self.failure - other.failure,
+            self.blocking - other.blocking,
+            self.unsaved - other.unsaved,
+            self.tts_sum - other.tts_sum,
+            self.tts_n - other.tts_n,
+            {c: self.lost.get(c, 0.0) - other.lost.get(c, 0.0) for c in COMPONENTS},
+        )
+
+
+class _Group:
+    """One group's jobs sorted by end, with prefix sums of every summed figure."""
+
+    def __init__(self, jobs: Sequence[JobFacts]) -> None:
+        self.jobs = sorted(jobs, key=lambda j: (j.end, j.job_id))
+        self.ends = [j.end for j in self.jobs]
+        self.prefix: dict[str, list[float]] = {}
+        for name in (*SUMMED, *(f"lost:{c}" for c in COMPONENTS)):
+            acc, out = 0.0, [0.0]
+            for j in self.jobs:
+                acc += j.lost.get(name[5:], 0.0) if name.startswith("lost:") else j.figure(name)
+                out.append(acc)
+            self.prefix[name] = out
+
+    def span(self, lo: float, hi: float) -> tuple[int, int]:
+        """Index range of jobs with end in ``(lo, hi]``."""
+        return bisect.bisect_right(self.ends, lo), bisect.bisect_right(self.ends, hi)
+
+    def sums(self, lo: float, hi: float) -> WindowSums:
+        i, k = self.span(lo, hi)
+        p = self.prefix
+
+        def s(name: str) -> float:
+            return p[name][k] - p[name][i]
+
+        return WindowSums(
+            jobs=k - i,
+            wall=s("wall"),
+            productive=s("productive"),
+            idle=s("idle"),
+            failure=s("failure"),
+            blocking=s("blocking"),
+            unsaved=s("unsaved"),
+            tts_sum=s("tts_sum"),
+            tts_n=s("tts_n"),
+            lost={c: s(f"lost:{c}") for c in COMPONENTS},
+        )
+
+    def members(self, lo: float, hi: float) -> list[JobFacts]:
+        i, k = self.span(lo, hi)
+        return self.jobs[i:k]
+
+
+class Fleet:
+    """The jobs grouped by model and by team, ready for windowed sums at any instant."""
+
+    def __init__(self, jobs: Iterable[JobFacts]) -> None:
+        self.jobs = list(jobs)
+        self._groups: dict[GroupKey, dict[str, _Group]] = {}
+        for by in GroupKey:
+            buckets: dict[str, list[JobFacts]] = {}
+            for j in self.jobs:
+                buckets.setdefault(j.group(by), []).append(j)
+            self._groups[by] = {k: _Group(v) for k, v in sorted(buckets.items())}
+
+    def groups(self, by: GroupKey) -> list[str]:
+        """The group values seen (sorted)."""
+        return list(self._groups[by])
+
+    def sums(self, by: GroupKey, key: str, t: float, window_s: float) -> WindowSums:
+        """Sums over the group's jobs that ended in ``(t - window_s, t]``."""
+        return self._groups[by][key].sums(t - window_s, t)
+
+    def members(self, by: GroupKey, key: str, t: float, window_s: float) -> list[JobFacts]:
+        """The group's jobs that ended in ``(t - window_s, t]``, by end."""
+        return self._groups[by][key].members(t - window_s, t)
+
+    def live(self, by: GroupKey, key: str, state: str) -> list[JobFacts]:
+        """The group's jobs whose stored state is ``state`` (running, presumed_dead)."""
+        return [j for j in self._groups[by][key].jobs if j.state == state]
+
+    def first_end(self) -> float | None:
+        """The earliest job end (None: no jobs)."""
+        return min((j.end for j in self.jobs), default=None)
+
+
+def max_restarts(jobs: Iterable[JobFacts], t: float, window_s: float) -> tuple[int, str | None]:
+    """The most restarts of one job in ``(t - window_s, t]``, and that job."""
+    best, who = 0, None
+    for j in jobs:
+        n = sum(1 for a in j.restarts if t - window_s < a <= t)
+        if n > best:
+            best, who = n, j.job_id
+    return best, who

@@ -1,0 +1,136 @@
+"""The built-in evaluator: every ``interval_s``, in the process that runs the background
+recompute, evaluate the rules over the stored figures, keep the alert state in SQL, and hand
+firing and resolved alerts to Alertmanager from a thread of its own (a slow or dead
+Alertmanager delays nothing else: ingest, reads and evaluation go on, and the alerts wait in the
+``alerts`` table until it accepts them)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from ._conditions import evaluate
+from ._delivery import Backoff, DeliveryError, payload, post_alerts
+from ._fleet import Fleet, load_facts
+from ._state import Alert, advance
+from ._store import AlertStore
+from .rules import WINDOWS, RuleSet
+
+log = logging.getLogger("ett_collector.alerts")
+
+DEFAULT_INTERVAL_S = 30.0
+DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8501"
+
+
+class AlertService:
+    """Evaluation and delivery of one rule set over one database."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        rules: RuleSet,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        alertmanager_url: str | None = None,
+        dashboard_url: str = DEFAULT_DASHBOARD_URL,
+        leader: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = AlertStore(engine)
+        self.engine = engine
+        self.rules = rules
+        self.interval_s = interval_s
+        self.alertmanager_url = alertmanager_url
+        self.dashboard_url = dashboard_url
+        self.clock = clock
+        self._leader = leader
+        self._stop = threading.Event()
+        self._deliver_now = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.backoff = Backoff()
+
+    def evaluate_once(self, t: float | None = None) -> list[Alert]:
+        """Evaluate every enabled rule at ``t`` (default: now); returns the changed alerts."""
+        t = self.clock() if t is None else t
+        horizon = max(WINDOWS.values())
+        fleet = Fleet(load_facts(self.engine, t - horizon))
+        findings = [f for rule in self.rules.enabled() for f in evaluate(rule, fleet, t)]
+        changed = advance(self.store.active(), findings, t, self.dashboard_url)
+        self.store.save(changed)
+        if any(a.state.value in ("firing", "resolved") for a in changed):
+            self._deliver_now.set()
+        return changed
+
+    def deliver_once(self, now: float | None = None) -> int:
+        """Send what Alertmanager has not accepted yet; returns how many were sent.
+
+        Raises:
+            DeliveryError: when Alertmanager did not take them (they stay in the outbox).
+        """
+        if not self.alertmanager_url:
+            return 0
+        now = self.clock() if now is None else now
+        resend_s = max(self.interval_s, 1.0)
+        pending = self.store.outbox(now, resend_s)
+        if not pending:
+            return 0
+        post_alerts(self.alertmanager_url, payload(pending, now, 4 * resend_s))
+        self.store.mark_sent(pending, now)
+        return len(pending)
+
+    def start(self) -> None:
+        """Start the evaluation thread (and the delivery thread with an Alertmanager URL)."""
+        if self._threads:
+            return
+        self._stop.clear()
+        targets = [("ett-alerts-eval", self._run_eval)]
+        if self.alertmanager_url:
+            targets.append(("ett-alerts-send", self._run_send))
+        for name, target in targets:
+            th = threading.Thread(target=target, name=name, daemon=True)
+            th.start()
+            self._threads.append(th)
+
+    def stop(self) -> None:
+        """Stop both threads and wait for them."""
+        self._stop.set()
+        self._deliver_now.set()
+        for th in self._threads:
+            th.join(timeout=30)
+        self._threads = []
+
+    def _is_leader(self) -> bool:
+        return self._leader is None or self._leader()
+
+    def _run_eval(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if self._is_leader():
+                try:
+                    self.evaluate_once()
+                except Exception:  # keep evaluating; the next tick retries
+                    log.exception("alert evaluation failed")
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def _run_send(self) -> None:
+        while not self._stop.is_set():
+            self._deliver_now.wait(timeout=min(self.interval_s, 5.0))
+            self._deliver_now.clear()
+            if self._stop.is_set() or not self._is_leader():
+                continue
+            if self._stop.wait(self.backoff.delay()):
+                break
+            try:
+                self.deliver_once()
+                self.backoff.succeeded()
+            except DeliveryError as exc:
+                self.backoff.failed()
+                log.warning("alert delivery failed (retry in %.0f s): %s",
+                            self.backoff.delay(), exc)  # fmt: skip
+                self._deliver_now.set()
+            except Exception:
+                self.backoff.failed()
+                log.exception("alert delivery failed")

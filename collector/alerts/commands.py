@@ -1,0 +1,252 @@
+"""``ett alerts``: list the evaluator's alerts, backtest rules over stored history, export the
+rules for Prometheus. Also adds the alert options to ``ett serve`` (registered after the
+collector's part, see ``cli/_parts.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from cli import CliError
+
+_STATES = ("pending", "firing", "resolved")
+_SERVE_ENV = {
+    "alert_rules": "ETT_ALERT_RULES",
+    "alert_interval": "ETT_ALERT_INTERVAL_S",
+    "alertmanager": "ETT_ALERTMANAGER_URL",
+    "dashboard_url": "ETT_DASHBOARD_URL",
+}
+
+
+def _db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="database URL (default: $ETT_DB_URL, else SQLite at $ETT_HOME/collector.db)",
+    )
+
+
+def _rules_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rules",
+        default=None,
+        metavar="FILE",
+        help="rules file overriding the defaults (default: $ETT_ALERT_RULES, else the defaults)",
+    )
+
+
+def register(sub: Any) -> None:
+    """Add ``alerts`` (with ``backtest`` and ``export-prometheus``) and the alert options of
+    ``serve``."""
+    serve = sub.choices.get("serve")
+    if serve is not None:
+        _extend_serve(serve)
+    alerts = sub.add_parser(
+        "alerts",
+        help="ETT regression alerts: list, backtest, export for Prometheus",
+        description="List the alerts of the collector's evaluator (pending, firing, resolved), "
+        "newest first. Subcommands replay rules over history and export them for Prometheus.",
+    )
+    _db_arg(alerts)
+    alerts.add_argument("--state", choices=_STATES, help="only alerts in this state")
+    alerts.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    alerts.add_argument("--json", action="store_true", help="print the read API's JSON list")
+    alerts.set_defaults(func=_list)
+    asub = alerts.add_subparsers(dest="alerts_command", metavar="ACTION")
+    bt = asub.add_parser(
+        "backtest",
+        help="replay the rules over stored history: what would have fired, and when",
+        description="Replay the rules over the jobs stored in the database and list the alerts "
+        "that would have fired, with when they fired and resolved. Tune thresholds with "
+        "--rules before turning them on. presumed_dead is live-only and not replayed.",
+    )
+    bt.add_argument("--since", default="30d", help="start: 30d, 12h, ISO 8601, unix s (30d)")
+    bt.add_argument("--until", default=None, help="end (default: now)")
+    bt.add_argument("--step", default=None, help="also evaluate on this grid (e.g. 30s)")
+    _rules_arg(bt)
+    _db_arg(bt)
+    bt.add_argument("--json", action="store_true", help="print a JSON list of firings")
+    bt.set_defaults(func=_backtest)
+    ex = asub.add_parser(
+        "export-prometheus",
+        help="write the rules as a Prometheus rules file over the fleet metrics",
+        description="Write the rules as a Prometheus alerting rules file over the ett_fleet_* "
+        "series of /metrics (check it with `promtool check rules`).",
+    )
+    _rules_arg(ex)
+    ex.add_argument("-o", "--output", default="-", metavar="FILE", help="file (default stdout)")
+    ex.set_defaults(func=_export)
+
+
+def _extend_serve(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("alerts")
+    group.add_argument(
+        "--alert-rules", metavar="FILE", help="rules overriding the defaults (ETT_ALERT_RULES)"
+    )
+    group.add_argument(
+        "--alert-interval",
+        metavar="DURATION",
+        help="time between evaluations: 30s, 1m (default 30s; ETT_ALERT_INTERVAL_S)",
+    )
+    group.add_argument(
+        "--alertmanager",
+        metavar="URL",
+        help="send alerts to this Alertmanager (POST /api/v2/alerts; ETT_ALERTMANAGER_URL)",
+    )
+    group.add_argument(
+        "--dashboard-url",
+        metavar="URL",
+        help="dashboard base URL for the job links in alerts (ETT_DASHBOARD_URL)",
+    )
+    serve.set_defaults(func=_serve_with_alerts(serve.get_default("func")))
+
+
+def _serve_with_alerts(
+    serve: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """``serve``, after the alert options are in the environment and the rules load cleanly:
+    a bad rules file stops the service before it starts, with the rule and field named."""
+
+    def run(args: argparse.Namespace) -> int:
+        from .rules import RulesError, parse_duration
+        from .settings import AlertConfigError, AlertSettings
+
+        for attr, env in _SERVE_ENV.items():
+            value = getattr(args, attr, None)
+            if value is None:
+                continue
+            if attr == "alert_interval":
+                try:
+                    value = str(parse_duration(value))
+                except ValueError as exc:
+                    raise CliError(f"--alert-interval {exc}", exit_code=2) from None
+            os.environ[env] = value
+        try:
+            AlertSettings().load()
+        except (RulesError, AlertConfigError) as exc:
+            raise CliError(f"alert rules: {exc}", exit_code=2) from None
+        return serve(args)
+
+    return run
+
+
+def _store(db: str | None) -> Any:
+    from collector.settings import default_db_url
+    from collector.storage import Store
+
+    store = Store(db or default_db_url())
+    store.upgrade()
+    return store
+
+
+def _rules(path: str | None) -> Any:
+    from .rules import RulesError, load_rules
+
+    try:
+        return load_rules(path or os.environ.get("ETT_ALERT_RULES") or None)
+    except RulesError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _group(labels: dict[str, str]) -> str:
+    for key in ("model", "team"):
+        if key in labels:
+            return f"{key}={labels[key]}"
+    return "-"
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ._store import AlertStore
+
+    if args.limit < 1:
+        raise CliError("--limit must be a positive integer", exit_code=2)
+    alerts = AlertStore(_store(args.db).engine).alerts(args.state, args.limit)
+    if args.json:
+        print(json.dumps([a.to_dict() for a in alerts], indent=2))
+        return 0
+    if not alerts:
+        print("no alerts" + (f" in state {args.state}" if args.state else ""))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("state", "rule", "group", "component", "fired", "resolved", "what")
+    for a in alerts:
+        table.add_row(
+            a.state.value,
+            a.rule,
+            _group(a.labels),
+            a.labels.get("component", "-"),
+            _when(a.fired_at),
+            _when(a.resolved_at),
+            a.annotations.get("description", ""),
+        )
+    Console().print(table)
+    return 0
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    from collector.pipeline import Pipeline
+    from collector.query import QueryError, parse_instant
+
+    from ._backtest import backtest
+    from .rules import parse_duration
+
+    now = time.time()
+    try:
+        since = parse_instant(args.since, now)
+        until = parse_instant(args.until, now) or now
+    except QueryError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    if since is None or until <= since:
+        raise CliError("--since must be before --until (e.g. --since 30d)", exit_code=2)
+    try:
+        step = parse_duration(args.step) if args.step else None
+    except ValueError as exc:
+        raise CliError(f"--step {exc}", exit_code=2) from None
+    rules = _rules(args.rules)
+    store = _store(args.db)
+    pipeline = Pipeline(store)
+    while pipeline.recompute_dirty(limit=10_000):
+        pass
+    firings = backtest(store.engine, rules, since, until, step)
+    if args.json:
+        print(json.dumps([f.to_dict() for f in firings], indent=2))
+        return 0
+    skipped = [r.name for r in rules.enabled() if not r.replayable]
+    print(f"{len(firings)} alert(s) would have fired between {_when(since)} and {_when(until)}"
+          + (f" (not replayed: {', '.join(skipped)})" if skipped else ""))  # fmt: skip
+    for f in firings:
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k != "rule")
+        print(f"  {_when(f.fired_at)} .. {_when(f.resolved_at) if f.resolved_at else 'firing'}"
+              f"  {f.rule}  {labels}\n      {f.description}")  # fmt: skip
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .prometheus import rules_file
+
+    text = rules_file(_rules(args.rules))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from None
+    print(f"wrote {len([r for r in _rules(args.rules).enabled()])} rule(s) to {args.output}")
+    return 0

@@ -1,0 +1,434 @@
+"""The alert rules: one Python model that the evaluator, the backtest, the Prometheus export and
+the Grafana alert builder all read.
+
+A rules file is YAML (``default_rules.yml`` beside this module is the shipped default and its
+documentation)::
+
+    include_defaults: true        # keep the shipped rules not named below (default true)
+    rules:
+      - name: ett_regression_by_model
+        kind: ett_regression      # see Kind
+        by: model                 # model | team: the group an alert names
+        window: 24h               # the recent window (one of WINDOWS)
+        baseline: 7d              # trailing baseline window; the recent window is taken out of it
+        drop_points: 10           # fire when the recent ETT is this many points below baseline
+        for: 0s                   # how long the condition holds before the alert fires
+
+A user file's rule with a default's name replaces it; ``enabled: false`` turns one off.
+:func:`load_rules` validates strictly: an unknown field, a bad duration or threshold raises
+:class:`RulesError` naming the rule and the field, and nothing is loaded.
+
+Windows are those of the fleet metrics (``ett_fleet_*{window=...}``), so that the built-in
+evaluator and Prometheus evaluate the very same figures: a job belongs to a window ``W`` at
+instant ``t`` when it ended (or, live, last reported) in ``(t - W, t]``. A baseline is the jobs of
+the baseline window minus those of the recent window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from instrument.semconv import ComponentValues
+
+WINDOWS: dict[str, float] = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0}
+"""The rolling windows of the fleet metrics and of the rules, in seconds."""
+
+COMPONENTS: tuple[str, ...] = tuple(c.value for c in ComponentValues)
+"""The components a lost second is charged to (ETT-SPEC section 1)."""
+
+_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used; the message names the file, the rule and the field."""
+
+
+class Kind(StrEnum):
+    """What a rule watches."""
+
+    ETT_REGRESSION = "ett_regression"
+    """A group's ETT over the recent window at least ``drop_points`` below its baseline, or below
+    ``slo_pct``. The alert's component is the one whose lost seconds per job-hour grew most."""
+    COMPONENT_REGRESSION = "component_regression"
+    """One component's lost seconds per job-hour up more than ``increase_pct`` on its baseline
+    (and by at least ``min_increase``, in seconds per job-hour). One alert per component."""
+    TTS_REGRESSION = "tts_regression"
+    """Mean time to start of the recent jobs up more than ``increase_pct`` on the baseline mean
+    (and by at least ``min_increase`` seconds)."""
+    CHECKPOINT_BLOCKING_REGRESSION = "checkpoint_blocking_regression"
+    """Checkpoint blocking seconds per job-hour up more than ``increase_pct`` (and by at least
+    ``min_increase`` seconds per job-hour)."""
+    PRESUMED_DEAD = "presumed_dead"
+    """At least ``min_jobs`` jobs of the group presumed dead now (a live condition: the backtest
+    cannot replay it)."""
+    RESTART_STORM = "restart_storm"
+    """One job of the group restarted more than ``max_restarts`` times within ``window``."""
+
+
+class GroupKey(StrEnum):
+    """The label an alert is grouped by."""
+
+    MODEL = "model"
+    TEAM = "team"
+
+
+_COMMON = {"name", "kind", "by", "for", "severity", "enabled", "summary"}
+_REGRESSION = {"window", "baseline", "min_jobs", "min_baseline_jobs"}
+_FIELDS: dict[Kind, set[str]] = {
+    Kind.ETT_REGRESSION: _COMMON | _REGRESSION | {"drop_points", "slo_pct"},
+    Kind.COMPONENT_REGRESSION: _COMMON
+    | _REGRESSION
+    | {"increase_pct", "min_increase", "components"},
+    Kind.TTS_REGRESSION: _COMMON | _REGRESSION | {"increase_pct", "min_increase"},
+    Kind.CHECKPOINT_BLOCKING_REGRESSION: _COMMON | _REGRESSION | {"increase_pct", "min_increase"},
+    Kind.PRESUMED_DEAD: _COMMON | {"min_jobs"},
+    Kind.RESTART_STORM: _COMMON | {"window", "max_restarts"},
+}
+"""The fields each kind accepts (any other field is an error)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alert rule. Fields a kind does not use keep their defaults."""
+
+    name: str
+    """Unique; the ``rule`` label (and Prometheus ``alertname``) of its alerts."""
+    kind: Kind
+    by: GroupKey = GroupKey.MODEL
+    for_s: float = 0.0
+    """The ``for:`` duration: the condition must hold this long before the alert fires."""
+    severity: str = "warning"
+    enabled: bool = True
+    summary: str = ""
+    """Free text added to the alerts' annotations."""
+    window: str = "24h"
+    """The recent window (regressions) or the storm's time span (restart storm)."""
+    baseline: str = "7d"
+    min_jobs: int = 3
+    """Jobs needed in the recent window (presumed dead: dead jobs needed)."""
+    min_baseline_jobs: int = 5
+    drop_points: float | None = None
+    slo_pct: float | None = None
+    increase_pct: float = 50.0
+    min_increase: float = 0.0
+    components: tuple[str, ...] = COMPONENTS
+    max_restarts: int = 3
+
+    @property
+    def window_s(self) -> float:
+        """The recent window in seconds."""
+        return WINDOWS[self.window]
+
+    @property
+    def baseline_s(self) -> float:
+        """The baseline window in seconds."""
+        return WINDOWS[self.baseline]
+
+    @property
+    def component(self) -> str | None:
+        """The fixed component label of kinds that name one (None: computed per alert)."""
+        return _FIXED_COMPONENT.get(self.kind)
+
+    @property
+    def replayable(self) -> bool:
+        """Whether the backtest can replay the rule over stored history."""
+        return self.kind is not Kind.PRESUMED_DEAD
+
+
+_FIXED_COMPONENT = {
+    Kind.CHECKPOINT_BLOCKING_REGRESSION: ComponentValues.CHECKPOINT.value,
+    Kind.PRESUMED_DEAD: ComponentValues.FAILURE.value,
+    Kind.RESTART_STORM: ComponentValues.FAILURE.value,
+}
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules in force, in file order, with where they came from."""
+
+    rules: tuple[Rule, ...]
+    source: str = "defaults"
+
+    def enabled(self) -> tuple[Rule, ...]:
+        """The rules that are on."""
+        return tuple(r for r in self.rules if r.enabled)
+
+    def get(self, name: str) -> Rule | None:
+        """The rule called ``name``, or None."""
+        return next((r for r in self.rules if r.name == name), None)
+
+
+def parse_duration(text: Any) -> float:
+    """Seconds of a Prometheus-style duration (``30s``, ``5m``, ``1h``, ``7d``, ``0s``).
+
+    Raises:
+        ValueError: for anything else.
+    """
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise ValueError(f"must be a duration such as 30s, 5m, 1h, 7d (a string), got {text!r}")
+    m = _DURATION.match(text.strip())
+    if m is None:
+        raise ValueError(f"must be a duration such as 30s, 5m, 1h, 7d, got {text!r}")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """A duration that Prometheus reads back (``0s``, ``90s``, ``5m``, ``2h``)."""
+    if seconds == 0:
+        return "0s"
+    for unit in ("d", "h", "m", "s"):
+        n = seconds / _UNIT_S[unit]
+        if n >= 1 and n == int(n):
+            return f"{int(n)}{unit}"
+    return f"{round(seconds * 1000)}ms"
+
+
+def default_rules_text() -> str:
+    """The shipped default rules file (YAML, documented)."""
+    return resources.files("collector.alerts").joinpath("default_rules.yml").read_text("utf-8")
+
+
+def load_rules(path: str | Path | None = None) -> RuleSet:
+    """The defaults, overridden by the file at ``path`` when given.
+
+    Raises:
+        RulesError: naming the file, the rule and the field, for anything wrong in either file.
+    """
+    defaults = parse_rules(default_rules_text(), "default_rules.yml")
+    if path is None:
+        return defaults
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except OSError as exc:
+        raise RulesError(f"cannot read rules file {str(p)!r}: {exc.strerror or exc}") from exc
+    return merge(defaults, parse_rules(text, str(p)), str(p))
+
+
+def merge(defaults: RuleSet, user: RuleSet, source: str) -> RuleSet:
+    """``user``'s rules replace defaults of the same name; the others are kept unless the user
+    file says ``include_defaults: false`` (``user.source`` then ends with ``!``)."""
+    keep_defaults = not user.source.endswith("!")
+    names = {r.name for r in user.rules}
+    kept = [r for r in defaults.rules if r.name not in names] if keep_defaults else []
+    return RuleSet(tuple(kept) + user.rules, source)
+
+
+def parse_rules(text: str, source: str = "<rules>") -> RuleSet:
+    """Parse and validate a rules document.
+
+    Raises:
+        RulesError: for bad YAML or any bad rule (the first problem found, named).
+    """
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{source}: not valid YAML: {exc}") from exc
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise RulesError(f"{source}: the top level must be a mapping with a 'rules' list")
+    unknown = set(doc) - {"rules", "include_defaults"}
+    if unknown:
+        raise RulesError(
+            f"{source}: unknown top-level field {sorted(unknown)[0]!r} "
+            "(allowed: rules, include_defaults)"
+        )
+    include = doc.get("include_defaults", True)
+    if not isinstance(include, bool):
+        raise RulesError(f"{source}: include_defaults must be true or false, got {include!r}")
+    raw_rules = doc.get("rules") or []
+    if not isinstance(raw_rules, list):
+        raise RulesError(f"{source}: 'rules' must be a list of rules")
+    rules: list[Rule] = []
+    for i, raw in enumerate(raw_rules):
+        rule = _parse_rule(raw, f"{source}: rules[{i}]")
+        if any(r.name == rule.name for r in rules):
+            raise RulesError(f"{source}: rule {rule.name!r}: the name is used twice")
+        rules.append(rule)
+    return RuleSet(tuple(rules), source if include else source + "!")
+
+
+def _parse_rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, dict):
+        raise RulesError(f"{where}: a rule must be a mapping, got {raw!r}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise RulesError(
+            f"{where}: field 'name': must match [a-zA-Z_][a-zA-Z0-9_]* (it becomes a "
+            f"Prometheus alert name), got {name!r}"
+        )
+    where = f"{where.split(': rules[')[0]}: rule {name!r}"
+    kind_raw = raw.get("kind")
+    try:
+        kind = Kind(str(kind_raw))
+    except ValueError:
+        raise RulesError(
+            f"{where}: field 'kind': must be one of {', '.join(k.value for k in Kind)}, "
+            f"got {kind_raw!r}"
+        ) from None
+    allowed = _FIELDS[kind]
+    for key in raw:
+        if key not in allowed:
+            raise RulesError(
+                f"{where}: unknown field {key!r} for kind {kind.value} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+    values: dict[str, Any] = {"name": name, "kind": kind}
+    for key, value in raw.items():
+        if key in ("name", "kind"):
+            continue
+        try:
+            attr, parsed = _parse_field(key, value)
+        except ValueError as exc:
+            raise RulesError(f"{where}: field {key!r}: {exc}") from None
+        values[attr] = parsed
+    rule = Rule(**values)
+    try:
+        _check_rule(rule)
+    except _FieldError as exc:
+        raise RulesError(f"{where}: field {exc.field!r}: {exc.message}") from None
+    return rule
+
+
+class _FieldError(Exception):
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+
+
+def _number(value: Any, lo: float | None = None, hi: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number, got {value!r}")
+    v = float(value)
+    if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"must be a number in [{lo}, {hi}], got {value!r}")
+    return v
+
+
+def _integer(value: Any, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"must be an integer of at least {lo}, got {value!r}")
+    return value
+
+
+def _window(value: Any) -> str:
+    if not isinstance(value, str) or value not in WINDOWS:
+        known = ", ".join(WINDOWS)
+        raise ValueError(f"must be one of the fleet metric windows {known}, got {value!r}")
+    return value
+
+
+def _parse_field(key: str, value: Any) -> tuple[str, Any]:
+    """The dataclass attribute and parsed value of one YAML field."""
+    if key == "by":
+        try:
+            return "by", GroupKey(value)
+        except ValueError:
+            raise ValueError(f"must be model or team, got {value!r}") from None
+    if key == "for":
+        return "for_s", parse_duration(value)
+    if key in ("severity", "summary"):
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string, got {value!r}")
+        return key, value
+    if key == "enabled":
+        if not isinstance(value, bool):
+            raise ValueError(f"must be true or false, got {value!r}")
+        return key, value
+    if key in ("window", "baseline"):
+        return key, _window(value)
+    if key in ("min_jobs", "min_baseline_jobs"):
+        return key, _integer(value, 1)
+    if key == "max_restarts":
+        return key, _integer(value, 0)
+    if key in ("drop_points", "slo_pct"):
+        return key, _number(value, 0.0, 100.0)
+    if key == "increase_pct":
+        return key, _number(value, 0.0, None)
+    if key == "min_increase":
+        return key, _number(value, 0.0, None)
+    if key == "components":
+        if not isinstance(value, list) or not value:
+            raise ValueError("must be a non-empty list of components")
+        for c in value:
+            if c not in COMPONENTS:
+                raise ValueError(f"unknown component {c!r} (known: {', '.join(COMPONENTS)})")
+        return key, tuple(value)
+    raise ValueError("unknown field")  # pragma: no cover - _FIELDS screens first
+
+
+def _check_rule(rule: Rule) -> None:
+    """Checks across fields."""
+    regression = rule.kind in (
+        Kind.ETT_REGRESSION,
+        Kind.COMPONENT_REGRESSION,
+        Kind.TTS_REGRESSION,
+        Kind.CHECKPOINT_BLOCKING_REGRESSION,
+    )
+    if regression and rule.baseline_s <= rule.window_s:
+        raise _FieldError(
+            "baseline", f"must be longer than window ({rule.window}), got {rule.baseline}"
+        )
+    if rule.kind is Kind.ETT_REGRESSION and rule.drop_points is None and rule.slo_pct is None:
+        raise _FieldError("drop_points", "an ett_regression needs drop_points, slo_pct or both")
+
+
+def rule_to_dict(rule: Rule) -> dict[str, Any]:
+    """The rule as the YAML fields its kind accepts (for ``--json`` output and the Grafana
+    builder)."""
+    out: dict[str, Any] = {}
+    allowed = _FIELDS[rule.kind]
+    for f in fields(rule):
+        key = "for" if f.name == "for_s" else f.name
+        if key not in allowed and key not in ("name", "kind"):
+            continue
+        value = getattr(rule, f.name)
+        if key == "for":
+            value = format_duration(value)
+        elif isinstance(value, StrEnum):
+            value = value.value
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def with_changes(rule: Rule, **changes: Any) -> Rule:
+    """A copy of ``rule`` with fields changed (tests and tuning scripts)."""
+    return replace(rule, **changes)
+
+
+def rules_from_mappings(items: Sequence[Mapping[str, Any]], source: str = "<rules>") -> RuleSet:
+    """Validate rules given as Python mappings (the same fields as the YAML)."""
+    import yaml
+
+    return parse_rules(yaml.safe_dump({"rules": [dict(i) for i in items]}), source)
+
+
+__all__ = [
+    "COMPONENTS",
+    "WINDOWS",
+    "GroupKey",
+    "Kind",
+    "Rule",
+    "RuleSet",
+    "RulesError",
+    "default_rules_text",
+    "format_duration",
+    "load_rules",
+    "parse_duration",
+    "parse_rules",
+    "rule_to_dict",
+]
