@@ -1,12 +1,13 @@
-"""Readable terminal tables for the CLI (rich)."""
+"""Readable terminal tables for the CLI (rich), over the read vocabulary of ``schemas``."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from .schemas import LIVE_STATES, JobJSON, JobRowJSON, LostTimeJSON
 
 
 def duration(seconds: float | None) -> str:
@@ -34,7 +35,7 @@ def _bar(part: float, whole: float, width: int = 24) -> str:
     return "█" * n
 
 
-def print_report(job: dict[str, Any], console: Console) -> None:
+def print_report(job: JobJSON, console: Console) -> None:
     """The ``ett report`` view of one job."""
     head = Table(title=f"Job {job['job_id']}", show_header=False, title_justify="left")
     head.add_column(style="bold")
@@ -50,7 +51,7 @@ def print_report(job: dict[str, Any], console: Console) -> None:
     causes = ", ".join(f"{k} ×{v}" for k, v in job["failure_causes"].items())
     head.add_row("failures", f"{job['failures']}" + (f"  ({causes})" if causes else ""))
     head.add_row("unsaved training", duration(job["unsaved_s"]))
-    if job["state"] in ("running", "presumed_dead"):
+    if job["state"] in LIVE_STATES:
         head.add_row("at risk", duration(job["at_risk_s"]))
     head.add_row("checkpoint blocking", duration(job["checkpoint_blocking_s"]))
     adv = job["checkpoint_advice"]
@@ -59,6 +60,9 @@ def print_report(job: dict[str, Any], console: Console) -> None:
         f"in use {duration(adv['interval_s'])}, optimal {duration(adv['optimal_interval_s'])}"
         f", would save {duration(adv['saving_s'])}",
     )
+    if "computed_at" in job:
+        note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
+        head.add_row("figures as of", instant(job["computed_at"]) + note)
     console.print(head)
     lost = job["lost_by_component"]
     if lost:
@@ -99,7 +103,7 @@ def print_report(job: dict[str, Any], console: Console) -> None:
     console.print(att)
 
 
-def print_jobs(rows: list[dict[str, Any]], console: Console) -> None:
+def print_jobs(rows: list[JobRowJSON], console: Console) -> None:
     """The ``ett jobs`` table."""
     t = Table(title=f"{len(rows)} jobs", title_justify="left")
     for col in (
@@ -134,7 +138,7 @@ def print_jobs(rows: list[dict[str, Any]], console: Console) -> None:
     console.print(t)
 
 
-def print_lost_time(rows: list[dict[str, Any]], by: str, console: Console) -> None:
+def print_lost_time(rows: list[LostTimeJSON], by: str, console: Console) -> None:
     """The ``ett lost-time`` table, largest first, with bars."""
     total = sum(r["lost_s"] for r in rows)
     t = Table(title=f"Lost time by {by} (total {duration(total)})", title_justify="left")

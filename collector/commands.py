@@ -112,6 +112,7 @@ environment:
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
   ETT_WINDOW_S        train-window length (default 10 s; 3 silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
+  ETT_READ_WAIT_S     how long a read of one job waits for its newer spans (default 5 s)
   ETT_WORKERS         server processes (default 1)
 """
 
@@ -135,7 +136,11 @@ def _open(db: str | None) -> Any:
 
     store = Store(db or default_db_url())
     store.upgrade()
-    return Pipeline(store, window_s=Settings(db_url=db or default_db_url()).window_s)
+    return Pipeline(store, window_s=_settings(db).window_s)
+
+
+def _settings(db: str | None) -> Settings:
+    return Settings(db_url=db or default_db_url())
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -182,12 +187,12 @@ def _redact(url: str) -> str:
 
 
 def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[Any], None]) -> int:
-    from .query import NotFound, Query, QueryError
+    from .query import NotFound, NotReady, Query, QueryError
 
-    query = Query(_open(args.db))
+    query = Query(_open(args.db), read_wait_s=_settings(args.db).read_wait_s)
     try:
         data = fn(query)
-    except NotFound as exc:
+    except (NotFound, NotReady) as exc:
         print(f"ett: {exc.args[0]}", file=sys.stderr)
         return 1
     except QueryError as exc:
@@ -197,6 +202,12 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
         print(json.dumps(data, indent=2))
     else:
         render(data)
+    if isinstance(data, list) and (pending := query.pending_jobs()):
+        print(
+            f"ett: note: {pending} job(s) have spans newer than their figures; a running "
+            "`ett serve` computes them in the background, `ett recompute` does it now",
+            file=sys.stderr,
+        )
     return 0
 
 

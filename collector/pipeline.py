@@ -1,8 +1,9 @@
 """Ingest and recompute: spans are stored, their jobs marked dirty, and figures re-derived.
 
 A background worker recomputes dirty jobs promptly and live jobs periodically (their wall time
-and state depend on the clock). Reads of a dirty job recompute it first, so an answer never lags
-what has been acknowledged.
+and state depend on the clock). Reads never recompute a list: they return the stored figures. A
+read of one dirty job may wait, with a bound, for that job's recompute (:meth:`Pipeline.fresh`).
+Recomputes are single-flight: a recompute asked for while the same job's is running joins it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from .domain import SpanRecord, summarize
 from .storage import Store
@@ -42,6 +45,8 @@ class Pipeline:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._flights: dict[str, Future[bool]] = {}
+        self._flights_lock = threading.Lock()
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
         """Store spans in one transaction (duplicates ignored); returns the jobs touched."""
@@ -52,7 +57,91 @@ class Pipeline:
         return jobs
 
     def recompute(self, job_id: str, seen_seq: int | None = None) -> bool:
-        """Re-derive one job from its raw spans; False when it has none."""
+        """Re-derive one job from its raw spans; False when it has none.
+
+        Single-flight: when the job's recompute is already running (a reader's, or the
+        worker's), this waits for that one and returns its answer instead of starting another.
+        """
+        flight, mine = self._claim(job_id)
+        if not mine:
+            return flight.result()
+        return self._fly(job_id, seen_seq, flight)
+
+    def fresh(self, job_id: str, wait_s: float) -> bool:
+        """Wait up to ``wait_s`` seconds until the job's stored figures include every
+        acknowledged span; True when they do (or the job is unknown), False when the bound
+        passed or the recompute failed (the stored figures are then older).
+
+        Joins the job's recompute in flight, or starts one in a thread of its own (so the wait
+        stays bounded whatever the recompute takes): K readers of one dirty job cause one
+        recompute, not K.
+        """
+        deadline = time.monotonic() + wait_s
+        while self.store.is_dirty(job_id):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            flight, mine = self._claim(job_id)
+            if mine:
+                threading.Thread(
+                    target=self._fly_logged,
+                    args=(job_id, flight),
+                    name="ett-read-recompute",
+                    daemon=True,
+                ).start()
+            try:
+                flight.result(timeout=left)
+            except FutureTimeout:
+                return False
+            except Exception:
+                return False  # logged by the flight's thread; the stored figures stand
+        return True
+
+    def _claim(self, job_id: str) -> tuple[Future[bool], bool]:
+        """The job's recompute in flight, or a new one; True when the caller must run it."""
+        with self._flights_lock:
+            flight = self._flights.get(job_id)
+            if flight is not None:
+                return flight, False
+            flight = Future()
+            self._flights[job_id] = flight
+            return flight, True
+
+    def _fly(self, job_id: str, seen_seq: int | None, flight: Future[bool]) -> bool:
+        """Run the claimed recompute and settle ``flight`` with its answer (or its error)."""
+        try:
+            ok = self._recompute_now(job_id, seen_seq)
+        except BaseException as exc:
+            self._land(job_id)
+            flight.set_exception(exc)
+            raise
+        self._land(job_id)
+        flight.set_result(ok)
+        return ok
+
+    def _fly_logged(self, job_id: str, flight: Future[bool]) -> None:
+        """A reader's flight: recompute unless a flight that just landed made the job clean."""
+        try:
+            dirty = self.store.is_dirty(job_id)
+        except Exception as exc:
+            self._land(job_id)
+            flight.set_exception(exc)
+            log.exception("recompute of job %r failed", job_id)
+            return
+        if not dirty:
+            self._land(job_id)
+            flight.set_result(True)
+            return
+        try:
+            self._fly(job_id, None, flight)
+        except Exception:
+            log.exception("recompute of job %r failed", job_id)
+
+    def _land(self, job_id: str) -> None:
+        with self._flights_lock:
+            del self._flights[job_id]
+
+    def _recompute_now(self, job_id: str, seen_seq: int | None) -> bool:
         started = time.perf_counter()
         with self._lock:
             if seen_seq is None:
@@ -90,11 +179,6 @@ class Pipeline:
         for job_id in ids:
             self.recompute(job_id)
         return len(ids)
-
-    def fresh(self, job_id: str) -> None:
-        """Make sure a job's stored figures include every acknowledged span."""
-        if self.store.is_dirty(job_id):
-            self.recompute(job_id)
 
     def start(self) -> None:
         """Start the background worker (idempotent)."""

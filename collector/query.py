@@ -1,4 +1,11 @@
-"""The one query layer behind the CLI, the HTTP read API and the dashboards (ETT-SPEC section 5)."""
+"""The one query layer behind the CLI, the HTTP read API and the dashboards (ETT-SPEC section 5).
+
+Freshness: reads never write. Lists (jobs, lost time) answer the stored figures at once; each job
+carries its ``computed_at``, and the pipeline's background worker keeps them fresh. A read of one
+job whose spans are newer than its figures waits for that job's recompute, at most ``read_wait_s``
+(single-flight: concurrent readers share one recompute); past the bound it answers the stored
+figures with ``fresh: false``.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,11 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
-from .domain.model import GroupBy, JobState
 from .pipeline import Pipeline
+from .schemas import GROUP_BYS, STATES, JobJSON, JobRowJSON, LostTimeJSON, SegmentJSON
+from .settings import DEFAULT_READ_WAIT_S
 
-GROUP_BYS = tuple(g.value for g in GroupBy)
-STATES = tuple(s.value for s in JobState)
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -23,6 +28,11 @@ class QueryError(ValueError):
 
 class NotFound(LookupError):
     """No such job."""
+
+
+class NotReady(LookupError):
+    """The job has spans but no figures yet, and its first recompute passed the read bound (the
+    API answers 503 with Retry-After)."""
 
 
 def parse_instant(text: str | None, now: float) -> float | None:
@@ -49,26 +59,33 @@ def parse_instant(text: str | None, now: float) -> float | None:
 
 
 class Query:
-    """Read-side answers, always fresh with respect to acknowledged spans."""
+    """Read-side answers: stored figures, never recomputed by a list read."""
 
-    def __init__(self, pipeline: Pipeline, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        clock: Callable[[], float] = time.time,
+        read_wait_s: float = DEFAULT_READ_WAIT_S,
+    ) -> None:
         self.pipeline = pipeline
         self.store = pipeline.store
         self.clock = clock
+        self.read_wait_s = read_wait_s
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        """One job's figures (every field of section 5)."""
-        self.pipeline.fresh(job_id)
+    def job(self, job_id: str) -> JobJSON:
+        """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``."""
+        fresh = self.pipeline.fresh(job_id, self.read_wait_s)
         job = self.store.get_job(job_id)
         if job is None:
-            raise NotFound(f"no job {job_id!r}")
+            raise self._missing(job_id, fresh)
+        job["fresh"] = fresh
         return job
 
-    def segments(self, job_id: str) -> list[dict[str, Any]]:
-        """A job's segments in time order (for timelines)."""
-        self.pipeline.fresh(job_id)
+    def segments(self, job_id: str) -> list[SegmentJSON]:
+        """A job's segments in time order (for timelines), waiting for it as :meth:`job` does."""
+        fresh = self.pipeline.fresh(job_id, self.read_wait_s)
         if self.store.get_job(job_id) is None:
-            raise NotFound(f"no job {job_id!r}")
+            raise self._missing(job_id, fresh)
         return self.store.get_segments(job_id)
 
     def jobs(
@@ -78,13 +95,12 @@ class Query:
         team: str | None = None,
         since: str | None = None,
         limit: int = 1000,
-    ) -> list[dict[str, Any]]:
-        """Jobs, newest first, filtered by state, model, team and end time."""
+    ) -> list[JobRowJSON]:
+        """Stored jobs, newest first, filtered by state, model, team and end time."""
         if state is not None and state not in STATES:
             raise QueryError(f"state must be one of {', '.join(STATES)}; got {state!r}")
         if limit < 1:
             raise QueryError("limit must be positive")
-        self.pipeline.recompute_dirty(limit=10_000)
         return self.store.list_jobs(
             state=state,
             model=model,
@@ -95,13 +111,24 @@ class Query:
 
     def lost_time(
         self, group_by: str = "component", since: str | None = None, until: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Idle and failure seconds in ``[since, until]`` grouped by ``group_by``, largest first."""
+    ) -> list[LostTimeJSON]:
+        """Stored idle and failure seconds in ``[since, until]`` grouped by ``group_by``, largest
+        first."""
         if group_by not in GROUP_BYS:
             raise QueryError(f"group_by must be one of {', '.join(GROUP_BYS)}; got {group_by!r}")
         now = self.clock()
         lo, hi = parse_instant(since, now), parse_instant(until, now)
         if lo is not None and hi is not None and hi < lo:
             raise QueryError("until is before since")
-        self.pipeline.recompute_dirty(limit=10_000)
         return self.store.lost_time(group_by, lo, hi)
+
+    def pending_jobs(self) -> int:
+        """How many jobs have spans newer than their stored figures (the worker's backlog)."""
+        return self.store.span_counts()["dirty_jobs"]
+
+    def _missing(self, job_id: str, fresh: bool) -> LookupError:
+        if fresh:
+            return NotFound(f"no job {job_id!r}")
+        return NotReady(
+            f"job {job_id!r} has spans but its figures are not computed yet; try again shortly"
+        )

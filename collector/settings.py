@@ -8,6 +8,8 @@ from pathlib import Path
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_READ_WAIT_S = 5.0
+"""How long a read of one dirty job waits for its recompute before answering the stored figures."""
 
 
 class ConfigError(ValueError):
@@ -44,7 +46,8 @@ def _float_env(name: str, default: float) -> float:
 class Settings:
     """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
     ``ETT_MAX_BODY_BYTES``, ``ETT_WINDOW_S`` (train window length; 3 silent windows presume an
-    attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed)."""
+    attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
+    (how long a read of one job whose spans are newer than its figures waits for them)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -55,6 +58,9 @@ class Settings:
     )
     window_s: float = field(default_factory=lambda: _float_env("ETT_WINDOW_S", 10.0))
     live_refresh_s: float = field(default_factory=lambda: _float_env("ETT_LIVE_REFRESH_S", 5.0))
+    read_wait_s: float = field(
+        default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)
+    )
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.support.ports import free_port
 
 if TYPE_CHECKING:
     from collector.storage import Store
@@ -50,13 +51,6 @@ def _find_pg_bindir() -> Path | None:
         if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists():
             return bindir
     return None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _server_user_prefix() -> list[str]:
@@ -198,7 +192,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     root = Path(tempfile.mkdtemp(prefix="ett-pg-"))
     if prefix:
         shutil.chown(root, user=PG_SUPERUSER, group=None)
-    server = PostgresServer(bindir=bindir, root=root, port=_free_port(), prefix=prefix)
+    server = PostgresServer(bindir=bindir, root=root, port=free_port(), prefix=prefix)
     previous = _interrupt_on_sigterm()
     try:
         server.start()

@@ -16,22 +16,22 @@ from starlette.routing import Route
 from .. import otlp
 from ..metrics import CONTENT_TYPE, CollectorMetrics
 from ..pipeline import Pipeline
-from ..query import NotFound, Query, QueryError
+from ..query import NotFound, NotReady, Query, QueryError
 from ..settings import Settings
+from ._overview_routes import overview_routes
 
 Handler = Callable[[Request], Awaitable[Response]]
-_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13}
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message, "status": status}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "status": status}, status_code=status, headers=headers)
 
 
 def create_app(
     settings: Settings, pipeline: Pipeline, metrics: CollectorMetrics | None = None
 ) -> Starlette:
     """The ASGI app. The pipeline's worker runs for the app's lifetime."""
-    query = Query(pipeline)
+    query = Query(pipeline, read_wait_s=settings.read_wait_s)
     metrics = metrics or CollectorMetrics()
     token = settings.token.encode() if settings.token else None
 
@@ -56,7 +56,7 @@ def create_app(
         as_json = out_type == "application/json"
         if not authorized(request):
             metrics.requests.labels("401").inc()
-            body = otlp.encode_status(_GRPC_CODE[401], "missing or wrong bearer token", as_json)
+            body = otlp.encode_status(401, "missing or wrong bearer token", as_json)
             return Response(body, status_code=401, media_type=out_type)
         try:
             raw = await _read_limited(request, settings.max_body_bytes)
@@ -70,7 +70,7 @@ def create_app(
             )
         except otlp.OtlpError as exc:
             metrics.requests.labels(str(exc.status)).inc()
-            body = otlp.encode_status(_GRPC_CODE.get(exc.status, 3), exc.message, as_json)
+            body = otlp.encode_status(exc.status, exc.message, as_json)  # one HTTP→gRPC table
             return Response(body, status_code=exc.status, media_type=out_type)
         metrics.requests.labels("200").inc()
         metrics.spans.labels("accepted").inc(len(result.records))
@@ -126,6 +126,7 @@ def create_app(
         Route("/metrics", metrics_route),
         Route("/api/v1/jobs", guarded(jobs)),
         Route("/api/v1/jobs/{job_id:path}/segments", guarded(segments)),
+        *overview_routes(query, guarded, _answer),  # fleet, facets, advice, job activity
         Route("/api/v1/jobs/{job_id:path}", guarded(job)),
         Route("/api/v1/lost-time", guarded(lost_time)),
     ]
@@ -174,6 +175,8 @@ async def _answer(fn: Callable[..., Any], *args: Any) -> Response:
         data = await run_in_threadpool(fn, *args)
     except NotFound as exc:
         return _error(404, str(exc.args[0]))
+    except NotReady as exc:
+        return _error(503, str(exc.args[0]), {"Retry-After": "1"})
     except QueryError as exc:
         return _error(400, str(exc))
     return JSONResponse(data)

@@ -24,7 +24,6 @@ from .model import (
     Segment,
     SegmentKind,
     SpanRecord,
-    segment_to_dict,
 )
 
 __all__ = [
@@ -44,7 +43,6 @@ __all__ = [
     "is_failed",
     "job_state",
     "lost_by_component",
-    "segment_to_dict",
     "summarize",
     "sweep",
     "ttr",

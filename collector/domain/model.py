@@ -125,7 +125,8 @@ class CheckpointAdvice:
 
 @dataclass(frozen=True, slots=True)
 class JobSummary:
-    """Every figure of one job (ETT-SPEC sections 3 and 5)."""
+    """Every figure of one job (ETT-SPEC sections 3 and 5); ``collector.schemas.job_json`` is
+    its JSON object."""
 
     job_id: str
     state: JobState
@@ -154,70 +155,3 @@ class JobSummary:
     segments: tuple[Segment, ...]
     span_count: int
     last_span_end: float
-
-    def to_dict(self, with_segments: bool = False) -> dict[str, Any]:
-        """The JSON object of the read API (ETT-SPEC section 5)."""
-        out: dict[str, Any] = {
-            "job_id": self.job_id,
-            "state": self.state.value,
-            "model": self.model,
-            "team": self.team,
-            "alloc": self.alloc,
-            "end": self.end,
-            "wall_s": self.wall_s,
-            "productive_s": self.productive_s,
-            "idle_s": self.idle_s,
-            "failure_s": self.failure_s,
-            "ett_pct": self.ett_pct,
-            "idle_pct": self.idle_pct,
-            "failure_pct": self.failure_pct,
-            "tts_s": self.tts_s,
-            "ttr_s": list(self.ttr_s),
-            "failures": self.failures,
-            "failure_causes": dict(self.failure_causes),
-            "unsaved_s": self.unsaved_s,
-            "expected_unsaved_s": self.expected_unsaved_s,
-            "at_risk_s": self.at_risk_s,
-            "checkpoint_blocking_s": self.checkpoint_blocking_s,
-            "lost_by_component": dict(self.lost_by_component),
-            "checkpoint_advice": {
-                "interval_s": self.checkpoint_advice.interval_s,
-                "optimal_interval_s": self.checkpoint_advice.optimal_interval_s,
-                "saving_s": self.checkpoint_advice.saving_s,
-                "mean_blocking_s": self.checkpoint_advice.mean_blocking_s,
-                "checkpoints": self.checkpoint_advice.checkpoints,
-            },
-            "attempts": [
-                {
-                    "attempt": a.attempt,
-                    "alloc": a.alloc,
-                    "first_batch": a.first_batch,
-                    "end": a.end,
-                    "progress": a.progress,
-                    "end_reason": a.end_reason,
-                    "failed": a.failed,
-                    "failure_cause": a.failure_cause,
-                    "critical_rank": a.critical_rank,
-                    "ranks": list(a.ranks),
-                }
-                for a in self.attempts
-            ],
-            "span_count": self.span_count,
-            "last_span_end": self.last_span_end,
-        }
-        if with_segments:
-            out["segments"] = [segment_to_dict(s) for s in self.segments]
-        return out
-
-
-def segment_to_dict(s: Segment) -> dict[str, Any]:
-    """The JSON object of one segment."""
-    return {
-        "attempt": s.attempt,
-        "start": s.start,
-        "end": s.end,
-        "duration_s": s.duration,
-        "category": s.category.value,
-        "kind": s.kind.value,
-        "components": list(s.components),
-    }

@@ -7,15 +7,11 @@ order of the key's partial covering index (see ``segments`` in ``_tables``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Connection
 
 from collector.domain.model import Category
+from collector.schemas import GROUP_BYS, LostTimeJSON, largest_first, lost_time_json
 from collector.storage._tables import LOST_GROUP_COLUMNS, LOST_PREDICATE
-
-GROUP_BY_VALUES = tuple(LOST_GROUP_COLUMNS)
-"""The accepted ``group_by`` values."""
 
 
 def lost_time_query(
@@ -27,11 +23,11 @@ def lost_time_query(
     the same text runs on SQLite and PostgreSQL.
 
     Raises:
-        ValueError: when ``group_by`` is not one of :data:`GROUP_BY_VALUES`.
+        ValueError: when ``group_by`` is not one of ``collector.schemas.GROUP_BYS``.
     """
     column = LOST_GROUP_COLUMNS.get(group_by)
     if column is None:
-        raise ValueError(f"group_by must be one of {list(GROUP_BY_VALUES)}, not {group_by!r}")
+        raise ValueError(f"group_by must be one of {list(GROUP_BYS)}, not {group_by!r}")
     end, start = '"end"', "start"
     clip: list[float] = []
     where = [LOST_PREDICATE]
@@ -58,7 +54,7 @@ def lost_time_query(
 
 def lost_time(
     conn: Connection, group_by: str, since: float | None, until: float | None, placeholder: str
-) -> list[dict[str, Any]]:
+) -> list[LostTimeJSON]:
     """Rows ``{key, idle_s, failure_s, lost_s}``, largest ``lost_s`` first (ties: by key).
 
     ``key`` is None for segments without a component, or jobs without a model or team.
@@ -66,13 +62,10 @@ def lost_time(
     sql, params = lost_time_query(group_by, since, until, placeholder)
     if since is not None and until is not None and since >= until:
         return []
-    sums: dict[Any, list[float]] = {}
+    sums: dict[str | None, list[float]] = {}
     for key, category, seconds in conn.exec_driver_sql(sql, tuple(params)):
         pair = sums.setdefault(key, [0.0, 0.0])
         pair[0 if category == Category.IDLE.value else 1] += float(seconds or 0.0)
-    out = [
-        {"key": key, "idle_s": idle, "failure_s": failure, "lost_s": idle + failure}
-        for key, (idle, failure) in sums.items()
-    ]
-    out.sort(key=lambda r: (-r["lost_s"], r["key"] is None, r["key"] or ""))
-    return out
+    return largest_first(
+        lost_time_json(key, idle, failure) for key, (idle, failure) in sums.items()
+    )

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from collector.domain.model import JobSummary, SpanRecord
+from collector.schemas import SegmentJSON, job_json, segment_json_of
 from instrument import semconv
 
 _Scanner = Callable[[Any, int], Sequence[str]]
@@ -108,21 +109,6 @@ SEGMENT_COLUMNS = (
 )
 """Columns of a ``segments`` row, in the order of :func:`segment_rows`."""
 
-LIST_COLUMNS = (
-    "job_id",
-    "state",
-    "model",
-    "team",
-    "alloc",
-    "end",
-    "wall_s",
-    "ett_pct",
-    "idle_pct",
-    "failure_pct",
-    "failures",
-)
-"""The compact job row of ``Store.list_jobs``."""
-
 
 def span_rows(records: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
     """Span rows for ``records`` (attributes as compact JSON text, encoded once)."""
@@ -205,7 +191,7 @@ def spans_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
 
 
 def figures_row(summary: JobSummary, computed_at: float) -> tuple[Any, ...]:
-    """The ``job_figures`` row of ``summary``, its full ``to_dict()`` as JSON included."""
+    """The ``job_figures`` row of ``summary``, its full ``job_json()`` as JSON included."""
     s = summary
     return (
         s.job_id,
@@ -228,7 +214,7 @@ def figures_row(summary: JobSummary, computed_at: float) -> tuple[Any, ...]:
         s.span_count,
         s.last_span_end,
         computed_at,
-        encode_json(s.to_dict()),
+        encode_json(job_json(s)),
     )
 
 
@@ -263,25 +249,15 @@ def segment_rows(summary: JobSummary) -> list[tuple[Any, ...]]:
     return rows
 
 
-def segments_from_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    """``segment_to_dict()`` objects from rows ``(seg, attempt, start, end, category, kind,
+def segments_from_rows(rows: Iterable[Sequence[Any]]) -> list[SegmentJSON]:
+    """``segment_json()`` objects from rows ``(seg, attempt, start, end, category, kind,
     component)`` sorted by segment then part."""
-    out: list[dict[str, Any]] = []
+    out: list[SegmentJSON] = []
     current = -1
     for seg, attempt, start, end, category, kind, component in rows:
         if seg != current:
             current = seg
-            out.append(
-                {
-                    "attempt": attempt,
-                    "start": start,
-                    "end": end,
-                    "duration_s": end - start,
-                    "category": category,
-                    "kind": kind,
-                    "components": [],
-                }
-            )
+            out.append(segment_json_of(attempt, start, end, category, kind, ()))
         if component is not None:
             out[-1]["components"].append(component)
     return out

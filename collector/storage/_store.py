@@ -10,15 +10,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 from sqlalchemy import Engine, func, select, true
 
-from collector.domain.model import JobState, JobSummary, SpanRecord
+from collector.domain.model import JobSummary, SpanRecord
+from collector.schemas import (
+    JOB_ROW_FIELDS,
+    LIVE_STATES,
+    JobJSON,
+    JobRowJSON,
+    LostTimeJSON,
+    SegmentJSON,
+)
 from collector.storage import _lost_time, _migrate
 from collector.storage._engine import make_engine
 from collector.storage._rows import (
-    LIST_COLUMNS,
     figures_row,
     job_identities,
     segment_rows,
@@ -28,9 +35,6 @@ from collector.storage._rows import (
 )
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
-
-LIVE_STATES = (JobState.RUNNING.value, JobState.PRESUMED_DEAD.value)
-"""States of a job that is (or may be) still running."""
 
 
 class Store:
@@ -159,8 +163,8 @@ class Store:
             seq = conn.execute(select(jobs.c.dirty_seq).where(jobs.c.job_id == job_id)).scalar()
         return int(seq or 0)
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """The stored ``JobSummary.to_dict()`` plus ``computed_at``; None when not computed."""
+    def get_job(self, job_id: str) -> JobJSON | None:
+        """The stored ``schemas.job_json()`` plus ``computed_at``; None when not computed."""
         query = select(job_figures.c.summary, job_figures.c.computed_at).where(
             job_figures.c.job_id == job_id
         )
@@ -168,7 +172,7 @@ class Store:
             row = conn.execute(query).first()
         if row is None:
             return None
-        out: dict[str, Any] = json.loads(row[0])
+        out = cast(JobJSON, json.loads(row[0]))
         out["computed_at"] = row[1]
         return out
 
@@ -179,9 +183,9 @@ class Store:
         team: str | None = None,
         since: float | None = None,
         limit: int = 1000,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobRowJSON]:
         """Compact rows of computed jobs, newest end first; ``since`` keeps jobs ending >= it."""
-        query = select(*(job_figures.c[c] for c in LIST_COLUMNS))
+        query = select(*(job_figures.c[c] for c in JOB_ROW_FIELDS))
         if state is not None:
             query = query.where(job_figures.c.state == state)
         if model is not None:
@@ -192,16 +196,19 @@ class Store:
             query = query.where(job_figures.c.end >= since)
         query = query.order_by(job_figures.c.end.desc(), job_figures.c.job_id).limit(limit)
         with self._engine.connect() as conn:
-            return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in conn.execute(query)]
+            return [
+                cast(JobRowJSON, dict(zip(JOB_ROW_FIELDS, row, strict=True)))
+                for row in conn.execute(query)
+            ]
 
-    def get_segments(self, job_id: str) -> list[dict[str, Any]]:
-        """The job's stored segments in ``segment_to_dict()`` form, by start time."""
+    def get_segments(self, job_id: str) -> list[SegmentJSON]:
+        """The job's stored segments in ``schemas.segment_json()`` form, by start time."""
         with self._engine.connect() as conn:
             return segments_from_rows(conn.exec_driver_sql(self._sql.get_segments, (job_id,)))
 
     def lost_time(
         self, group_by: str, since: float | None = None, until: float | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[LostTimeJSON]:
         """Idle and failure seconds by ``group_by`` (component, job, model or team), clipped to
         ``[since, until]``: rows ``{key, idle_s, failure_s, lost_s}``, largest ``lost_s`` first.
 

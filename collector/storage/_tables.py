@@ -30,7 +30,7 @@ from sqlalchemy import (
     text,
 )
 
-from collector.domain.model import Category
+from collector.domain.model import Category, GroupBy
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -48,7 +48,12 @@ LOST_PREDICATE = "category IN ({})".format(", ".join(f"'{c}'" for c in LOST_CATE
 """SQL of "a lost-time row", spelled the same in the partial indexes and in the queries (a query
 uses a partial index only when its WHERE clause carries the index's predicate)."""
 
-LOST_GROUP_COLUMNS = {"component": "component", "job": "job_id", "model": "model", "team": "team"}
+LOST_GROUP_COLUMNS: dict[str, str] = {
+    GroupBy.COMPONENT.value: "component",
+    GroupBy.JOB.value: "job_id",
+    GroupBy.MODEL.value: "model",
+    GroupBy.TEAM.value: "team",
+}
 """The lost-time ``group_by`` values and the ``segments`` column each groups on."""
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
@@ -130,7 +135,7 @@ job_figures = Table(
     Index("ix_job_figures_model_end", "model", "end"),
     Index("ix_job_figures_team_end", "team", "end"),
 )
-"""The last computed figures of each job; ``summary`` is ``JobSummary.to_dict()`` as JSON text."""
+"""The last computed figures of each job; ``summary`` is ``schemas.job_json()`` as JSON text."""
 
 segments = Table(
     "segments",

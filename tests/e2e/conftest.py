@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from collector_process import Collector, free_port, start_collector
+
+from tests.support.collector_process import Collector, free_port, start_collector
 
 __all__ = ["Collector", "free_port", "start_collector"]
 

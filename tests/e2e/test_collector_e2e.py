@@ -10,29 +10,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from collector_process import Collector, start_collector
 
 from collector.domain.examples import worked_example
 from collector.replay import encode_request, send_spans
+from tests.support.collector_process import Collector, start_collector
+from tests.support.figures import WORKED_EXAMPLE, WORKED_EXAMPLE_LOST_BY_COMPONENT
 
 pytestmark = pytest.mark.e2e
 
-EXPECTED = {
-    "state": "completed",
-    "wall_s": 500.0,
-    "productive_s": 300.0,
-    "idle_s": 70.0,
-    "failure_s": 130.0,
-    "ett_pct": 60.0,
-    "idle_pct": 14.0,
-    "failure_pct": 26.0,
-    "tts_s": 50.0,
-    "ttr_s": [100.0],
-    "failures": 1,
-    "failure_causes": {"killed": 1},
-    "unsaved_s": 30.0,
-    "checkpoint_blocking_s": 20.0,
-}
+EXPECTED = WORKED_EXAMPLE
 
 
 def _check_worked_example(c: Collector, job_id: str) -> dict:
@@ -42,17 +28,7 @@ def _check_worked_example(c: Collector, job_id: str) -> dict:
             assert job[key] == pytest.approx(value), key
         else:
             assert job[key] == value, key
-    assert job["lost_by_component"] == pytest.approx(
-        {
-            "scheduler": 60,
-            "checkpoint": 40,
-            "failure": 30,
-            "other": 30,
-            "model": 15,
-            "compile": 15,
-            "comms": 10,
-        }
-    )
+    assert job["lost_by_component"] == pytest.approx(WORKED_EXAMPLE_LOST_BY_COMPONENT)
     assert [a["attempt"] for a in job["attempts"]] == [0, 1]
     assert job["attempts"][0]["critical_rank"] == 0
     return job

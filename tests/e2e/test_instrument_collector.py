@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_process import Collector, start_collector
 
 import instrument as ett
+from tests.support.collector_process import Collector, start_collector
 
 pytestmark = pytest.mark.e2e
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from collector_process import Collector
 from test_trainer_e2e import SMALL, assert_resumed, figures, require_training_stack
 
+from tests.support.collector_process import Collector
 from trainer.testing import Run, launch
 
 pytestmark = pytest.mark.e2e

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_process import Collector
 
 from collector.storage import Store
 from instrument import semconv
+from tests.support.collector_process import Collector
 from trainer.testing import REPO, Run, launch, missing_stack
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from collector_process import Collector
 from test_trainer_e2e import (
     assert_one_failure,
     assert_resumed,
@@ -18,6 +17,7 @@ from test_trainer_e2e import (
 )
 
 from instrument import semconv
+from tests.support.collector_process import Collector
 
 pytestmark = pytest.mark.e2e
 

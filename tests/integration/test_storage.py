@@ -23,13 +23,14 @@ from collector.domain.model import (
     Segment,
     SegmentKind,
     SpanRecord,
-    segment_to_dict,
 )
+from collector.schemas import job_json, segment_json
 from collector.storage import Store, head_revision
 from collector.storage._engine import normalize_url
 from collector.storage._lost_time import lost_time_query
 from collector.storage._tables import metadata
 from instrument import semconv
+from tests.support import spans
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IDLE, FAILURE, PRODUCTIVE = Category.IDLE, Category.FAILURE, Category.PRODUCTIVE
@@ -43,19 +44,10 @@ def span(
     name: str = semconv.SPAN_TRAIN_WINDOW,
     **attrs: AttrValue,
 ) -> SpanRecord:
-    """A span of ``job`` with id ``i``; ``attrs`` use semconv keys via the mapping below."""
+    """A span of ``job`` with id ``i``; ``model``, ``team`` and ``step`` name their semconv keys."""
     keys = {"model": semconv.MODEL, "team": semconv.TEAM, "step": semconv.STEP}
-    return SpanRecord(
-        trace_id=f"{job:0>32}"[-32:],
-        span_id=f"{i:016x}",
-        name=name,
-        start=start,
-        end=end,
-        job_id=job,
-        attempt=0,
-        rank=0,
-        attributes={keys.get(k, k): v for k, v in attrs.items()},
-    )
+    real = {keys.get(k, k): v for k, v in attrs.items()}
+    return spans.span(name, start, end, job=job, span_id=i, trace_id=f"{job:0>32}"[-32:], **real)
 
 
 def seg(
@@ -355,7 +347,7 @@ def test_get_job_returns_stored_summary(store: Store) -> None:
     got = store.get_job("j1")
     assert got is not None
     assert got.pop("computed_at") == 123.5
-    assert got == s.to_dict()
+    assert got == job_json(s)
     assert got["lost_by_component"] == {"comms": 25.0, "model": 25.0}
     assert store.job_ids() == ["j1"]
     assert not store.is_dirty("j1")
@@ -371,7 +363,7 @@ def test_segments_replaced_and_regrouped(store: Store) -> None:
         seg(40, 60, FAILURE, "checkpoint", "other", attempt=1),
     ]
     store.save_summary(summary("j1", second), 0, 2.0)
-    assert store.get_segments("j1") == [segment_to_dict(s) for s in second]
+    assert store.get_segments("j1") == [segment_json(s) for s in second]
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql(
             "SELECT component, share FROM segments WHERE job_id = 'j1' AND seg = 0 ORDER BY part"
@@ -415,6 +407,7 @@ def test_list_jobs_filters_and_order(store: Store) -> None:
         "idle_pct",
         "failure_pct",
         "failures",
+        "computed_at",  # reads answer stored figures: each row says when they were computed
     }
     assert rows[0]["state"] == "failed" and rows[0]["failures"] == 1 and rows[0]["end"] == 300.0
     assert [r["job_id"] for r in store.list_jobs(state="running")] == ["c"]

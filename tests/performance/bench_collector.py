@@ -1,7 +1,7 @@
 """Collector benchmark: ingest rate over real HTTP beside the raw driver's bulk insert, and read
 latency of the API. Prints figures; it is not a timed test.
 
-    .venv/bin/python tests/performance/bench_collector.py [--postgres-url URL] [--batches N]
+    .venv/bin/python -m tests.performance.bench_collector [--postgres-url URL] [--batches N]
     make bench      # runs it through pytest (marker: performance), SQLite and PostgreSQL
 
 Targets (issue 2, 2-core machine): ingest >= 50% of the raw rate and >= 20,000 spans/s into
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -22,19 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-
-from collector_process import start_collector  # noqa: E402
-
-from collector.domain import SpanRecord  # noqa: E402
-from collector.domain.examples import worked_example  # noqa: E402
-from collector.otlp import decode_traces  # noqa: E402
-from collector.replay import encode_request  # noqa: E402
-from collector.storage import Store  # noqa: E402
-from collector.storage._rows import SPAN_COLUMNS, span_rows  # noqa: E402
-from instrument import semconv as sc  # noqa: E402
+from collector.domain import SpanRecord
+from collector.domain.examples import worked_example
+from collector.otlp import decode_traces
+from collector.replay import encode_request
+from collector.storage import Store
+from collector.storage._rows import SPAN_COLUMNS, span_rows
+from instrument import semconv as sc
+from tests.support.collector_process import start_collector
 
 PROTO = {"Content-Type": "application/x-protobuf"}
 
@@ -180,7 +174,7 @@ def _latency(client: httpx.Client, url: str, n: int, **params: str) -> tuple[flo
 
 
 def _wait_clean(client: httpx.Client, url: str, jobs: int, timeout: float = 600) -> None:
-    """Wait until the collector has recomputed ``jobs`` jobs (listing forces the rest)."""
+    """Wait until the collector's background worker has computed ``jobs`` jobs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if len(client.get(url + "/api/v1/jobs", params={"limit": 100000}).json()) >= jobs:

@@ -1,6 +1,6 @@
 """Benchmark: the cost of ``Session.step()`` beside an empty loop and one SDK span per step.
 
-Run it as a script (``python tests/performance/bench_step.py``) or with pytest
+Run it as a script (``python -m tests.performance.bench_step``) or with pytest
 (``pytest tests/performance/bench_step.py -m performance -s``). It prints figures; it does not
 fail on a slow machine. Targets (issue 3): at most 1 µs per ``step()``, and at least 20 times
 cheaper than a span per step. Each figure is the best of several repeats (as ``timeit`` does);
@@ -12,12 +12,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 

@@ -1,6 +1,6 @@
 """Benchmark: the real trainer's steady step time with instrumentation ON vs OFF, in one run.
 
-    .venv/bin/python tests/performance/bench_trainer_overhead.py [--pairs 3] [--steps 3000]
+    .venv/bin/python -m tests.performance.bench_trainer_overhead [--pairs 3] [--steps 3000]
     .venv/bin/python -m pytest tests/performance/bench_trainer_overhead.py -m performance -s
     make bench      # the pytest version (2 pairs of 400 steps), with the other benchmarks
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,15 +42,8 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-
-from trainer.testing import Run, launch, missing_stack  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from collector_process import start_collector  # noqa: E402
+from tests.support.collector_process import start_collector
+from trainer.testing import Run, launch, missing_stack
 
 TARGET_PCT = 1.0
 SIZE = ["tiny"]  # the --size preset; main() may change it

@@ -13,6 +13,7 @@ from collector.pipeline import Pipeline
 from collector.query import QueryError, parse_instant
 from collector.settings import ConfigError, Settings
 from collector.storage import Store
+from tests.support.figures import WORKED_EXAMPLE
 
 
 @pytest.fixture
@@ -20,7 +21,9 @@ def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     store = Store(url)
     store.upgrade()
-    Pipeline(store).ingest(worked_example("cli-job", base=1_790_000_000.0))
+    pipeline = Pipeline(store)
+    pipeline.ingest(worked_example("cli-job", base=1_790_000_000.0))
+    pipeline.recompute_dirty()  # the background worker's part: reads never recompute
     store.close()
     return url
 
@@ -28,8 +31,9 @@ def db(tmp_path: Path) -> str:
 def test_report_json_matches_the_worked_example(db: str, capsys) -> None:
     assert main(["report", "cli-job", "--json", "--db", db]) == 0
     job = json.loads(capsys.readouterr().out)
-    assert job["ett_pct"] == pytest.approx(60)
-    assert job["ttr_s"] == [pytest.approx(100)]
+    for key, value in WORKED_EXAMPLE.items():
+        assert job[key] == pytest.approx(value), key
+    assert job["fresh"] is True and job["computed_at"] > 0
 
 
 def test_report_table_is_readable(db: str, capsys) -> None:
@@ -89,3 +93,22 @@ def test_parse_instant() -> None:
     assert parse_instant("", now) is None
     with pytest.raises(QueryError):
         parse_instant("soon", now)
+
+
+def test_reads_of_a_dirty_database(tmp_path: Path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'dirty.db'}"
+    store = Store(url)
+    store.upgrade()
+    Pipeline(store).ingest(worked_example("dirty-job", base=1_790_000_000.0))
+    store.close()
+
+    assert main(["jobs", "--json", "--db", url]) == 0  # a list read computes nothing...
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == []
+    assert "1 job(s) have spans newer than their figures" in captured.err  # ...and says so
+    assert main(["report", "dirty-job", "--json", "--db", url]) == 0  # one job: waits for it
+    assert json.loads(capsys.readouterr().out)["ett_pct"] == pytest.approx(60)
+    assert main(["jobs", "--json", "--db", url]) == 0
+    captured = capsys.readouterr()
+    assert [j["job_id"] for j in json.loads(captured.out)] == ["dirty-job"]
+    assert captured.err == ""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from domain_builders import (
+
+from collector.domain import Category, JobState, SegmentKind, summarize
+from instrument import semconv as sc
+from tests.support.spans import (
     attempt_end,
     first_batch,
     per_component,
@@ -13,9 +16,6 @@ from domain_builders import (
     span,
     window,
 )
-
-from collector.domain import Category, JobState, SegmentKind, summarize
-from instrument import semconv as sc
 
 DONE = sc.EndReasonValues.COMPLETED.value
 FAILED = sc.EndReasonValues.FAILED.value

@@ -8,6 +8,12 @@ import pytest
 
 from collector.domain import Category, JobState, SegmentKind, summarize
 from collector.domain.examples import worked_example
+from collector.schemas import job_json
+from tests.support.figures import (
+    WORKED_EXAMPLE,
+    WORKED_EXAMPLE_LOST_BY_COMPONENT,
+    WORKED_EXAMPLE_STARTUP,
+)
 
 
 @pytest.fixture(scope="module")
@@ -16,20 +22,10 @@ def summary():
 
 
 def test_figures(summary) -> None:
+    job = job_json(summary)
+    for key, value in WORKED_EXAMPLE.items():
+        assert job[key] == pytest.approx(value), key
     assert summary.state == JobState.COMPLETED
-    assert summary.wall_s == pytest.approx(500)
-    assert summary.productive_s == pytest.approx(300)
-    assert summary.idle_s == pytest.approx(70)
-    assert summary.failure_s == pytest.approx(130)
-    assert summary.ett_pct == pytest.approx(60)
-    assert summary.idle_pct == pytest.approx(14)
-    assert summary.failure_pct == pytest.approx(26)
-    assert summary.tts_s == pytest.approx(50)
-    assert summary.ttr_s == (pytest.approx(100),)
-    assert summary.failures == 1
-    assert dict(summary.failure_causes) == {"killed": 1}
-    assert summary.unsaved_s == pytest.approx(30)
-    assert summary.checkpoint_blocking_s == pytest.approx(20)
 
 
 def test_startup_attribution(summary) -> None:
@@ -39,30 +35,20 @@ def test_startup_attribution(summary) -> None:
         assert s.category == Category.IDLE
         for c, v in s.shares().items():
             per[c] = per.get(c, 0) + v
-    assert per == pytest.approx({"comms": 10, "model": 15, "compile": 15, "other": 10})
+    assert per == pytest.approx(WORKED_EXAMPLE_STARTUP[0])
     startup1 = [s for s in summary.segments if s.attempt == 1 and s.kind == SegmentKind.STARTUP]
     assert {s.category for s in startup1} == {Category.FAILURE}
     per1: dict[str, float] = {}
     for s in startup1:
         for c, v in s.shares().items():
             per1[c] = per1.get(c, 0) + v
-    assert per1 == pytest.approx({"checkpoint": 20, "other": 20})
+    assert per1 == pytest.approx(WORKED_EXAMPLE_STARTUP[1])
 
 
 def test_gap_and_lost_by_component(summary) -> None:
     gaps = [s for s in summary.segments if s.kind == SegmentKind.RECOVERY_GAP]
     assert [(g.start, g.end, g.components) for g in gaps] == [(300, 360, ("scheduler",))]
-    assert dict(summary.lost_by_component) == pytest.approx(
-        {
-            "scheduler": 60,
-            "checkpoint": 40,
-            "failure": 30,
-            "other": 30,
-            "model": 15,
-            "compile": 15,
-            "comms": 10,
-        }
-    )
+    assert dict(summary.lost_by_component) == pytest.approx(WORKED_EXAMPLE_LOST_BY_COMPONENT)
 
 
 def test_attempts(summary) -> None:

@@ -3,7 +3,6 @@ the loop nothing."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 import instrument as ett
 from instrument import semconv
 from instrument._export import ExportQueue
+from tests.support.ports import free_port
 
 
 class BlockingExporter(SpanExporter):
@@ -31,12 +31,6 @@ class BlockingExporter(SpanExporter):
         self.release.wait(10)
         self.spans.extend(spans)
         return self.result
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_full_queue_drops_newest_and_counts() -> None:
@@ -145,7 +139,7 @@ def test_queue_counts_spans_ended_after_shutdown() -> None:
 
 
 def test_dead_collector_costs_the_loop_nothing() -> None:
-    endpoint = f"http://127.0.0.1:{closed_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     sess = ett.init(
         job_id="j", endpoint=endpoint, window_s=0.05, install_handlers=False, flush_timeout_s=1.0
     )

@@ -3,7 +3,6 @@ async_save / load on a one-rank gloo group, and init_process_group."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from instrument import semconv, torch_hooks
 from instrument.torch_hooks import cache_status
+from tests.support.ports import free_port
 
 if TYPE_CHECKING:
     from conftest import Recorder
@@ -22,12 +22,6 @@ torch = pytest.importorskip("torch")
 
 def attrs(span: Any) -> dict[str, Any]:
     return dict(span.attributes or {})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

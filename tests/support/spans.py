@@ -1,11 +1,16 @@
-"""Test helpers: build spans of a job by hand (shared by the domain tests)."""
+"""Build a job's spans by hand: one ``span`` maker and one helper per span of the vocabulary.
+
+Identity (``ett.job.id``, ``ett.attempt``, ``ett.rank``) goes into the attributes, as the OTLP
+decoder would merge it from the resource. Span ids are unique within the test session unless given.
+"""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
-from collector.domain import SpanRecord
+from collector.domain import Segment, SpanRecord
 from instrument import semconv as sc
 
 _ids = itertools.count(1)
@@ -18,15 +23,17 @@ def span(
     attempt: int = 0,
     rank: int = 0,
     job: str = "j",
+    *,
+    span_id: int | None = None,
+    trace_id: str | None = None,
     **attrs: Any,
 ) -> SpanRecord:
-    """One span; keyword attributes use ``_`` for ``.`` after an ``ett_`` prefix is dropped:
-    pass real keys through ``attrs`` as ``{"ett.x": v}`` with ``**{...}``."""
+    """One span. Keyword attributes are passed with their real keys: ``**{sc.STEP: 3}``."""
     merged: dict[str, Any] = {sc.JOB_ID: job, sc.ATTEMPT: attempt, sc.RANK: rank}
     merged.update(attrs)
     return SpanRecord(
-        trace_id=f"{attempt:032x}",
-        span_id=f"{next(_ids):016x}",
+        trace_id=trace_id or f"{attempt:032x}",
+        span_id=f"{span_id if span_id is not None else next(_ids):016x}",
         name=name,
         start=float(start),
         end=float(end),
@@ -38,39 +45,45 @@ def span(
 
 
 def phase(name: str, start: float, end: float, **kw: Any) -> SpanRecord:
+    """A start-up phase span (``ett.startup.<name>``)."""
     return span(sc.startup_span_name(name), start, end, **kw)
 
 
 def first_batch(t: float, **kw: Any) -> SpanRecord:
+    """The rank's first batch, at instant ``t``."""
     return span(sc.SPAN_FIRST_BATCH, t, t, **kw)
 
 
 def window(start: float, end: float, **kw: Any) -> SpanRecord:
+    """One training window (the heartbeat)."""
     return span(sc.SPAN_TRAIN_WINDOW, start, end, **kw)
 
 
 def save(step: int, start: float, end: float, mode: str = "sync", **kw: Any) -> SpanRecord:
-    return span(
-        sc.SPAN_CHECKPOINT_SAVE,
-        start,
-        end,
-        **{sc.CHECKPOINT_STEP: step, sc.CHECKPOINT_MODE: mode},
-        **kw,
-    )
+    """The blocking part of a checkpoint save."""
+    attrs = {sc.CHECKPOINT_STEP: step, sc.CHECKPOINT_MODE: mode}
+    return span(sc.SPAN_CHECKPOINT_SAVE, start, end, **attrs, **kw)
 
 
 def persist(step: int, start: float, end: float, **kw: Any) -> SpanRecord:
+    """The background part of an async save, ending when it is committed."""
     return span(sc.SPAN_CHECKPOINT_PERSIST, start, end, **{sc.CHECKPOINT_STEP: step}, **kw)
 
 
-def attempt_end(start: float, end: float, reason: str, cause: str | None = None, **kw: Any):
+def attempt_end(
+    start: float, end: float, reason: str, cause: str | None = None, **kw: Any
+) -> SpanRecord:
+    """The ``ett.attempt`` span with its end reason (and failure cause)."""
     attrs: dict[str, Any] = {sc.ATTEMPT_END_REASON: reason}
     if cause:
         attrs[sc.FAILURE_CAUSE] = cause
     return span(sc.SPAN_ATTEMPT, start, end, **attrs, **kw)
 
 
-def per_component(segments, kind=None, attempt=None) -> dict[str, float]:
+def per_component(
+    segments: Iterable[Segment], kind: str | None = None, attempt: int | None = None
+) -> dict[str, float]:
+    """Seconds per component over ``segments`` (optionally of one kind and attempt)."""
     out: dict[str, float] = {}
     for s in segments:
         if kind is not None and s.kind != kind:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,11 +11,7 @@ from pathlib import Path
 
 import httpx
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.ports import free_port
 
 
 @dataclass
@@ -37,6 +32,15 @@ class Collector:
         r = self.get(f"/api/v1/jobs/{job_id}")
         assert r.status_code == 200, r.text
         return r.json()
+
+    def wait_computed(self, timeout: float = 60) -> None:
+        """Wait until the background worker has computed every acknowledged span (list reads
+        answer stored figures; see the README's freshness contract)."""
+        deadline = time.monotonic() + timeout
+        while self.get("/healthz").json()["dirty_jobs"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs still awaiting recompute after {timeout} s")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         if self.process.poll() is None:

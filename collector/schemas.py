@@ -1,0 +1,229 @@
+"""The read vocabulary: the JSON shapes of a job, an attempt, a segment, a job row and a lost-time
+row (ETT-SPEC section 5), and the functions that make them.
+
+One module, so the HTTP API, the CLI, the stored summaries, the dashboard and Grafana read the same
+names. Pure: it imports only the domain's model (no I/O, no SQL, no HTTP), so views may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NotRequired, TypedDict
+
+from collector.domain.model import (
+    AttemptSummary,
+    CheckpointAdvice,
+    GroupBy,
+    JobState,
+    JobSummary,
+    Segment,
+)
+
+STATES: tuple[str, ...] = tuple(s.value for s in JobState)
+"""Every job state, as the API spells it."""
+
+LIVE_STATES: tuple[str, ...] = (JobState.RUNNING.value, JobState.PRESUMED_DEAD.value)
+"""States of a job that is (or may be) still running: its figures move with the clock."""
+
+GROUP_BYS: tuple[str, ...] = tuple(g.value for g in GroupBy)
+"""What lost time can be grouped by."""
+
+
+class AttemptJSON(TypedDict):
+    """One attempt of a job."""
+
+    attempt: int
+    alloc: float
+    first_batch: float | None
+    end: float
+    progress: float | None
+    end_reason: str | None
+    failed: bool
+    failure_cause: str | None
+    critical_rank: int | None
+    ranks: list[int]
+
+
+class CheckpointAdviceJSON(TypedDict):
+    """Young's checkpoint interval advice."""
+
+    interval_s: float | None
+    optimal_interval_s: float | None
+    saving_s: float | None
+    mean_blocking_s: float | None
+    checkpoints: int
+
+
+class SegmentJSON(TypedDict):
+    """One segment of a job's wall time; its seconds are split evenly between ``components``."""
+
+    attempt: int
+    start: float
+    end: float
+    duration_s: float
+    category: str
+    kind: str
+    components: list[str]
+
+
+class JobJSON(TypedDict):
+    """One job's figures (``GET /api/v1/jobs/{id}``, ``ett report --json``).
+
+    ``computed_at`` (unix seconds) is when the figures were derived; ``fresh`` is False when
+    spans arrived since then that the figures do not include yet (both added on read).
+    """
+
+    job_id: str
+    state: str
+    model: str | None
+    team: str | None
+    alloc: float
+    end: float
+    wall_s: float
+    productive_s: float
+    idle_s: float
+    failure_s: float
+    ett_pct: float
+    idle_pct: float
+    failure_pct: float
+    tts_s: float | None
+    ttr_s: list[float | None]
+    failures: int
+    failure_causes: dict[str, int]
+    unsaved_s: float
+    expected_unsaved_s: float | None
+    at_risk_s: float
+    checkpoint_blocking_s: float
+    lost_by_component: dict[str, float]
+    checkpoint_advice: CheckpointAdviceJSON
+    attempts: list[AttemptJSON]
+    span_count: int
+    last_span_end: float
+    segments: NotRequired[list[SegmentJSON]]
+    computed_at: NotRequired[float]
+    fresh: NotRequired[bool]
+
+
+class JobRowJSON(TypedDict):
+    """One job of a list (``GET /api/v1/jobs``, ``ett jobs --json``): the compact figures."""
+
+    job_id: str
+    state: str
+    model: str | None
+    team: str | None
+    alloc: float
+    end: float
+    wall_s: float
+    ett_pct: float
+    idle_pct: float
+    failure_pct: float
+    failures: int
+    computed_at: float
+
+
+JOB_ROW_FIELDS: tuple[str, ...] = tuple(JobRowJSON.__annotations__)
+"""The fields of :class:`JobRowJSON`, in order (the columns the store selects)."""
+
+
+class LostTimeJSON(TypedDict):
+    """Lost seconds of one key (``GET /api/v1/lost-time``, ``ett lost-time --json``).
+
+    ``key`` is None for time without a component, or jobs without a model or team.
+    """
+
+    key: str | None
+    idle_s: float
+    failure_s: float
+    lost_s: float
+
+
+def attempt_json(a: AttemptSummary) -> AttemptJSON:
+    """The JSON object of one attempt."""
+    return {
+        "attempt": a.attempt,
+        "alloc": a.alloc,
+        "first_batch": a.first_batch,
+        "end": a.end,
+        "progress": a.progress,
+        "end_reason": a.end_reason,
+        "failed": a.failed,
+        "failure_cause": a.failure_cause,
+        "critical_rank": a.critical_rank,
+        "ranks": list(a.ranks),
+    }
+
+
+def advice_json(adv: CheckpointAdvice) -> CheckpointAdviceJSON:
+    """The JSON object of the checkpoint advice."""
+    return {
+        "interval_s": adv.interval_s,
+        "optimal_interval_s": adv.optimal_interval_s,
+        "saving_s": adv.saving_s,
+        "mean_blocking_s": adv.mean_blocking_s,
+        "checkpoints": adv.checkpoints,
+    }
+
+
+def segment_json_of(
+    attempt: int, start: float, end: float, category: str, kind: str, components: Sequence[str]
+) -> SegmentJSON:
+    """The JSON object of a segment given by its parts (as stored in rows)."""
+    return {
+        "attempt": attempt,
+        "start": start,
+        "end": end,
+        "duration_s": end - start,
+        "category": str(category),
+        "kind": str(kind),
+        "components": list(components),
+    }
+
+
+def segment_json(s: Segment) -> SegmentJSON:
+    """The JSON object of one segment."""
+    return segment_json_of(s.attempt, s.start, s.end, s.category, s.kind, s.components)
+
+
+def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
+    """The JSON object of one job's figures (without ``computed_at``, which storage adds)."""
+    out: JobJSON = {
+        "job_id": s.job_id,
+        "state": s.state.value,
+        "model": s.model,
+        "team": s.team,
+        "alloc": s.alloc,
+        "end": s.end,
+        "wall_s": s.wall_s,
+        "productive_s": s.productive_s,
+        "idle_s": s.idle_s,
+        "failure_s": s.failure_s,
+        "ett_pct": s.ett_pct,
+        "idle_pct": s.idle_pct,
+        "failure_pct": s.failure_pct,
+        "tts_s": s.tts_s,
+        "ttr_s": list(s.ttr_s),
+        "failures": s.failures,
+        "failure_causes": dict(s.failure_causes),
+        "unsaved_s": s.unsaved_s,
+        "expected_unsaved_s": s.expected_unsaved_s,
+        "at_risk_s": s.at_risk_s,
+        "checkpoint_blocking_s": s.checkpoint_blocking_s,
+        "lost_by_component": dict(s.lost_by_component),
+        "checkpoint_advice": advice_json(s.checkpoint_advice),
+        "attempts": [attempt_json(a) for a in s.attempts],
+        "span_count": s.span_count,
+        "last_span_end": s.last_span_end,
+    }
+    if with_segments:
+        out["segments"] = [segment_json(seg) for seg in s.segments]
+    return out
+
+
+def lost_time_json(key: str | None, idle_s: float, failure_s: float) -> LostTimeJSON:
+    """The lost-time row of one key."""
+    return {"key": key, "idle_s": idle_s, "failure_s": failure_s, "lost_s": idle_s + failure_s}
+
+
+def largest_first(rows: Iterable[LostTimeJSON]) -> list[LostTimeJSON]:
+    """Lost-time rows, largest ``lost_s`` first; ties by key, None last."""
+    return sorted(rows, key=lambda r: (-r["lost_s"], r["key"] is None, r["key"] or ""))

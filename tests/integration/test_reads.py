@@ -1,0 +1,226 @@
+"""The freshness contract of the read side, on real SQLite and PostgreSQL.
+
+Reads never write: list reads answer the stored figures and leave dirty jobs dirty; a read of one
+dirty job waits for that job's recompute (bounded by ``read_wait_s``, single-flight); every job
+carries its ``computed_at``. Plus the HTTP API's answers for these cases (in-process ASGI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from google.rpc.status_pb2 import Status
+from starlette.applications import Starlette
+
+from collector import otlp
+from collector.api import create_app
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.query import NotReady, Query
+from collector.settings import Settings
+from collector.storage import Store
+from tests.support.figures import WORKED_EXAMPLE
+
+BASE = 1_790_000_000.0
+NOW = BASE + 1000.0
+
+
+class GatedStore(Store):
+    """A real store whose span loads wait for ``gate``: a recompute that takes as long as the
+    test wants. Counts the ``is_dirty`` calls made by threads named ``reader-*``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.gate = threading.Event()
+        self.reader_checks = 0
+        self._count_lock = threading.Lock()
+
+    def load_spans(self, job_id: str):  # type: ignore[no-untyped-def]
+        assert self.gate.wait(timeout=60), "the test never opened the gate"
+        return super().load_spans(job_id)
+
+    def is_dirty(self, job_id: str) -> bool:
+        if threading.current_thread().name.startswith("reader-"):
+            with self._count_lock:
+                self.reader_checks += 1
+        return super().is_dirty(job_id)
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[GatedStore]:
+    s = GatedStore(f"sqlite:///{tmp_path / 'gated.db'}")
+    s.upgrade()
+    yield s
+    s.gate.set()
+    s.close()
+
+
+def _counting_pipeline(store: Store) -> tuple[Pipeline, list[str]]:
+    done: list[str] = []
+    pipeline = Pipeline(store, clock=lambda: NOW, on_recompute=lambda job, _s: done.append(job))
+    return pipeline, done
+
+
+def test_list_reads_answer_stored_figures_and_leave_dirty_jobs_dirty(store: Store) -> None:
+    pipeline, recomputed = _counting_pipeline(store)
+    query = Query(pipeline, clock=lambda: NOW)
+    pipeline.ingest(worked_example("listed", base=BASE))
+
+    assert query.jobs() == []
+    assert query.lost_time("component") == []
+    assert store.is_dirty("listed") and recomputed == []
+    assert query.pending_jobs() == 1
+
+    pipeline.recompute_dirty()  # the background worker's part
+    [row] = query.jobs()
+    assert row["job_id"] == "listed" and row["ett_pct"] == pytest.approx(60)
+    assert row["computed_at"] == NOW
+    assert sum(r["lost_s"] for r in query.lost_time("component")) == pytest.approx(200)
+    assert query.pending_jobs() == 0
+
+
+def test_a_single_job_read_of_a_dirty_job_returns_fresh_figures(store: Store) -> None:
+    pipeline, recomputed = _counting_pipeline(store)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=30)
+    pipeline.ingest(worked_example("one", base=BASE))
+
+    job = query.job("one")
+
+    for key, value in WORKED_EXAMPLE.items():
+        assert job[key] == pytest.approx(value), key  # type: ignore[literal-required]
+    assert job["computed_at"] == NOW and job["fresh"] is True
+    assert recomputed == ["one"] and not store.is_dirty("one")
+    assert query.segments("one")[0]["kind"] == "startup"
+    assert recomputed == ["one"]  # clean now: the second read recomputes nothing
+
+
+def test_a_list_read_does_not_wait_for_a_recompute_in_flight(gated: GatedStore) -> None:
+    pipeline, recomputed = _counting_pipeline(gated)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=60)
+    pipeline.ingest(worked_example("slow", base=BASE))
+    reader = threading.Thread(target=query.job, args=("slow",), name="reader-0")
+    reader.start()  # its recompute is stuck at the gate, holding the recompute lock
+
+    assert query.jobs() == [] and query.lost_time("job") == []  # answered meanwhile
+
+    gated.gate.set()
+    reader.join(timeout=60)
+    assert recomputed == ["slow"]
+
+
+def test_past_the_bound_a_read_answers_the_stored_figures_marked_not_fresh(
+    gated: GatedStore,
+) -> None:
+    pipeline, _ = _counting_pipeline(gated)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=0.05)
+    spans = worked_example("late", base=BASE)
+    pipeline.ingest([s for s in spans if s.attempt == 1])
+
+    with pytest.raises(NotReady, match="not computed yet"):
+        query.job("late")  # never computed and the bound passed: nothing to answer
+
+    gated.gate.set()
+    assert pipeline.fresh("late", 60)
+    gated.gate.clear()
+    pipeline.ingest([s for s in spans if s.attempt == 0])  # late spans of attempt 0
+
+    stale = query.job("late")
+    assert stale["fresh"] is False and stale["failures"] == 0  # attempt 0 not in yet
+    assert stale["computed_at"] == NOW
+
+    gated.gate.set()
+    assert pipeline.fresh("late", 60)
+    assert query.job("late")["failures"] == 1
+
+
+def test_concurrent_reads_of_one_dirty_job_cause_one_recompute(gated: GatedStore) -> None:
+    pipeline, recomputed = _counting_pipeline(gated)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=60)
+    pipeline.ingest(worked_example("hot", base=BASE))
+    answers: list[float] = []
+    readers = [
+        threading.Thread(
+            target=lambda: answers.append(query.job("hot")["ett_pct"]), name=f"reader-{i}"
+        )
+        for i in range(6)
+    ]
+    for r in readers:
+        r.start()
+    while gated.reader_checks < len(readers):  # every reader saw the job dirty
+        threading.Event().wait(0.01)
+    gated.gate.set()
+    for r in readers:
+        r.join(timeout=60)
+
+    assert answers == [pytest.approx(60)] * len(readers)
+    assert recomputed == ["hot"]
+
+
+# --- the HTTP API over the same contract ------------------------------------------------------
+
+
+class _Client:
+    """Requests to the ASGI app in-process (no lifespan: no background worker)."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+
+    def request(self, method: str, path: str, **kw: object) -> httpx.Response:
+        async def go() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://ett") as c:
+                return await c.request(method, path, **kw)  # type: ignore[arg-type]
+
+        return asyncio.run(go())
+
+    def get(self, path: str) -> httpx.Response:
+        return self.request("GET", path)
+
+    def post(self, path: str, **kw: object) -> httpx.Response:
+        return self.request("POST", path, **kw)
+
+
+def _client(store: Store, read_wait_s: float = 30) -> _Client:
+    settings = Settings(db_url="sqlite:///unused.db", read_wait_s=read_wait_s)
+    return _Client(create_app(settings, Pipeline(store, clock=lambda: NOW)))
+
+
+def test_api_job_json_carries_computed_at(store: Store) -> None:
+    client = _client(store)
+    Pipeline(store).ingest(worked_example("api", base=BASE))
+
+    assert client.get("/api/v1/jobs").json() == []  # a list read computes nothing
+    job = client.get("/api/v1/jobs/api").json()
+    assert job["computed_at"] == NOW and job["fresh"] is True
+    assert job["ett_pct"] == pytest.approx(60)
+    assert client.get("/api/v1/jobs").json()[0]["computed_at"] == NOW
+
+
+def test_api_answers_503_with_retry_after_while_a_new_job_is_computed(gated: GatedStore) -> None:
+    client = _client(gated, read_wait_s=0.05)
+    Pipeline(gated).ingest(worked_example("new", base=BASE))
+
+    r = client.get("/api/v1/jobs/new")
+
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert "not computed yet" in r.json()["error"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ingest_errors_carry_the_one_grpc_status_table(store: Store, as_json: bool) -> None:
+    client = _client(store)
+    ctype = "application/json" if as_json else "application/x-protobuf"
+
+    r = client.post(
+        "/v1/traces", content=b"{}", headers={"Content-Type": ctype, "Content-Encoding": "br"}
+    )
+
+    assert r.status_code == 415
+    code = json.loads(r.content)["code"] if as_json else Status.FromString(r.content).code
+    assert code == otlp.grpc_code(415) == 12  # UNIMPLEMENTED, as otlp/_encode.py maps it
