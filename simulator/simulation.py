@@ -1,0 +1,245 @@
+"""Running a simulation: generate the fleet, encode it, hand it to a sink, write the truth.
+
+The small Python API other parts' tests use:
+
+- :func:`simulate_into_db` ``(db_url, jobs=, days=, seed=, start=, regress=[...]) -> list[Truth]``
+  writes a fleet into a collector database (SQLite or PostgreSQL) through the collector's ingest
+  path and recomputes its figures;
+- :func:`simulate_to_endpoint` does the same through a running collector's ``POST /v1/traces``;
+- :func:`simulate` is the general form (any :class:`~simulator.sinks.Sink`, ``None`` for a dry
+  run, live jobs, a truth file, a progress bar).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._jobs import JobSpec, SimJob
+from .fleet import FleetSpec, generate, job_specs
+from .profile import load_profile
+from .regression import Regression, parse_regression
+from .sinks import DatabaseSink, EndpointSink, Sink
+from .truth import Truth
+from .wire import Encoder, RankSpans
+
+DEFAULT_BATCH_SPANS = 2048
+"""Spans per OTLP request."""
+
+
+@dataclass
+class SimulationResult:
+    """What a run produced and delivered."""
+
+    truths: list[Truth] = field(default_factory=list)
+    spans: int = 0
+    accepted: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+
+
+class _Progress:
+    def __init__(self, enabled: bool, total: int) -> None:
+        self._bar: Any = None
+        if enabled and total > 0:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[spans]:,} spans"),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("simulating jobs", total=total, spans=0)
+
+    def update(self, jobs: int, spans: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=jobs, spans=spans)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _write_truth(out: TextIO | None, truth: Truth) -> None:
+    if out is not None:
+        out.write(json.dumps(truth.to_json(), sort_keys=True) + "\n")
+
+
+def simulate(
+    fleet: FleetSpec,
+    sink: Sink | None,
+    truth_path: str | Path | None = None,
+    batch_spans: int = DEFAULT_BATCH_SPANS,
+    progress: bool = False,
+    on_body: Callable[[bytes], None] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> SimulationResult:
+    """Generate ``fleet``; send it to ``sink`` (None: dry run); write the truth to ``truth_path``.
+
+    History goes first, as fast as the sink takes it; then ``fleet.live`` jobs start at the
+    current time and each span is sent when its end time comes. ``on_body`` sees every encoded
+    request body (the determinism test hashes them).
+    """
+    result = SimulationResult()
+    started = time.perf_counter()
+    encoder = Encoder()
+    out = open(truth_path, "w") if truth_path is not None else None  # noqa: SIM115
+    history = job_specs(dataclasses.replace(fleet, live=0), now=clock())
+    bar = _Progress(progress, len(history))
+    try:
+
+        def ranks() -> Iterable[RankSpans]:
+            for job, truth in generate(fleet, history):
+                result.truths.append(truth)
+                _write_truth(out, truth)
+                result.spans += job.span_count
+                bar.update(0 if job.plan.standalone else 1, result.spans)
+                yield from job.ranks
+
+        for body, n in encoder.requests(ranks(), batch_spans):
+            _deliver(sink, body, n, result, on_body)
+        if fleet.live:
+            live = [s for s in job_specs(fleet, now=clock()) if s.live]
+            _run_live(fleet, live, sink, encoder, result, out, on_body, clock)
+    finally:
+        bar.stop()
+        if out is not None:
+            out.close()
+        if sink is not None:
+            sink.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _deliver(
+    sink: Sink | None,
+    body: bytes,
+    n: int,
+    result: SimulationResult,
+    on_body: Callable[[bytes], None] | None,
+) -> None:
+    if on_body is not None:
+        on_body(body)
+    result.requests += 1
+    if sink is not None:
+        result.accepted += sink.send(body, n)
+
+
+def _run_live(
+    fleet: FleetSpec,
+    specs: Sequence[JobSpec],
+    sink: Sink | None,
+    encoder: Encoder,
+    result: SimulationResult,
+    out: TextIO | None,
+    on_body: Callable[[bytes], None] | None,
+    clock: Callable[[], float],
+) -> None:
+    """Release each live job's spans at their end instants (real time)."""
+    jobs: list[SimJob] = []
+    for job, truth in generate(fleet, list(specs)):
+        jobs.append(job)
+        result.truths.append(truth)
+        result.spans += job.span_count
+    due: list[tuple[int, int, int]] = []  # end_ms, rank index, span index
+    all_ranks = [r for job in jobs for r in job.ranks]
+    for ri, rank in enumerate(all_ranks):
+        due += [(span[2], ri, si) for si, span in enumerate(rank.spans)]
+    due.sort()
+    sent = [0] * len(all_ranks)
+    i = 0
+    while i < len(due):
+        now_ms = clock() * 1000
+        if due[i][0] > now_ms:
+            time.sleep(min(1.0, (due[i][0] - now_ms) / 1000))
+            continue
+        batch: dict[int, RankSpans] = {}
+        while i < len(due) and due[i][0] <= now_ms:
+            _, ri, si = due[i]
+            src = all_ranks[ri]
+            part = batch.get(ri)
+            if part is None:
+                part = batch[ri] = RankSpans(
+                    src.job_id,
+                    src.attempt,
+                    src.rank,
+                    src.world_size,
+                    src.model,
+                    src.team,
+                    src.trace_id,
+                    src.span_base + sent[ri],
+                )
+            part.spans.append(src.spans[si])
+            sent[ri] += 1
+            i += 1
+        for body, n in encoder.requests(batch.values(), DEFAULT_BATCH_SPANS):
+            _deliver(sink, body, n, result, on_body)
+    for truth in result.truths[len(result.truths) - len(jobs) :]:
+        _write_truth(out, truth)
+
+
+def _fleet(
+    jobs: int,
+    days: float,
+    seed: int,
+    start: float | None,
+    regress: Iterable[str | Regression],
+    profile: str | Path | None,
+    models: list[str] | None,
+    teams: list[str] | None,
+    overrides: dict[str, Any] | None,
+) -> FleetSpec:
+    prof = load_profile(profile, overrides, models, teams)
+    regs = tuple(r if isinstance(r, Regression) else parse_regression(r) for r in regress)
+    return FleetSpec(prof, jobs=jobs, days=days, seed=seed, start=start, regressions=regs)
+
+
+def simulate_into_db(
+    db_url: str,
+    *,
+    jobs: int = 20,
+    days: float = 7.0,
+    seed: int = 0,
+    start: float | None = None,
+    regress: Iterable[str | Regression] = (),
+    profile: str | Path | None = None,
+    models: list[str] | None = None,
+    teams: list[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> list[Truth]:
+    """Write a simulated fleet into the collector database at ``db_url`` (migrated first) and
+    recompute its figures; returns each job's truth. ``start`` is unix seconds (default: now -
+    days); ``regress`` holds ``--regress`` strings or :class:`Regression` values; ``overrides``
+    is a dict shaped like the profile TOML, merged over it."""
+    fleet = _fleet(jobs, days, seed, start, regress, profile, models, teams, overrides)
+    return simulate(fleet, DatabaseSink(db_url)).truths
+
+
+def simulate_to_endpoint(
+    endpoint: str,
+    *,
+    jobs: int = 20,
+    days: float = 7.0,
+    seed: int = 0,
+    start: float | None = None,
+    regress: Iterable[str | Regression] = (),
+    profile: str | Path | None = None,
+    models: list[str] | None = None,
+    teams: list[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    gzip: bool = False,
+    token: str | None = None,
+) -> list[Truth]:
+    """Send a simulated fleet to the collector at ``endpoint`` (``http://host:4318``) over
+    OTLP/HTTP; returns each job's truth. Other arguments as :func:`simulate_into_db`."""
+    fleet = _fleet(jobs, days, seed, start, regress, profile, models, teams, overrides)
+    sink = EndpointSink(endpoint, gzip_level=6 if gzip else None, token=token)
+    return simulate(fleet, sink).truths
