@@ -1,0 +1,264 @@
+"""Every SQL query of the Grafana dashboards, with Grafana's macros and variables expanded, on a
+real PostgreSQL holding a small simulated fleet, read as the read-only role Grafana uses: the
+columns each panel expects, and the same values as the read API for the same question."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
+from collector.domain import SpanRecord
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.query import Query
+from collector.storage import Store
+from collector.storage._roles import GRAFANA_VIEWS, grant_readonly
+from grafana import _fleet, _job
+from grafana._macros import expand
+from grafana._provisioning import dashboard_models
+from grafana._queries import SqlQuery
+from instrument import semconv as sc
+
+pytestmark = pytest.mark.postgres
+
+BASE = 1_700_000_000.0  # an instant; jobs start at offsets from it
+FROM, TO = int(BASE) - 3600, int(BASE) + 2 * 86400
+ROLE, PASSWORD = "ett_grafana", "s3cret'%pw"
+
+
+def _compile_job(job_id: str, base: float) -> list[SpanRecord]:
+    """Two ranks; compile (miss) in start-up, an async checkpoint with its persist, completes."""
+    spans = []
+    n = 0
+
+    def add(name: str, start: float, end: float, rank: int, **attrs: Any) -> None:
+        nonlocal n
+        n += 1
+        spans.append(
+            SpanRecord(
+                trace_id=f"{rank + 1:032x}", span_id=f"{n:016x}", name=name,
+                start=base + start, end=base + end, job_id=job_id, attempt=0, rank=rank,
+                attributes={sc.JOB_ID: job_id, sc.ATTEMPT: 0, sc.RANK: rank, sc.WORLD_SIZE: 2,
+                            sc.MODEL: "twotower", sc.TEAM: "ads", **attrs},
+            )
+        )  # fmt: skip
+
+    for rank in (0, 1):
+        add(sc.startup_span_name("pg_init"), 0, 5 + rank, rank)
+        add(sc.SPAN_COMPILE, 6, 30, rank, **{sc.COMPILE_CACHE: "miss", sc.COMPILE_FRAMES: 3})
+        add(sc.SPAN_FIRST_BATCH, 31, 31 + rank, rank, **{sc.STEP: 0})
+        for t in range(32, 4000, 10):
+            add(sc.SPAN_TRAIN_WINDOW, t, t + 10, rank)
+        add(
+            sc.SPAN_CHECKPOINT_SAVE,
+            1000,
+            1002 + rank,
+            rank,
+            **{sc.CHECKPOINT_STEP: 500, sc.CHECKPOINT_MODE: "async", sc.CHECKPOINT_BYTES: 1e6},
+        )
+        add(sc.SPAN_CHECKPOINT_PERSIST, 1002, 1010 + rank, rank, **{sc.CHECKPOINT_STEP: 500})
+        add(sc.SPAN_ATTEMPT, 0, 4002, rank,
+            **{sc.ATTEMPT_END_REASON: sc.EndReasonValues.COMPLETED.value})  # fmt: skip
+    return spans
+
+
+FLEET = {
+    # job id: spans; offsets spread the jobs over two days, across hour and day edges
+    "dlrm-a": worked_example("dlrm-a", BASE + 100, "dlrm", "ranking"),
+    "dlrm-b": worked_example("dlrm-b", BASE + 3500, "dlrm", "ranking"),
+    "bert-a": worked_example("bert-a", BASE + 86300, "bert", "nlp"),
+    "anon": worked_example("anon", BASE + 7000, None, None),  # type: ignore[arg-type]
+    "tt-a": _compile_job("tt-a", BASE + 40000),
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(postgres_server: Any) -> Iterator[tuple[Query, Any]]:
+    """(read API's query layer, engine logged in as the read-only role) over the fleet."""
+    url = postgres_server.create_database("grafana_fleet")
+    store = Store(url)
+    store.upgrade()
+    pipeline = Pipeline(store, window_s=10)
+    for job_id, spans in FLEET.items():
+        store.ingest(spans)
+        pipeline.recompute(job_id)
+    assert grant_readonly(store.engine, ROLE, PASSWORD) == list(GRAFANA_VIEWS)
+    grant_readonly(store.engine, ROLE, PASSWORD)  # twice: idempotent
+    ro = create_engine(make_url(url).set(username=ROLE, password=PASSWORD))
+    yield Query(pipeline, clock=lambda: BASE + 3 * 86400), ro
+    ro.dispose()
+    store.close()
+
+
+def _targets() -> list[tuple[str, str, SqlQuery]]:
+    out = []
+    for uid, model in dashboard_models().items():
+        for panel in model.panels or []:
+            for target in getattr(panel, "targets", None) or []:
+                if isinstance(target, SqlQuery):
+                    out.append((uid, str(panel.title), target))
+    return out
+
+
+def _variables(uid: str) -> dict[str, Any]:
+    return {
+        "model": ["dlrm", "bert", "twotower", "(none)"],
+        "team": ["ranking", "nlp", "ads", "(none)"],
+        "by": "model",
+        "bucket": "1h",
+        "job_id": "tt-a",
+    }
+
+
+def _run(engine: Any, sql: str, **variables: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+    with engine.connect() as conn:
+        result = conn.exec_driver_sql(
+            expand(sql, FROM, TO, {**_variables(""), **variables}).replace("%", "%%")
+        )
+        return list(result.keys()), [tuple(r) for r in result]
+
+
+TARGETS = _targets()
+
+
+def test_the_dashboards_have_sql_panels() -> None:
+    uids = {uid for uid, _, _ in TARGETS}
+    assert {"ett-fleet", "ett-job", "ett-checkpoints"} <= uids
+    assert len(TARGETS) >= 20
+
+
+@pytest.mark.parametrize(
+    ("uid", "title", "target"), TARGETS, ids=[f"{u}:{t}" for u, t, _ in TARGETS]
+)
+def test_every_panel_query_returns_its_columns(fleet: Any, uid: str, title: str,
+                                               target: SqlQuery) -> None:  # fmt: skip
+    _, ro = fleet
+    for job in ("tt-a", "dlrm-a"):  # tt-a has compiles and async checkpoints, dlrm-a a failure
+        columns, rows = _run(ro, target.sql, job_id=job)
+        assert tuple(columns) == target.columns, title
+        assert rows or job != "tt-a", f"{uid} / {title}: no rows"
+        if target.format == "time_series":
+            assert all(r[0] is not None for r in rows)
+
+
+def test_variable_queries_list_the_fleet(fleet: Any) -> None:
+    _, ro = fleet
+    for model in dashboard_models().values():
+        for v in model.templating.list_val or []:
+            if v.type_val == "query":
+                _, rows = _run(ro, str(v.query))
+                assert rows
+    _, rows = _run(ro, "SELECT job_id FROM ett_v1_jobs ORDER BY job_id")
+    assert [r[0] for r in rows] == sorted(FLEET)
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("window", "by"),
+    [((FROM, TO), "model"), ((int(BASE) + 200, int(BASE) + 3700), "team")],
+)
+def test_lost_hours_equal_the_read_api(fleet: Any, window: tuple[int, int], by: str) -> None:
+    query, ro = fleet
+    lo, hi = window
+    for target, group_by in ((_fleet.LOST_BY_COMPONENT, "component"), (_fleet.LOST_BY_KEY, by)):
+        with ro.connect() as conn:
+            sql = expand(target.build().sql, lo, hi, {**_variables(""), "by": by})
+            rows = conn.exec_driver_sql(sql.replace("%", "%%")).fetchall()
+        api = query.lost_time(group_by, str(lo), str(hi))
+        assert rows, "no lost time in the window"
+        assert sorted((r[0] or "") for r in rows) == sorted((a["key"] or "") for a in api)
+        by_key = {r[0]: r for r in rows}
+        for a in api:
+            row = by_key[a["key"]]
+            assert _close(row[1] * 3600, a["idle_s"]), a
+            assert _close(row[2] * 3600, a["failure_s"]), a
+            assert _close(row[3] * 3600, a["lost_s"]), a
+
+
+def test_fleet_ett_of_a_model_over_a_day_equals_the_read_api(fleet: Any) -> None:
+    """ETT % of model dlrm over the first day: the segments API, clipped, against the panel."""
+    query, ro = fleet
+    lo, hi = int(BASE), int(BASE) + 86400
+    totals = {"productive": 0.0, "idle": 0.0, "failure": 0.0}
+    for job in query.jobs(model="dlrm"):
+        for s in query.segments(job["job_id"]):
+            overlap = min(s["end"], hi) - max(s["start"], lo)
+            if overlap > 0:
+                totals[s["category"]] += overlap
+    wall = sum(totals.values())
+    with ro.connect() as conn:
+        sql = expand(_fleet.SHARES.build().sql, lo, hi, {**_variables(""), "model": ["dlrm"]})
+        ett, idle, failure = conn.exec_driver_sql(sql.replace("%", "%%")).one()
+    assert _close(ett, 100 * totals["productive"] / wall)
+    assert _close(idle, 100 * totals["idle"] / wall)
+    assert _close(failure, 100 * totals["failure"] / wall)
+    assert 0 < ett < 100
+
+
+@pytest.mark.parametrize("job_id", sorted(FLEET))
+def test_job_drill_down_equals_the_read_api(fleet: Any, job_id: str) -> None:
+    query, ro = fleet
+    job = query.job(job_id)
+    for target in (_job.SHARES, _job.TIMES, _job.STATE, _job.ADVICE):
+        t = target.build()
+        columns, rows = _run(ro, t.sql, job_id=job_id)
+        (row,) = rows
+        for column, value in zip(columns, row, strict=True):
+            expected = {
+                "checkpoint_interval_s": job["checkpoint_advice"]["interval_s"],
+                "checkpoint_optimal_interval_s": job["checkpoint_advice"]["optimal_interval_s"],
+                "checkpoint_saving_s": job["checkpoint_advice"]["saving_s"],
+            }.get(column, job.get(column))
+            if isinstance(expected, str):
+                assert value == expected, column
+            else:
+                assert _close(value, expected), (column, value, expected)
+    _, attempts = _run(ro, _job.ATTEMPTS.build().sql, job_id=job_id)
+    assert [r[0] for r in attempts] == [a["attempt"] for a in job["attempts"]]
+    ttr = [r[-1] for r, a in zip(attempts, job["attempts"], strict=True) if a["failed"]]
+    assert len(ttr) == len(job["ttr_s"])
+    assert all(_close(a, b) for a, b in zip(ttr, job["ttr_s"], strict=True))
+    _, lost = _run(ro, _job.LOST.build().sql, job_id=job_id)
+    assert {r[0]: r[1] + r[2] for r in lost}.keys() == job["lost_by_component"].keys()
+    for component, idle, failure in lost:
+        assert _close(idle + failure, job["lost_by_component"][component])
+    _, timeline = _run(ro, _job.SEGMENTS.build().sql, job_id=job_id)
+    starts = sorted({s["start"] for s in query.segments(job_id)})
+    assert len(timeline) == len(query.segments(job_id)) + 1
+    assert timeline[0][0].timestamp() == pytest.approx(starts[0])
+    assert timeline[-1][1] is None and timeline[-1][0].timestamp() == pytest.approx(job["end"])
+
+
+def test_checkpoints_and_compiles_of_a_job(fleet: Any) -> None:
+    _, ro = fleet
+    _, rows = _run(ro, _job.CHECKPOINTS.build().sql, job_id="tt-a")
+    ((attempt, step, mode, _, blocking, durable, size, ranks),) = rows
+    assert (attempt, step, mode, ranks, size) == (0, 500, "async", 2, 1e6)
+    assert blocking == pytest.approx(3.0) and durable == pytest.approx(11.0)
+    _, compiles = _run(ro, _job.COMPILES.build().sql, job_id="tt-a")
+    assert [(r[1], r[3], r[4], r[6]) for r in compiles] == [
+        (0, "miss", 3, 24.0),
+        (1, "miss", 3, 24.0),
+    ]
+
+
+def test_the_read_only_role_reads_the_views_and_nothing_else(fleet: Any) -> None:
+    _, ro = fleet
+    with ro.connect() as conn:
+        for view in GRAFANA_VIEWS:
+            conn.exec_driver_sql(f"SELECT * FROM {view} LIMIT 1").fetchall()
+    for sql in ("SELECT * FROM spans LIMIT 1", "SELECT * FROM job_figures LIMIT 1",
+                "DELETE FROM ett_v1_jobs", "CREATE TABLE x (a int)"):  # fmt: skip
+        with ro.connect() as conn, pytest.raises(DBAPIError):
+            conn.exec_driver_sql(sql)
