@@ -11,6 +11,7 @@ PARTS: tuple[str, ...] = (
     "collector.commands",
     "collector.alerts.commands",
     "trainer.commands",
+    "simulator.commands",
     "grafana.commands",
     "dashboard.commands",
 )

@@ -1,0 +1,166 @@
+"""``ett simulate``: send a simulated fleet to a collector, or write it into its database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from cli import CliError
+
+EPILOG = """\
+examples:
+  ett simulate --jobs 300 --days 30                      # to $OTEL_EXPORTER_OTLP_ENDPOINT or :4318
+  ett simulate --jobs 300 --days 30 --db sqlite:///fleet.db   # straight into a database (faster)
+  ett simulate --jobs 50 --truth truth.jsonl --dry-run   # what would be sent, sending nothing
+  ett simulate --live 3                                  # 3 jobs running in real time
+  ett simulate --regress "model=dlrm-large component=checkpoint factor=3 at=2026-11-20T00:00:00Z"
+
+The same arguments (with --start) give byte-identical spans. The default profile, with every key
+documented, is simulator/default_profile.toml; --profile FILE is merged over it.
+environment: OTEL_EXPORTER_OTLP_ENDPOINT, ETT_TOKEN, ETT_WINDOW_S (window length of --live jobs)
+"""
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+
+
+def register(sub: Any) -> None:
+    """Add ``simulate`` to ``ett``."""
+    p = sub.add_parser(
+        "simulate",
+        help="send a simulated fleet of training jobs (OTLP spans) to a collector",
+        description="Simulate a fleet of training jobs (start-up, checkpoints, evals, failures, "
+        "restarts, publish jobs) over simulated wall-clock time and send its spans over "
+        "OTLP/HTTP, or write them into a collector database. --truth writes what was generated, "
+        "one JSON object per job with the read API's field names.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help=f"collector base URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT, else {DEFAULT_ENDPOINT})",
+    )
+    p.add_argument(
+        "--db",
+        metavar="URL",
+        help="write into this collector database instead "
+        "(sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)",
+    )
+    p.add_argument("--jobs", type=int, default=20, help="training jobs of history (default 20)")
+    p.add_argument("--start", metavar="ISO", help="start of the history (default: now - days)")
+    p.add_argument("--days", type=float, default=7.0, help="length of the history (default 7)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--models", metavar="A,B", help="model names (default: the profile's)")
+    p.add_argument("--teams", metavar="X,Y", help="team names (default: the profile's)")
+    p.add_argument("--profile", metavar="FILE", help="TOML profile merged over the default")
+    p.add_argument("--truth", metavar="FILE", help="write each job's true figures (JSON lines)")
+    p.add_argument("--dry-run", action="store_true", help="generate (and --truth) only")
+    p.add_argument(
+        "--live",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then run N jobs in real time (windows every ETT_WINDOW_S)",
+    )
+    p.add_argument(
+        "--regress",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help='"model=M component=C factor=K at=ISO" (or team=T); repeatable',
+    )
+    p.add_argument("--gzip", action="store_true", help="gzip request bodies")
+    p.add_argument("--batch", type=int, default=2048, help="spans per request (default 2048)")
+    p.add_argument("--token", default=None, help="bearer token (default: $ETT_TOKEN)")
+    p.set_defaults(func=_simulate)
+
+
+def _names(text: str | None, what: str) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise CliError(f"{what} {text!r}: write names separated by commas, e.g. {what} a,b")
+    return names
+
+
+def _window_s() -> float:
+    raw = os.environ.get("ETT_WINDOW_S") or "10"
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise CliError(f"ETT_WINDOW_S={raw!r} must be a number of seconds > 0")
+    return value
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from .fleet import FleetSpec
+    from .profile import ProfileError, load_profile
+    from .regression import parse_instant, parse_regression
+    from .simulation import simulate
+    from .sinks import DatabaseSink, EndpointSink, SendError, Sink
+
+    if args.batch < 1:
+        raise CliError(f"--batch must be at least 1, got {args.batch}")
+    if args.db and args.endpoint:
+        raise CliError("give --endpoint or --db, not both")
+    try:
+        profile = load_profile(
+            args.profile, None, _names(args.models, "--models"), _names(args.teams, "--teams")
+        )
+        regressions = tuple(parse_regression(r) for r in args.regress)
+        start = parse_instant(args.start, "--start") if args.start else None
+        fleet = FleetSpec(
+            profile,
+            jobs=args.jobs,
+            days=args.days,
+            seed=args.seed,
+            start=start,
+            regressions=regressions,
+            live=args.live,
+            live_window_s=_window_s(),
+        )
+    except (ProfileError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    sink: Sink | None = None
+    where = "nowhere (dry run)"
+    if not args.dry_run:
+        if args.db:
+            try:
+                sink = DatabaseSink(args.db, window_s=_window_s())
+            except Exception as exc:
+                raise CliError(f"cannot open database {args.db!r}: {exc}", exit_code=1) from None
+            where = "the database"
+        else:
+            endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            endpoint = endpoint or DEFAULT_ENDPOINT
+            token = args.token or os.environ.get("ETT_TOKEN")
+            try:
+                sink = EndpointSink(endpoint, 6 if args.gzip else None, token)
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+            where = endpoint
+    try:
+        result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
+    except SendError as exc:
+        raise CliError(f"sending failed: {exc}", exit_code=1) from None
+    except OSError as exc:
+        raise CliError(f"{exc}", exit_code=1) from None
+    jobs = len(result.truths)
+    failed = sum(1 for t in result.truths if t.state == "failed")
+    print(
+        f"simulated {jobs} job(s) ({failed} failed), {result.spans:,} spans in "
+        f"{result.requests} request(s) to {where} in {result.seconds:.1f} s"
+        + (f"; truth in {args.truth}" if args.truth else "")
+    )
+    if sink is not None and result.accepted != result.spans:
+        print(
+            f"ett simulate: the collector accepted {result.accepted:,} of {result.spans:,} spans",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
