@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from instrument.semconv import CheckpointModeValues
 from trainer.distributed import broadcast_value
@@ -144,7 +146,7 @@ class Checkpointer:
     def restore(self, step: int, model: TrainModel) -> None:
         """Load the checkpoint of ``step`` into ``model`` in place (collective)."""
         state = model.state_dict()
-        dcp.load(
+        dcp_load(
             state, checkpoint_id=str(self.root / step_dir_name(step)), process_group=self.group
         )
         model.load_state_dict(state)
@@ -164,7 +166,7 @@ class Checkpointer:
             if self.rank == 0:
                 (path / COMMITTED).unlink(missing_ok=True)  # an older run's marker is not ours
             if self.mode == "sync":
-                dcp.save(state, checkpoint_id=str(path), process_group=self.group)
+                dcp_save(state, checkpoint_id=str(path), process_group=self.group)
                 self._commit(step)
             else:
                 persisted = self._start_async(state, path)
@@ -182,7 +184,7 @@ class Checkpointer:
         kwargs: dict[str, Any] = {"checkpoint_id": str(path), "process_group": self.group}
         if self.mode == "async-staged":
             kwargs["async_stager"] = self._staging()
-        response = dcp.async_save(state, **kwargs)
+        response = dcp_async_save(state, **kwargs)
         if isinstance(response, Future):
             return response
         response.staging_completion.result()  # the copy must finish before the weights change

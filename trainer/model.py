@@ -111,13 +111,15 @@ class TrainModel:
         self.dense_optimizer.step()
         if self.sparse_optimizer is not None:
             self.sparse_optimizer.step()
-        return loss.detach()
+        detached: torch.Tensor = loss.detach()
+        return detached
 
     @torch.no_grad()
     def eval_loss(self, batch: Batch) -> torch.Tensor:
         """Loss on a batch without updating anything."""
         logits = self.wrapped(batch.dense_features, batch.sparse_features).squeeze(-1)
-        return self.loss_fn(logits, batch.labels)
+        loss: torch.Tensor = self.loss_fn(logits, batch.labels)
+        return loss
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint holds: model weights (DTensors under dmp) and optimizer state."""
@@ -181,7 +183,7 @@ def plan_sharding(dlrm: DLRM, device: torch.device, pg: dist.ProcessGroup) -> tu
 
 def build_dmp_unsharded(mc: ModelConfig, device: torch.device, lr: float) -> DLRM:
     """The DLRM with its tables on ``meta``, marked for a fused in-backward SGD."""
-    from torch.distributed.optim import _apply_optimizer_in_backward
+    from torch.distributed.optim.apply_optimizer_in_backward import _apply_optimizer_in_backward
 
     dlrm = build_dlrm(mc, tables_device=torch.device("meta"), dense_device=device)
     _apply_optimizer_in_backward(torch.optim.SGD, dlrm.sparse_arch.parameters(), {"lr": lr})

@@ -63,16 +63,17 @@ class ClickScorer(nn.Module):
 
 def load_unsharded(step_dir: Path, mc: ModelConfig) -> nn.Module:
     """The checkpoint's model weights in an unsharded DLRM on the CPU (DCP reshards them)."""
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
     cpu = torch.device("cpu")
     dlrm = build_dlrm(mc, tables_device=cpu, dense_device=cpu)
     state = {"model": dlrm.state_dict()}
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process": yes
         warnings.simplefilter("ignore", UserWarning)
-        dcp.load(state, checkpoint_id=str(step_dir), no_dist=True)
+        dcp_load(state, checkpoint_id=str(step_dir), no_dist=True)
     dlrm.load_state_dict(state["model"])
-    return dlrm.eval()
+    model: nn.Module = dlrm.eval()
+    return model
 
 
 def scorer_inputs(mc: ModelConfig, batch_size: int, seed: int) -> tuple[torch.Tensor, ...]:
