@@ -258,23 +258,21 @@ def test_metrics_count_accepted_rejected_and_unknown(collector: Collector) -> No
 def test_live_job_is_running_then_presumed_dead(tmp_path: Path) -> None:
     import time
 
-    from collector.domain import SpanRecord
     from instrument import semconv as sc
+    from tests.support.spans import span
 
     c = start_collector(tmp_path / "home")
     try:
         now = time.time()
-        ident = {sc.JOB_ID: "e2e-live", sc.ATTEMPT: 0, sc.RANK: 0}
         spans = [
-            SpanRecord("1" * 32, f"{i + 1:016x}", name, now + a, now + b, "e2e-live", 0, 0,
-                       {**ident, **extra})
-            for i, (name, a, b, extra) in enumerate([
+            span(name, now + a, now + b, job="e2e-live", trace_id="1" * 32, **extra)
+            for name, a, b, extra in [
                 (sc.startup_span_name("pg_init"), -30, -25, {}),
                 (sc.SPAN_FIRST_BATCH, -21, -20, {}),
                 (sc.SPAN_CHECKPOINT_SAVE, -15, -14, {sc.CHECKPOINT_STEP: 10}),
                 (sc.SPAN_TRAIN_WINDOW, -20, -1, {}),
-            ])
-        ]  # fmt: skip
+            ]
+        ]
         send_spans(spans, c.url)
         job = c.job("e2e-live")
         assert job["state"] == "running"

@@ -29,6 +29,7 @@ from collector.storage import Store
 from collector.storage._rows import SPAN_COLUMNS, span_rows
 from instrument import semconv as sc
 from tests.support.collector_process import start_collector
+from tests.support.spans import span
 
 PROTO = {"Content-Type": "application/x-protobuf"}
 
@@ -37,37 +38,15 @@ def _window_spans(job_id: str, n: int, ranks: int = 4, base: float = 1.79e9) -> 
     """A long-running job: ``n`` spans (start-up, first batch, windows, checkpoints) over ranks."""
     spans: list[SpanRecord] = []
     per_rank = n // ranks
+    ident = {sc.WORLD_SIZE: ranks, sc.MODEL: "bench", sc.TEAM: f"team-{hash(job_id) % 7}"}
     for rank in range(ranks):
-        ident = {
-            sc.JOB_ID: job_id,
-            sc.ATTEMPT: 0,
-            sc.RANK: rank,
-            sc.WORLD_SIZE: ranks,
-            sc.MODEL: "bench",
-            sc.TEAM: f"team-{hash(job_id) % 7}",
-        }
 
-        def add(
-            name: str,
-            a: float,
-            b: float,
-            extra: dict | None = None,
-            rank: int = rank,
-            ident: dict = ident,
-        ) -> None:
+        def add(name: str, a: float, b: float, extra: dict | None = None, rank: int = rank) -> None:
+            attrs = {**ident, **(extra or {})}
             spans.append(
-                SpanRecord(
-                    trace_id=f"{rank:032x}",
-                    span_id=f"{len(spans) + 1:016x}",
-                    name=name,
-                    start=base + a,
-                    end=base + b,
-                    job_id=job_id,
-                    attempt=0,
-                    rank=rank,
-                    attributes={**ident, **(extra or {})},
-                )
-            )
+                span(name, base + a, base + b, 0, rank, job_id, span_id=len(spans) + 1,
+                     trace_id=f"{rank:032x}", **attrs)
+            )  # fmt: skip
 
         add(sc.startup_span_name("pg_init"), 0, 5)
         add(sc.startup_span_name("model_init"), 5, 20)
