@@ -1,0 +1,116 @@
+"""Every PromQL expression of the Grafana dashboards runs on a real Prometheus scraping a live
+`ett serve` and returns series."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from collector.domain.examples import worked_example
+from collector.replay import send_spans
+from grafana._provisioning import render
+from tests.support.collector_process import Collector, start_collector
+from tests.support.ports import free_port
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.e2e]
+
+MISSING = (
+    "prometheus binary not found; run `make test` (it installs the Debian package) or "
+    "apt-get install prometheus"
+)
+
+
+def _expressions() -> list[str]:
+    out = []
+    for path, text in sorted(render().items()):
+        if path.endswith(".json"):
+            for panel in json.loads(text)["panels"]:
+                for target in panel.get("targets", []):
+                    if target["datasource"]["type"] == "prometheus":
+                        out.append(target["expr"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    c = start_collector(tmp_path_factory.mktemp("grafana-promql") / "ett-home")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(collector: Collector, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    root = tmp_path_factory.mktemp("prometheus")
+    target = collector.url.removeprefix("http://")
+    (root / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - job_name: ett-collector\n    static_configs: [{{targets: ['{target}']}}]\n"
+    )
+    port = free_port()
+    log = open(root / "prometheus.log", "wb")  # noqa: SIM115 - lives with the process
+    proc = subprocess.Popen(
+        [binary, f"--config.file={root / 'prometheus.yml'}",
+         f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: httpx.get(url + "/-/ready", timeout=1).status_code == 200, 60, root)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _wait(ready: object, timeout: float, root: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ready():  # type: ignore[operator]
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    log = (root / "prometheus.log").read_text()[-2000:] if root else ""
+    raise AssertionError(f"not ready within {timeout} s\n{log}")
+
+
+def test_the_dashboards_have_promql_panels() -> None:
+    assert len(_expressions()) >= 4
+
+
+def test_every_promql_expression_returns_series(collector: Collector, prometheus: str) -> None:
+    base = time.time() - 600
+    assert send_spans(worked_example("promql-job", base), collector.url) > 0
+    assert collector.job("promql-job")["ett_pct"] == pytest.approx(60.0)  # recomputed: observed
+    pending = set(_expressions())
+    results: dict[str, list[object]] = {}
+
+    def all_answer() -> bool:
+        for expr in sorted(pending):
+            r = httpx.get(prometheus + "/api/v1/query", params={"query": expr}, timeout=5)
+            assert r.status_code == 200, (expr, r.text)  # a bad expression fails here at once
+            body = r.json()
+            assert body["status"] == "success", (expr, body)
+            if body["data"]["result"]:
+                results[expr] = body["data"]["result"]
+                pending.discard(expr)
+        return not pending
+
+    _wait(all_answer, 90)
+    assert set(results) == set(_expressions())
