@@ -17,7 +17,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import log_once
-from ._session import Session
+from ._spans import SpanSink
 
 _CACHE_COUNTERS = ("inductor_fx_{}_cache_{}_count", "aotautograd_{}_cache_{}_count")
 _TRIGGERS = frozenset(t.value for t in semconv.CompileTriggerValues)
@@ -54,10 +54,10 @@ def _since(marker: Any) -> list[Any] | None:
 
 
 class CompileTracker:
-    """Turns dynamo's start/end callbacks into ``ett.compile`` spans."""
+    """Turns dynamo's start/end callbacks into ``ett.compile`` spans, emitted through ``spans``."""
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self, spans: SpanSink) -> None:
+        self._spans = spans
         self._lock = threading.Lock()
         self._open: tuple[Span, Any] | None = None
         self._pending: tuple[Span, Any, int] | None = None
@@ -71,7 +71,7 @@ class CompileTracker:
                 attrs[semconv.COMPILE_TRIGGER] = trigger.lower()
             records = _metrics()
             marker = records[-1] if records else None
-            span = self._session._start_span(semconv.SPAN_COMPILE, attrs, time.time_ns())
+            span = self._spans.start(semconv.SPAN_COMPILE, attrs, time.time_ns())
             with self._lock:
                 self._open = (span, marker)
         except Exception:
@@ -113,4 +113,4 @@ class CompileTracker:
                 span.set_attribute(semconv.COMPILE_CACHE, cache_status(hits, misses))
         except Exception:
             log_once("torch.compile_metrics", "reading compile metrics failed", exc_info=True)
-        self._session._end_span(span, end_ns=end_ns)
+        self._spans.end(span, end_ns=end_ns)

@@ -1,4 +1,9 @@
-"""The session: one attempt of one rank, and one method per span of ETT-SPEC section 2."""
+"""The session: one attempt of one rank, and one method per span of ETT-SPEC section 2.
+
+It owns the attempt span, the hot-loop counters and their windows, the end, and the exit
+watchdog; spans go out through its :class:`~instrument._emitter.SpanEmitter`, persist spans
+through its :class:`~instrument._persist.PersistTracker`.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +12,164 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._core import SessionCore
+from ._config import Identity
+from ._emitter import SpanEmitter
 from ._errors import log_once, never_raises
 from ._failure import Guard, classify
 from ._failure import error_type as _error_type
-from ._spans import CheckpointSave, SpanBlock, completion_future, future_error, when_done
+from ._persist import PersistTracker
+from ._spans import CheckpointSave, SpanBlock, SpanSink
+from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
+from ._watchdog import ExitWatchdog
+from ._windows import STARTUP_POLL_S, PollThread, WindowClock, poll_interval
 
+Flusher = Callable[[float], None]
+"""Flushes (and, when the library owns it, shuts down) the span pipeline within a timeout."""
+
+_PREEMPTED = semconv.EndReasonValues.PREEMPTED.value
+_COMPLETED = semconv.EndReasonValues.COMPLETED.value
 _FAILED = semconv.EndReasonValues.FAILED.value
 
 
-class Session(SessionCore):
+class Session:
     """The instrumentation of one attempt on one rank. Create it with :func:`instrument.init`.
 
     Methods that time a block return a :class:`SpanBlock` (a context manager and a decorator).
     No method raises because of telemetry; exceptions of the user's code propagate unchanged.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._persists: dict[int, tuple[Any, Callable[[Any], None]]] = {}
-        self.add_end_callback(self._finish_persists)
+    def __init__(
+        self,
+        identity: Identity,
+        tracer: trace.Tracer,
+        *,
+        flusher: Flusher | None = None,
+        dropped: Callable[[], int] | None = None,
+        span_identity: bool = False,
+        window_s: float = semconv.DEFAULT_WINDOW_S,
+        flush_timeout_s: float = 5.0,
+        enabled: bool = True,
+        exit_timeout_s: float = 0.0,
+    ) -> None:
+        self.identity = identity
+        """Who this session speaks for."""
+        self.enabled = enabled
+        """False when the session records nothing (``ETT_DISABLED``, ``init(enabled=False)``)."""
+        self._steps = 0
+        self._samples = 0
+        self._flusher = flusher
+        self._dropped = dropped
+        self._flush_timeout_s = flush_timeout_s
+        self._alloc_ns = int(identity.allocated_at * 1e9)
+        self._spans = SpanEmitter(tracer, identity, span_identity=span_identity, enabled=enabled)
+        self._persists = PersistTracker(self._spans)
+        self._ended = False
+        self._ending = False
+        self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
+        self._end_callbacks: list[Callable[[], None]] = [self._persists.finish]
+        self._first_batch_seen = False
+        self._first_batch_lock = threading.Lock()
+        self._poll_s = poll_interval(window_s)
+        self._clock = WindowClock(self._counters, self._emit_window, window_s)
+        self._window_thread: PollThread | None = None
+        self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
+        self.exit_watchdog = ExitWatchdog(
+            exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
+        )
+        """Ends the process when it does not exit after a failed :meth:`end` (``_watchdog``)."""
+        if enabled:
+            self._window_thread = PollThread(self._poll, self._poll_interval)
+            self._window_thread.start()
+
+    # --- the hot loop ----------------------------------------------------------------------------
+
+    def step(self, samples: int = 1) -> None:
+        """Count one completed training step of ``samples`` samples. Call it once per step from
+        the training thread. Costs two integer additions: no span, no lock, no clock read.
+        Without a :meth:`first_batch` call, the window thread marks the first batch (step 0)
+        within 20 ms of the first ``step()``."""
+        try:
+            self._steps += 1
+            self._samples += samples
+        except Exception:
+            log_once("Session.step", "step(samples=%r): samples must be an int", samples)
+
+    def _poll(self) -> None:
+        """The window thread's poll: mark a first batch nobody marked, then tick the windows."""
+        if not self._first_batch_seen and self._steps:
+            self._mark_first_batch(0, time.time_ns(), count_from_zero=True)
+        self._clock.tick()
+
+    def _poll_interval(self) -> float:
+        return self._poll_s if self._first_batch_seen else STARTUP_POLL_S
+
+    def _counters(self) -> tuple[int, int]:
+        samples = self._samples
+        return self._steps, samples if isinstance(samples, int) else int(samples)
+
+    def _emit_window(self, start_ns: int, end_ns: int, first: int, last: int, n: int) -> None:
+        attrs: dict[str, AttributeValue] = {
+            semconv.STEP_FIRST: first,
+            semconv.STEP_LAST: last,
+            semconv.SAMPLES: n,
+        }
+        if self._dropped is not None:
+            attrs[semconv.TELEMETRY_DROPPED_SPANS] = self.dropped_spans
+        self._spans.instant(semconv.SPAN_TRAIN_WINDOW, attrs, start_ns, end_ns)
+
+    @property
+    def steps(self) -> int:
+        """Steps counted by :meth:`step` in this attempt."""
+        return self._steps
+
+    @property
+    def current_step(self) -> int | None:
+        """The global step in progress (resume step + steps done); None before the first batch."""
+        started = self._first_batch_seen or self._steps
+        return self._clock.resume_step + self._steps if started else None
+
+    @property
+    def dropped_spans(self) -> int:
+        """Spans the export queue lost so far (0 when the library does not own the pipeline)."""
+        try:
+            return self._dropped() if self._dropped is not None else 0
+        except Exception:
+            return 0
+
+    @never_raises("Session.first_batch", None)
+    def first_batch(self, step: int = 0) -> None:
+        """``ett.first_batch``: the rank consumed its first batch now, resuming at global ``step``.
+        The span starts at allocation and ends now. Later calls are ignored."""
+        self._mark_first_batch(int(step), time.time_ns())
+
+    def _mark_first_batch(self, step: int, now: int, count_from_zero: bool = False) -> None:
+        with self._first_batch_lock:
+            if self._first_batch_seen:
+                return
+            self._first_batch_seen = True
+        start = min(self._alloc_ns, now)
+        self._spans.instant(semconv.SPAN_FIRST_BATCH, {semconv.STEP: step}, start, now)
+        self._clock.start(now, step, count_from_zero)
+
+    # --- one method per span ---------------------------------------------------------------------
 
     def startup(self, phase: str, component: str | None = None) -> SpanBlock:
         """``ett.startup.<phase>``: one start-up phase; ``component`` defaults by phase."""
         comp = component or semconv.default_component(phase)
         name = semconv.startup_span_name(phase)
-        return SpanBlock(self, name, {semconv.COMPONENT: str(comp)})
+        return SpanBlock(self._spans, name, {semconv.COMPONENT: str(comp)})
 
     def checkpoint_save(
         self, step: int, mode: str = "sync", nbytes: int | None = None
     ) -> CheckpointSave:
         """``ett.checkpoint.save``: the part of saving checkpoint ``step`` that blocks the loop;
         ``mode`` is ``sync`` or ``async``. Its :meth:`CheckpointSave.persist` times the rest."""
-        return CheckpointSave(self, step, mode, nbytes)
+        return CheckpointSave(self._spans, self._persists, step, mode, nbytes)
 
-    def _note_save_start(self, step: int, start_ns: int) -> None:
-        self._save_starts[step] = start_ns
-        while len(self._save_starts) > 16:
-            self._save_starts.pop(next(iter(self._save_starts)))
-
-    @never_raises("Session.checkpoint_persist", None)
     def checkpoint_persist(self, step: int, future: Any, start_ns: int | None = None) -> None:
         """``ett.checkpoint.persist`` for checkpoint ``step``: from its save's start (or
         ``start_ns``, or now) until ``future`` completes. ``future`` is a
@@ -57,37 +177,7 @@ class Session(SessionCore):
         ``add_done_callback`` or ``then``, or a DCP ``AsyncSaveResponse`` (its
         ``upload_completion``). A future that fails emits no persist span (the checkpoint is not
         durable) and logs a warning."""
-        step = int(step)
-        start = start_ns or self._save_starts.get(step) or time.time_ns()
-        span = self._start_span(
-            semconv.SPAN_CHECKPOINT_PERSIST, {semconv.CHECKPOINT_STEP: step}, start
-        )
-        target = completion_future(future)
-        key = id(span)
-        once = threading.Lock()
-
-        def done(completed: Any) -> None:
-            if not once.acquire(blocking=False):
-                return  # already ended (by the future's callback or by end())
-            self._persists.pop(key, None)
-            error = future_error(completed)
-            if error is None:
-                self._end_span(span)
-            else:
-                log_once("persist.failed", "checkpoint %s did not persist: %r", step, error)
-
-        self._persists[key] = (target, done)
-        if not when_done(target, done):
-            self._persists.pop(key, None)
-            log_once("persist.future", "checkpoint_persist: %r is not a future", type(target))
-
-    def _finish_persists(self) -> None:
-        """At the end: a future that completed but whose callback has not run yet (a
-        ``concurrent.futures`` callback runs after the waiter wakes) still gets its span."""
-        for target, done in list(self._persists.values()):
-            is_done = getattr(target, "done", None)
-            if callable(is_done) and is_done():
-                done(target)
+        self._persists.persist(step, future, start_ns)
 
     def checkpoint_load(self, step: int | None = None) -> SpanBlock:
         """``ett.startup.checkpoint_load``: restoring checkpoint ``step`` (or ``set_step()``)."""
@@ -96,7 +186,7 @@ class Session(SessionCore):
         if step is not None:
             attrs[semconv.CHECKPOINT_STEP] = int(step)
         name = semconv.startup_span_name(phase)
-        return SpanBlock(self, name, attrs, step_key=semconv.CHECKPOINT_STEP)
+        return SpanBlock(self._spans, name, attrs, step_key=semconv.CHECKPOINT_STEP)
 
     def compile(
         self, cache: str = "miss", frames: int | None = None, trigger: str | None = None
@@ -107,15 +197,16 @@ class Session(SessionCore):
             attrs[semconv.COMPILE_FRAMES] = int(frames)
         if trigger is not None:
             attrs[semconv.COMPILE_TRIGGER] = str(trigger)
-        return SpanBlock(self, semconv.SPAN_COMPILE, attrs)
+        return SpanBlock(self._spans, semconv.SPAN_COMPILE, attrs)
 
     def eval(self) -> SpanBlock:
         """``ett.eval``: evaluation inside the training loop."""
-        return SpanBlock(self, semconv.SPAN_EVAL, {})
+        return SpanBlock(self._spans, semconv.SPAN_EVAL, {})
 
     def publish(self, standalone: bool = False) -> SpanBlock:
         """``ett.publish``: publishing the model; ``standalone`` when it runs as its own job."""
-        return SpanBlock(self, semconv.SPAN_PUBLISH, {semconv.PUBLISH_STANDALONE: bool(standalone)})
+        attrs: dict[str, AttributeValue] = {semconv.PUBLISH_STANDALONE: bool(standalone)}
+        return SpanBlock(self._spans, semconv.SPAN_PUBLISH, attrs)
 
     @never_raises("Session.failure", None)
     def failure(
@@ -137,7 +228,9 @@ class Session(SessionCore):
             attrs[semconv.STEP] = int(step)
         if error_type:
             attrs[semconv.ERROR_TYPE] = error_type
-        self._instant(semconv.SPAN_FAILURE, attrs)
+        self._spans.instant(semconv.SPAN_FAILURE, attrs)
+
+    # --- the end of the attempt ------------------------------------------------------------------
 
     @never_raises("Session.fail", None)
     def fail(self, exc: BaseException) -> None:
@@ -153,3 +246,77 @@ class Session(SessionCore):
         """A context manager: an exception escaping it fails the attempt (:meth:`fail`), then
         propagates unchanged. ``SystemExit(0)`` is not a failure."""
         return Guard(self)
+
+    def add_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, just before the attempt span ends (used by the torch hooks)."""
+        self._end_callbacks.append(callback)
+
+    @never_raises("Session.end", None)
+    def end(self, reason: str = _COMPLETED, cause: str | None = None) -> None:
+        """End the attempt: the last ``ett.train.window``, the ``ett.attempt`` span with its end
+        reason (and cause when not completed: default ``preemption`` for ``preempted``, else
+        ``unknown``), then flush within ``flush_timeout_s``. Only the first call counts. When
+        not completed, the exit watchdog then gives the process its time to exit."""
+        with self._end_lock:
+            if self._ending:
+                return
+            self._ending = True
+        for callback in self._end_callbacks:
+            try:
+                callback()
+            except Exception:
+                log_once("Session.end_callback", "end callback failed", exc_info=True)
+        if self._window_thread is not None:
+            self._window_thread.stop()
+        if not self._first_batch_seen and self._steps:
+            self._mark_first_batch(0, time.time_ns(), count_from_zero=True)
+        self._clock.flush()
+        attrs: dict[str, AttributeValue] = {semconv.ATTEMPT_END_REASON: str(reason)}
+        if reason != _COMPLETED:
+            default = semconv.FailureCauseValues.PREEMPTION if reason == _PREEMPTED else None
+            attrs[semconv.FAILURE_CAUSE] = str(
+                cause or default or semconv.FailureCauseValues.UNKNOWN
+            )
+        if self._dropped is not None:
+            attrs[semconv.TELEMETRY_DROPPED_SPANS] = self.dropped_spans
+        self._attempt_span.set_attributes(attrs)
+        self._attempt_span.end()
+        self._spans.close()
+        self._ended = True
+        if reason != _COMPLETED:  # the process should now exit: the watchdog sees that it does
+            self.exit_watchdog.expect()
+            self.flush()
+            self.exit_watchdog.arm(str(attrs[semconv.FAILURE_CAUSE]))
+        else:
+            self.flush()
+
+    def _record_hang(self, cause: str, phase: str, stack: str, waited_s: float) -> None:
+        """The exit watchdog's ``ett.failure``: still alive ``waited_s`` after the failed end, in
+        ``phase`` (emitted although the attempt has ended: the hang is part of it)."""
+        attrs: dict[str, AttributeValue] = {
+            semconv.FAILURE_CAUSE: cause,
+            semconv.ERROR_TYPE: _EXIT_TIMEOUT,
+            semconv.FAILURE_PHASE: phase,
+            semconv.CODE_STACKTRACE: stack,
+        }
+        if self.current_step is not None:
+            attrs[semconv.STEP] = self.current_step
+        self._spans.instant(semconv.SPAN_FAILURE, attrs, after_close=True)
+
+    @property
+    def ended(self) -> bool:
+        """True once :meth:`end` ran."""
+        return self._ended
+
+    @never_raises("Session.flush", None)
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Export what is queued, waiting at most ``timeout_s`` (default ``flush_timeout_s``).
+        After :meth:`end` this also shuts down a pipeline the library created."""
+        if self._flusher is not None:
+            self._flusher(self._flush_timeout_s if timeout_s is None else timeout_s)
+
+
+def span_sink(session: Session) -> SpanSink:
+    """The spans of ``session``'s attempt, for the library's integrations
+    (:mod:`instrument.torch_hooks` times compilations through it)."""
+    return session._spans

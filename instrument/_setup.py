@@ -27,6 +27,8 @@ from ._session import Session
 
 _lock = threading.Lock()
 _current: Session | None = None
+_current_pid = 0
+"""The process that started ``_current`` (a forked child starts its own session)."""
 _disabled: Session | None = None
 
 _PREEMPTION = semconv.FailureCauseValues.PREEMPTION.value
@@ -148,7 +150,7 @@ def init(
     world_size: int | None = None,
     allocated_at: float | None = None,
     endpoint: str | None = None,
-    window_s: float = 10.0,
+    window_s: float = semconv.DEFAULT_WINDOW_S,
     install_handlers: bool = True,
     *,
     tracer_provider: Any = None,
@@ -171,9 +173,9 @@ def init(
     has that long to exit before the exit watchdog records the hang and ends it.
     A second call while a session is active returns that session (its arguments are ignored).
     """
-    global _current
+    global _current, _current_pid
     with _lock:
-        if _current is not None and not _current.ended and _current._pid == os.getpid():
+        if _current is not None and not _current.ended and _current_pid == os.getpid():
             return _current
         if _current is not None:  # a new attempt in this process: it is not exiting after all
             _current.exit_watchdog.disarm()
@@ -187,7 +189,7 @@ def init(
                 _install_hooks(session)
             except Exception:
                 log_once("setup.hooks", "could not install ETT process hooks", exc_info=True)
-        _current = session
+        _current, _current_pid = session, os.getpid()
         return session
 
 

@@ -89,6 +89,19 @@ def startup_phase(span_name: str) -> str | None:
     return None
 
 
+# --- the heartbeat contract between emitter and collector -------------------------------------
+
+DEFAULT_WINDOW_S: Final = 10.0
+"""Seconds of one ``ett.train.window`` unless configured (ETT-SPEC section 2): how often a
+training rank emits its heartbeat, and the collector's unit of silence. Both sides default to it
+(``instrument.init(window_s=...)``, ``ett train --window-s``, the collector's ``ETT_WINDOW_S``);
+a job emitting other windows needs a collector configured to match."""
+
+PRESUMED_DEAD_WINDOWS: Final = 3
+"""An attempt with no end reason and no span for more than this many windows is *presumed dead*
+(ETT-SPEC section 3): the collector shows it so until its next span arrives."""
+
+
 # --- span attributes -----------------------------------------------------------------------------
 
 ATTEMPT_END_REASON: Final = "ett.attempt.end_reason"

@@ -26,7 +26,7 @@ from typing import Any
 from . import semconv
 from ._compile import CompileTracker, cache_status
 from ._errors import log_once
-from ._session import Session
+from ._session import Session, span_sink
 from ._setup import current
 
 __all__ = [
@@ -74,10 +74,11 @@ def install_compile_hooks(session: Session | None = None) -> bool:
         log_once("torch.callbacks", "torch has no dynamo compile callbacks: no ett.compile spans")
         return False
     uninstall_compile_hooks()
-    tracker = CompileTracker(_session(session))
+    sess = _session(session)
+    tracker = CompileTracker(span_sink(sess))
     handler.register_start_callback(tracker.on_start)
     handler.register_end_callback(tracker.on_end)
-    tracker._session.add_end_callback(tracker.finalize)
+    sess.add_end_callback(tracker.finalize)
     _installed = (handler, tracker)
     return True
 

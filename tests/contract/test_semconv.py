@@ -156,6 +156,19 @@ def test_every_string_constant_is_pinned() -> None:
     assert _string_constants() == PINNED_CONSTANTS
 
 
+def test_heartbeat_contract() -> None:
+    """The window and the silence that presumes an attempt dead are shared by the emitter (the
+    library, the trainer) and the collector: one number each, here."""
+    numbers = {
+        name: value
+        for name, value in vars(semconv).items()
+        if name.isupper() and isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+    assert numbers == {"DEFAULT_WINDOW_S": 10.0, "PRESUMED_DEAD_WINDOWS": 3}
+    assert isinstance(semconv.PRESUMED_DEAD_WINDOWS, int)
+
+
 @pytest.mark.parametrize(("name", "values"), sorted(PINNED_ENUMS.items()))
 def test_enum_has_exactly_its_values(name: str, values: set[str]) -> None:
     enum = getattr(semconv, name)
