@@ -11,7 +11,7 @@ import streamlit as st
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
-st.set_page_config(page_title="ETT dashboard", page_icon="⏱", layout="wide")
+st.set_page_config(page_title="ETT dashboard", layout="wide")
 nav = st.navigation(
     [
         st.Page(PAGES / "fleet.py", title="Fleet", url_path="fleet", default=True),

@@ -185,8 +185,7 @@ def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> Cha
             )
         )
         layers = bars + ticks
-    lanes = max(1, phases["rank_label"].nunique())
-    chart: ChartLike = layers.properties(height=min(40 + 22 * lanes, 600))
+    chart: ChartLike = layers.properties(height=alt.Step(26))
     return chart
 
 

@@ -13,10 +13,10 @@ from dashboard.client import ApiError, Client
 
 LIVE = ("running", "presumed_dead")
 STATE_BADGE = {
-    "running": "🟢 running",
-    "presumed_dead": "🟠 presumed dead (no heartbeat)",
-    "completed": "✅ completed",
-    "failed": "🔴 failed",
+    "running": "running",
+    "presumed_dead": "presumed dead (no heartbeat)",
+    "completed": "completed",
+    "failed": "failed",
 }
 
 client = _page.client()
@@ -124,6 +124,13 @@ def _startup(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None:
         return
     for a in job["attempts"]:
         ph = phases[phases["attempt"] == a["attempt"]].copy()
+        comp = pd.DataFrame(act["compiles"])
+        if not comp.empty:  # compiles before the first batch are start-up work too
+            comp = comp[(comp["attempt"] == a["attempt"]) & comp["in_startup"]]
+            comp = comp.assign(
+                phase="compile (cache " + comp["cache"].fillna("?") + ")", component="compile"
+            )
+            ph = pd.concat([ph, comp[["attempt", "rank", "phase", "component", "start", "end"]]])
         if ph.empty:
             continue
         crit = a["critical_rank"]

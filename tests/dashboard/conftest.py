@@ -1,0 +1,44 @@
+"""Dashboard fixtures: one real `ett serve` seeded with a small fleet, shared by a module."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.dashboard import fleet_seed
+from tests.support.collector_process import Collector, start_collector
+
+SIMULATED_JOBS = 8
+
+
+def wait_computed(c: Collector, job_ids: list[str], timeout_s: float = 30) -> None:
+    """Wait until every job is listed by the API (its figures computed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = {r["job_id"] for r in c.get("/api/v1/jobs").json()}
+        if set(job_ids) <= listed:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"jobs not computed within {timeout_s} s: {job_ids}")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector, dict[str, Any]]]:
+    """A real collector on a database filled by the fleet simulator (``ett simulate``'s
+    ``simulate_into_db``), plus the hand-made seed jobs sent over OTLP: (collector, role → id)."""
+    from simulator.simulation import simulate_into_db
+
+    home = tmp_path_factory.mktemp("dash") / "ett-home"
+    home.mkdir(parents=True)
+    db_url = f"sqlite:///{home / 'collector.db'}"
+    simulate_into_db(db_url, jobs=SIMULATED_JOBS, days=1, seed=14)
+    c = start_collector(home, db_url=db_url)
+    try:
+        ids = fleet_seed.seed(c.url)
+        wait_computed(c, list(ids.values()))
+        yield c, ids
+    finally:
+        c.stop()

@@ -1,0 +1,168 @@
+"""Every dashboard page under Streamlit's AppTest, against a real `ett serve` and its API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[dashboard]'")
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def api(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    c, ids = fleet
+    monkeypatch.setenv("ETT_API_URL", c.url)
+    monkeypatch.delenv("ETT_TOKEN", raising=False)
+    import streamlit as st
+
+    st.cache_data.clear()
+    yield c, ids
+
+
+def run(page: str | None = None, **params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_fleet_page_matches_the_fleet_api(api: Any) -> None:
+    c, _ = api
+    at = run()
+    data = c.get("/api/v1/fleet", since="7d").json()
+    prod = sum(r["productive_s"] for r in data["series"])
+    wall = sum(r["wall_s"] for r in data["series"])
+    assert metrics(at)["Fleet ETT"] == f"{100 * prod / wall:.1f} %"
+    assert any("GPU-hours = seconds × ranks" in c.value for c in at.caption)
+    assert [t.value for t in at.title] == ["Fleet"]
+
+
+def test_fleet_api_adds_up_to_the_jobs(api: Any) -> None:
+    c, ids = api
+    # a window holding every job whole (simulated history may end a little after now)
+    data = c.get(
+        "/api/v1/fleet", since="30d", until=str(time.time() + 10 * 86400), limit=1000
+    ).json()
+    rows = c.get("/api/v1/jobs").json()
+    for cat in ("ett", "idle", "failure"):
+        got = sum(r["productive_s" if cat == "ett" else f"{cat}_s"] for r in data["series"])
+        want = sum(r["wall_s"] * r[f"{cat}_pct"] / 100 for r in rows)
+        assert got == pytest.approx(want, rel=1e-6)
+    worst = {w["job_id"]: w for w in data["worst_jobs"]}
+    two = c.job(ids["two_rank"])
+    lost_s = two["idle_s"] + two["failure_s"]
+    assert worst[ids["two_rank"]]["lost_gpu_h"] == pytest.approx(2 * lost_s / 3600)
+
+
+def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
+    c, ids = api
+    at = run("pages/jobs.py")
+    shown = at.dataframe[0].value
+    assert sorted(s.split("job=")[1] for s in shown["job"]) == sorted(
+        r["job_id"] for r in c.get("/api/v1/jobs").json()
+    )
+    at = run("pages/jobs.py", state="failed")
+    shown = at.dataframe[0].value
+    assert set(shown["state"]) == {"failed"}
+    assert ids["failed"] in "".join(shown["job"])
+
+
+def test_job_page_shows_the_api_figures(api: Any) -> None:
+    c, ids = api
+    job = c.job(ids["example"])
+    at = run("pages/job.py", job=ids["example"])
+    m = metrics(at)
+    assert m["ETT"] == f"{job['ett_pct']:.1f} %" == "60.0 %"
+    assert m["Failure"] == f"{job['failure_pct']:.1f} %"
+    assert m["Failures"] == str(job["failures"])
+    assert at.title[0].value == f"Job {ids['example']}"
+
+
+def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
+    c, ids = api
+    act = c.get(f"/api/v1/jobs/{ids['two_rank']}/activity").json()
+    steps = {ck["step"]: ck for ck in act["checkpoints"]}
+    assert steps[100]["blocking_s"] == pytest.approx(4.0)  # rank 1's save ends a second later
+    assert steps[100]["persist_s"] == pytest.approx(16.0)
+    assert {x["cache"] for x in act["compiles"]} == {"hit"}
+    assert all(x["in_startup"] for x in act["compiles"])
+    at = run("pages/job.py", job=ids["two_rank"])
+    attempts = at.dataframe[0].value
+    assert list(attempts["critical rank"]) == [1]
+    assert list(attempts["compile cache"]) == ["hit"]
+
+
+def test_unknown_and_missing_job_are_plain_messages(api: Any) -> None:
+    at = run("pages/job.py", job="no-such-job")
+    assert "No job 'no-such-job'" in at.error[0].value
+    at = run("pages/job.py")
+    assert "No job chosen" in at.info[0].value
+
+
+def test_advisor_page(api: Any) -> None:
+    c, ids = api
+    job = c.job(ids["example"])
+    at = run("pages/advisor.py", model="dlrm")
+    m = metrics(at)
+    optimum = job["checkpoint_advice"]["optimal_interval_s"]
+    assert m["Young's optimum"].endswith(" s") or m["Young's optimum"].endswith(" min")
+    assert "GPU-h/day" in m["Lost at this interval"]
+    per_model = at.dataframe[0].value
+    row = per_model[per_model["model"] == "dlrm"].iloc[0]
+    assert row["Young's optimum"] == f"{optimum:.1f} s"
+
+
+def test_alerts_page_without_alerting(api: Any) -> None:
+    c, _ = api
+    at = run("pages/alerts.py")
+    if c.get("/api/v1/alerts").status_code == 404:
+        assert "Alerting is not configured" in at.info[0].value
+    else:
+        assert any(s.value.startswith("Firing") for s in at.subheader)
+
+
+def test_collector_down_is_a_plain_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("ETT_API_URL", f"http://127.0.0.1:{port}")
+    for page in (None, "pages/jobs.py", "pages/advisor.py", "pages/alerts.py"):
+        at = run(page)
+        assert "does not answer" in at.error[0].value
+    at = run("pages/job.py", job="x")
+    assert "does not answer" in at.error[0].value
+
+
+def test_wrong_token_is_a_plain_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.collector_process import start_collector
+
+    c = start_collector(tmp_path / "home", token="right")
+    try:
+        monkeypatch.setenv("ETT_API_URL", c.url)
+        monkeypatch.setenv("ETT_TOKEN", "wrong")
+        at = run("pages/jobs.py")
+        assert "refused the token" in at.error[0].value
+        monkeypatch.setenv("ETT_TOKEN", "right")
+        at = run("pages/jobs.py")
+        assert not at.error
+        assert "No jobs yet" in at.info[0].value  # the empty state says what to do
+    finally:
+        c.stop()
