@@ -1,1 +1,33 @@
-"""The fleet simulator (``ett simulate``): realistic fleets of training jobs as OTLP spans."""
+"""The fleet simulator (``ett simulate``): realistic fleets of training jobs as OTLP spans.
+
+The Python API other parts' tests use (see :mod:`simulator.simulation`)::
+
+    from simulator import simulate_into_db, simulate_to_endpoint, differences
+    truths = simulate_into_db("sqlite:///fleet.db", jobs=30, days=14, seed=1, start=start_s,
+                              regress=["model=dlrm-large component=checkpoint factor=3 at=..."])
+    # each Truth has the read API's field names: job_id, wall_s, productive_s, ...
+"""
+
+from .fleet import FleetSpec, generate, job_specs
+from .profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
+from .regression import Regression, parse_regression
+from .simulation import SimulationResult, simulate, simulate_into_db, simulate_to_endpoint
+from .truth import Truth, differences
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "FleetSpec",
+    "Profile",
+    "ProfileError",
+    "Regression",
+    "SimulationResult",
+    "Truth",
+    "differences",
+    "generate",
+    "job_specs",
+    "load_profile",
+    "parse_regression",
+    "simulate",
+    "simulate_into_db",
+    "simulate_to_endpoint",
+]

@@ -8,6 +8,7 @@ account. Field names are the read API's (``GET /api/v1/jobs/{id}``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -172,3 +173,41 @@ def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
         train_s=job.train_ms / 1000,
         phase_s=phase_s,
     )
+
+
+_SECONDS = ("wall_s", "productive_s", "idle_s", "failure_s", "unsaved_s", "checkpoint_blocking_s")
+_EXACT = ("state", "failures", "failure_causes")
+
+
+def _close(a: float | None, b: Any, tol: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - float(b)) <= tol
+
+
+def differences(
+    truth: Truth, figures: Mapping[str, Any], tol_s: float = 1e-3, components: bool = True
+) -> list[str]:
+    """Where a job's figures from the read API differ from its truth, one line each (empty:
+    they agree within ``tol_s`` seconds). ``components`` also compares ``lost_by_component``."""
+    out: list[str] = []
+    for key in _SECONDS:
+        if not _close(getattr(truth, key), figures.get(key), tol_s):
+            out.append(f"{key}: truth {getattr(truth, key)}, collector {figures.get(key)}")
+    for key in _EXACT:
+        if getattr(truth, key) != figures.get(key):
+            out.append(f"{key}: truth {getattr(truth, key)}, collector {figures.get(key)}")
+    if not _close(truth.tts_s, figures.get("tts_s"), tol_s):
+        out.append(f"tts_s: truth {truth.tts_s}, collector {figures.get('tts_s')}")
+    ttr = list(figures.get("ttr_s") or [])
+    if len(ttr) != len(truth.ttr_s) or not all(
+        _close(a, b, tol_s) for a, b in zip(truth.ttr_s, ttr, strict=False)
+    ):
+        out.append(f"ttr_s: truth {truth.ttr_s}, collector {ttr}")
+    if components:
+        theirs: Mapping[str, float] = figures.get("lost_by_component") or {}
+        for comp in sorted(set(truth.lost_by_component) | set(theirs)):
+            a, b = truth.lost_by_component.get(comp, 0.0), theirs.get(comp, 0.0)
+            if not _close(a, b, tol_s):
+                out.append(f"lost_by_component[{comp}]: truth {a}, collector {b}")
+    return out
