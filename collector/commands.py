@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cli import CliError
+from instrument import semconv
 
 from .domain.model import GroupBy, JobState
 from .settings import DEFAULT_PORT, ConfigError, Settings, default_db_url
@@ -104,13 +105,15 @@ def register(sub: Any) -> None:
     lost.set_defaults(func=_guard(_lost_time))
 
 
-ENVIRONMENT = """\
+_WINDOW = semconv.DEFAULT_WINDOW_S
+_DEAD = semconv.PRESUMED_DEAD_WINDOWS
+ENVIRONMENT = f"""\
 environment:
   ETT_HOME            data folder (default ~/.local/share/ett; SQLite at $ETT_HOME/collector.db)
   ETT_DB_URL          database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)
   ETT_TOKEN           bearer token required on ingest and reads
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
-  ETT_WINDOW_S        train-window length (default 10 s; 3 silent windows = presumed dead)
+  ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
   ETT_READ_WAIT_S     how long a read of one job waits for its newer spans (default 5 s)
   ETT_WORKERS         server processes (default 1)

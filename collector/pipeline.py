@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from instrument import semconv
+
 from .domain import SpanRecord, summarize
 from .storage import Store
 
@@ -27,7 +29,7 @@ class Pipeline:
     def __init__(
         self,
         store: Store,
-        window_s: float = 10.0,
+        window_s: float = semconv.DEFAULT_WINDOW_S,
         live_refresh_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         on_recompute: Callable[[str, float], None] | None = None,

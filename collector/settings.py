@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from instrument import semconv
+
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_READ_WAIT_S = 5.0
@@ -45,7 +47,8 @@ def _float_env(name: str, default: float) -> float:
 @dataclass(frozen=True)
 class Settings:
     """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
-    ``ETT_MAX_BODY_BYTES``, ``ETT_WINDOW_S`` (train window length; 3 silent windows presume an
+    ``ETT_MAX_BODY_BYTES``, ``ETT_WINDOW_S`` (train window length, default the emitter's
+    ``semconv.DEFAULT_WINDOW_S``; ``semconv.PRESUMED_DEAD_WINDOWS`` silent windows presume an
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
     (how long a read of one job whose spans are newer than its figures waits for them)."""
 
@@ -56,7 +59,9 @@ class Settings:
     max_body_bytes: int = field(
         default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
     )
-    window_s: float = field(default_factory=lambda: _float_env("ETT_WINDOW_S", 10.0))
+    window_s: float = field(
+        default_factory=lambda: _float_env("ETT_WINDOW_S", semconv.DEFAULT_WINDOW_S)
+    )
     live_refresh_s: float = field(default_factory=lambda: _float_env("ETT_LIVE_REFRESH_S", 5.0))
     read_wait_s: float = field(
         default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)

@@ -29,8 +29,8 @@ from .model import (
     SpanRecord,
 )
 
-DEFAULT_WINDOW_S = 10.0
-"""The default ``ett.train.window`` length; 3 windows of silence presume an attempt dead."""
+DEFAULT_WINDOW_S = sc.DEFAULT_WINDOW_S
+"""The default ``ett.train.window`` length (the emitter's, from ``instrument.semconv``)."""
 
 _COMPLETED = sc.EndReasonValues.COMPLETED.value
 
@@ -38,13 +38,14 @@ _COMPLETED = sc.EndReasonValues.COMPLETED.value
 def job_state(last: AttemptFacts, now: float, window_s: float) -> JobState:
     """The job's state from its last attempt: its end reason, else live-ness.
 
-    An attempt with no end reason and no span for 3 windows is presumed dead.
+    An attempt with no end reason and no span for ``PRESUMED_DEAD_WINDOWS`` (3) windows is
+    presumed dead.
     """
     if last.end_reason == _COMPLETED:
         return JobState.COMPLETED
     if last.end_reason is not None:
         return JobState.FAILED
-    if now - last.end > 3 * window_s:
+    if now - last.end > sc.PRESUMED_DEAD_WINDOWS * window_s:
         return JobState.PRESUMED_DEAD
     return JobState.RUNNING
 
