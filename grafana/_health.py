@@ -10,7 +10,17 @@ from ._queries import promql
 
 UID = "ett-alerts"
 
+_W = 'window="24h"'
+
 PROMQL: dict[str, tuple[str, str, str]] = {
+    "Fleet ETT % by model (jobs of the last 24 h)": (
+        f"100 * sum by (model) (ett_fleet_productive_seconds{{{_W}}})"
+        f" / sum by (model) (ett_fleet_wall_seconds{{{_W}}})", "{{model}}", "percent",
+    ),
+    "Lost seconds per job-hour by component (last 24 h)": (
+        f"3600 * sum by (component) (ett_fleet_lost_seconds{{{_W}}})"
+        f" / scalar(sum(ett_fleet_wall_seconds{{{_W}}}))", "{{component}}", "s",
+    ),
     "Ingest requests by HTTP code": (
         "sum by (code) (rate(ett_ingest_requests_total[5m]))", "{{code}}", "reqps",
     ),
@@ -34,8 +44,8 @@ def build() -> dash.Dashboard:
     d = dashboard(
         UID,
         "ETT alerts and collector",
-        "Grafana-managed ETT alert rules (folder ETT) and the collector's own metrics: ingest "
-        "rate and errors, recompute latency.",
+        "Grafana-managed ETT alert rules (folder ETT), the fleet series they read, and the "
+        "collector's own metrics: ingest rate and errors, recompute latency.",
         ["alerts", "collector"],
     )
     alerts = (

@@ -130,9 +130,7 @@ def render() -> dict[str, str]:
     files["datasources/ett.yaml"] = _yaml({"apiVersion": 1, "datasources": datasources()})
     from . import _alerting
 
-    groups = _alerting.rule_groups()
-    if groups is not None:
-        files["alerting/ett-rules.yaml"] = _yaml(_alerting.provisioning_file(groups))
+    files["alerting/ett-rules.yaml"] = _yaml(_alerting.provisioning_file(_alerting.rule_groups()))
     return files
 
 

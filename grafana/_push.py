@@ -31,6 +31,7 @@ class Plan:
 
     pg: dict[str, str] | None = None
     prometheus_url: str | None = None
+    rules_path: str | None = None
     written: list[str] = field(default_factory=list)
 
 
@@ -100,13 +101,12 @@ def _steps(api: Any, plan: Plan) -> list[tuple[str, Callable[[], None]]]:
         steps.append((f"dashboard {uid}", dashboard(dashboard_json(model))))
     from . import _alerting
 
-    for group in _alerting.rule_groups() or []:
-        body = _alerting.api_rule_group(group, FOLDER_UID)
+    body = _alerting.api_rule_group(FOLDER_UID, plan.rules_path)
 
-        def rules(body: dict[str, Any] = body) -> None:
-            api.alertingprovisioning.update_rule_group(FOLDER_UID, body["title"], body)
+    def rules() -> None:
+        api.alertingprovisioning.update_rule_group(FOLDER_UID, body["title"], body)
 
-        steps.append((f"alert rule group {group['name']}", rules))
+    steps.append((f"alert rule group {body['title']} ({len(body['rules'])} rules)", rules))
     return steps
 
 

@@ -63,6 +63,10 @@ def register(sub: Any) -> None:
         "--prometheus-url", default=os.environ.get("ETT_GRAFANA_PROMETHEUS_URL"), metavar="URL",
         help="URL of the Prometheus scraping the collectors; omitted: left as it is",
     )  # fmt: skip
+    push.add_argument(
+        "--rules", default=os.environ.get("ETT_ALERT_RULES"), metavar="FILE",
+        help="alert rules file (as `ett serve` reads it; default: the built-in rules)",
+    )  # fmt: skip
     push.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     push.set_defaults(func=_push)
 
@@ -99,13 +103,20 @@ def _push(args: argparse.Namespace) -> int:
     if not args.token:
         raise CliError("no token: pass --token with a Grafana service account token "
                        "(or set GRAFANA_TOKEN)")  # fmt: skip
-    plan = push.Plan(prometheus_url=args.prometheus_url)
+    plan = push.Plan(prometheus_url=args.prometheus_url, rules_path=args.rules)
     if args.pg_url:
         try:
             plan.pg = push.pg_settings(args.pg_url)
         except ValueError as exc:
             raise CliError(str(exc)) from exc
     url = args.url.rstrip("/")
+    if args.rules:
+        from collector.alerts import RulesError
+
+        try:
+            _alerting_check(args.rules)
+        except RulesError as exc:
+            raise CliError(str(exc)) from exc
     try:
         written = push.push(url, args.token, plan, timeout=args.timeout,
                             progress=lambda step: print(f"  wrote {step}"))  # fmt: skip
@@ -115,3 +126,9 @@ def _push(args: argparse.Namespace) -> int:
         print("data sources left as they are (no --pg-url or --prometheus-url)")
     print(f"pushed {len(written)} item(s) to {url}")
     return 0
+
+
+def _alerting_check(path: str) -> None:
+    from collector.alerts.rules import load_rules
+
+    load_rules(path)

@@ -50,6 +50,32 @@ def test_push_writes_folder_datasources_and_dashboards(stub: GrafanaStub, capsys
     assert "pushed" in capsys.readouterr().out
 
 
+def test_alert_rules_come_from_the_collectors_rule_definitions(stub: GrafanaStub) -> None:
+    from collector.alerts.prometheus import expression
+    from collector.alerts.rules import load_rules
+
+    assert _push(stub) == 0
+    ((path, group),) = stub.rule_groups.items()
+    assert path == "/api/v1/provisioning/folder/ett/rule-groups/ett"
+    enabled = load_rules().enabled()
+    assert [r["title"] for r in group["rules"]] == [r.name for r in enabled]
+    for sent, rule in zip(group["rules"], enabled, strict=True):
+        assert sent["condition"] == "C" and sent["folderUID"] == "ett"
+        assert sent["data"][0]["model"]["expr"] == expression(rule)  # the same PromQL
+        assert sent["data"][0]["datasourceUid"] == "ett-prometheus"
+        assert sent["labels"]["rule"] == rule.name
+
+
+def test_a_bad_rules_file_is_refused_before_anything_is_written(
+    stub: GrafanaStub, tmp_path, capsys
+) -> None:
+    bad = tmp_path / "rules.yml"
+    bad.write_text("rules:\n  - name: x\n    kind: nonsense\n")
+    assert _push(stub, "--rules", str(bad)) == 2
+    assert "rules.yml" in capsys.readouterr().err
+    assert stub.requests == []
+
+
 def test_a_second_push_updates_in_place(stub: GrafanaStub) -> None:
     assert _push(stub, "--pg-url", PG) == 0
     first = len(stub.writes())
