@@ -58,6 +58,18 @@ def register(sub: Any) -> None:
     up = dbsub.add_parser("upgrade", help="apply Alembic migrations up to the latest schema")
     _db_arg(up)
     up.set_defaults(func=_guard(_upgrade))
+    ro = dbsub.add_parser(
+        "grant-readonly",
+        help="create or update a PostgreSQL role that may only read the ett_v1_* views "
+        "(for Grafana)",
+    )
+    ro.add_argument("role", metavar="ROLE", help="role name, e.g. ett_grafana")
+    _db_arg(ro)
+    ro.add_argument(
+        "--password-env", metavar="VAR", default=None,
+        help="set the role's password from this environment variable (never on the command line)",
+    )  # fmt: skip
+    ro.set_defaults(func=_guard(_grant_readonly))
 
     rec = sub.add_parser("recompute", help="re-derive jobs' segments and figures from raw spans")
     _db_arg(rec)
@@ -223,6 +235,25 @@ def _console() -> Any:
 def _upgrade(args: argparse.Namespace) -> int:
     _open(args.db)
     print("database schema is up to date")
+    return 0
+
+
+def _grant_readonly(args: argparse.Namespace) -> int:
+    from .storage import Store
+    from .storage._roles import RoleError, grant_readonly
+
+    password = None
+    if args.password_env:
+        password = os.environ.get(args.password_env)
+        if not password:
+            raise CliError(f"--password-env {args.password_env}: that variable is not set")
+    store = Store(args.db or default_db_url())
+    store.upgrade()
+    try:
+        views = grant_readonly(store.engine, args.role, password)
+    except RoleError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"role {args.role} may log in and read {', '.join(views)} (read-only transactions)")
     return 0
 
 

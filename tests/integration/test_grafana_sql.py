@@ -262,3 +262,20 @@ def test_the_read_only_role_reads_the_views_and_nothing_else(fleet: Any) -> None
                 "DELETE FROM ett_v1_jobs", "CREATE TABLE x (a int)"):  # fmt: skip
         with ro.connect() as conn, pytest.raises(DBAPIError):
             conn.exec_driver_sql(sql)
+
+
+def test_ett_db_grant_readonly(fresh_postgres_url: str, monkeypatch, capsys) -> None:
+    from cli import main
+
+    monkeypatch.setenv("VIEWER_PW", "pw-1")
+    argv = ["db", "grant-readonly", "ett_viewer", "--db", fresh_postgres_url]
+    assert main([*argv, "--password-env", "VIEWER_PW"]) == 0
+    assert "ett_v1_jobs" in capsys.readouterr().out
+    engine = create_engine(make_url(fresh_postgres_url).set(username="ett_viewer",
+                                                            password="pw-1"))  # fmt: skip
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM ett_v1_jobs").scalar_one() == 0
+    engine.dispose()
+    assert main(["db", "grant-readonly", "Bad-Name", "--db", fresh_postgres_url]) == 2
+    assert main([*argv, "--password-env", "UNSET_VAR_X"]) == 2
+    assert "not a plain identifier" in capsys.readouterr().err
