@@ -47,7 +47,7 @@ def dashboard_models() -> dict[str, models.Dashboard]:
     for uid, build in DASHBOARDS.items():
         model = build().build()
         for i, panel in enumerate(model.panels or [], start=1):
-            panel.id_val = i  # type: ignore[union-attr]
+            panel.id_val = i
         out[uid] = model
     return out
 
@@ -100,7 +100,8 @@ def datasources(
 
 
 def _yaml(data: Any) -> str:
-    return HEADER + yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=100)
+    text: str = yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=100)
+    return HEADER + text
 
 
 def render() -> dict[str, str]:

@@ -144,7 +144,7 @@ def push(url: str, token: str, plan: Plan, timeout: float = 10.0,
         PushError: at the first refusal; its message says what had been written before it.
     """
     import niquests
-    from grafana_client import GrafanaApi
+    from grafana_client.api import GrafanaApi
     from grafana_client.client import GrafanaException
 
     api = GrafanaApi.from_url(url, credential=token, timeout=timeout)
