@@ -17,7 +17,7 @@ See ``docs/instrument.md``. Torch integrations live in :mod:`instrument.torch_ho
 from . import semconv
 from ._config import Identity
 from ._errors import LOGGER_NAME
-from ._failure import Guard
+from ._failure import Guard, is_peer_loss
 from ._failure import classify as classify_failure
 from ._session import Session
 from ._setup import AttemptScope, attempt, current, init
@@ -35,5 +35,6 @@ __all__ = [
     "classify_failure",
     "current",
     "init",
+    "is_peer_loss",
     "semconv",
 ]

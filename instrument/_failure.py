@@ -8,6 +8,9 @@ name and message, so it needs no torch import:
 - ``nccl_timeout``: a message naming NCCL and a timeout, or a ``DistBackendError`` /
   ``DistNetworkError`` / ``DistStoreError`` (c10d) that timed out;
 - ``hardware``: uncorrectable ECC errors, "fallen off the bus", Xid errors;
+- ``unknown``: none of those, but a collective failed because a peer rank went away
+  (:func:`is_peer_loss`): this rank is not the cause, so it does not name one; the peer's own
+  report, or the collector's ``killed`` for a rank that went silent, does;
 - ``exception``: anything else.
 """
 
@@ -24,6 +27,15 @@ _DIST_TYPES = frozenset({"DistBackendError", "DistNetworkError", "DistStoreError
 _TIMEOUT_WORDS = ("timeout", "timed out", "time out", "watchdog caught collective")
 _HARDWARE = re.compile(r"uncorrectable ecc|\becc error|fallen off the bus|\bxid\b|nvlink error")
 
+PEER_LOSS_MARKERS = (
+    "connection closed by peer",  # gloo
+    "connection reset by peer",
+    "broken pipe",
+    "remote process exited",  # NCCL
+    "communicator was aborted",
+)
+"""Phrases of a collective's error when another rank went away (this rank is not the cause)."""
+
 
 def _chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
@@ -38,12 +50,16 @@ def _type_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc).lower()
+    except Exception:  # a broken __str__ must not hide the failure
+        return ""
+
+
 def _classify_one(exc: BaseException) -> FailureCauseValues | None:
     names = _type_names(exc)
-    try:
-        message = str(exc).lower()
-    except Exception:  # a broken __str__ must not hide the failure
-        message = ""
+    message = _message(exc)
     if names & _OOM_TYPES or "out of memory" in message:
         return FailureCauseValues.OOM
     timed_out = any(word in message for word in _TIMEOUT_WORDS)
@@ -54,12 +70,21 @@ def _classify_one(exc: BaseException) -> FailureCauseValues | None:
     return None
 
 
+def is_peer_loss(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception in its chain) says a peer rank went away
+    (:data:`PEER_LOSS_MARKERS`)."""
+    return any(marker in _message(link) for link in _chain(exc) for marker in PEER_LOSS_MARKERS)
+
+
 def classify(exc: BaseException) -> FailureCauseValues:
-    """The ETT failure cause of ``exc`` (module docstring); ``exception`` when nothing matches."""
+    """The ETT failure cause of ``exc`` (module docstring): a specific cause anywhere in the
+    chain first, then ``unknown`` for a lost peer, else ``exception``."""
     for link in _chain(exc):
         cause = _classify_one(link)
         if cause is not None:
             return cause
+    if is_peer_loss(exc):
+        return FailureCauseValues.UNKNOWN
     return FailureCauseValues.EXCEPTION
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from instrument import classify_failure
+from instrument import classify_failure, is_peer_loss
 from instrument._failure import error_type
 
 
@@ -33,6 +33,12 @@ class DistBackendError(RuntimeError):
         (RuntimeError("GPU has fallen off the bus"), "hardware"),
         (RuntimeError("maxid was too large"), "exception"),
         (ValueError("bad"), "exception"),
+        (RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"), "unknown"),
+        (
+            DistBackendError("NCCL error: remote process exited or there was a network error"),
+            "unknown",
+        ),
+        (BrokenPipeError(32, "Broken pipe"), "unknown"),
         (KeyboardInterrupt(), "exception"),
     ],
 )
@@ -53,3 +59,18 @@ def test_classify_follows_the_chain() -> None:
 def test_error_type() -> None:
     assert error_type(ValueError("x")) == "ValueError"
     assert error_type(OutOfMemoryError) == f"{__name__}.OutOfMemoryError"
+
+
+def test_peer_loss_is_found_in_the_chain_and_yields_to_a_specific_cause() -> None:
+    try:
+        try:
+            raise RuntimeError("Connection reset by peer")
+        except RuntimeError as inner:
+            raise ValueError("allreduce failed") from inner
+    except ValueError as outer:
+        assert is_peer_loss(outer)
+        assert classify_failure(outer) == "unknown"
+    lost_and_timed_out = RuntimeError("NCCL communicator was aborted: timed out after 600000 ms")
+    assert is_peer_loss(lost_and_timed_out)
+    assert classify_failure(lost_and_timed_out) == "nccl_timeout"  # the specific cause wins
+    assert not is_peer_loss(ValueError("bad"))
