@@ -93,6 +93,8 @@ class TrainConfig:
     eval_batches: int = 4
     fault: FaultSpec | None = None
     watchdog_s: float = 300.0
+    failure_teardown: str = "abort"
+    """How a failed rank tears down its process groups (``--failure-teardown``)."""
     step_delay_s: float = 0.0
     progress: bool = True
     job_id: str | None = None
@@ -232,6 +234,13 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="end a process that made no progress for this long (0: off)",
+    )
+    g.add_argument(
+        "--failure-teardown",
+        choices=("abort", "destroy"),
+        default="abort",
+        help="how a failed rank tears down its process groups: abort (exits at once); destroy "
+        "(waits for peers stuck in a collective: kept to measure what the exit watchdog saves)",
     )
 
     g = p.add_argument_group("telemetry")

@@ -96,10 +96,63 @@ def broadcast_value(value: object, group: dist.ProcessGroup, src: int = 0) -> ob
     return box[0]
 
 
-def shutdown() -> None:
-    """Destroy the process groups (best effort: a peer may be gone already)."""
-    if dist.is_initialized():
+def reduce_in_flight(group: dist.ProcessGroup, device: torch.device) -> object:
+    """Start an all-reduce on ``group`` and return without waiting for it (fault injection)."""
+    return dist.all_reduce(torch.zeros(1, device=device), group=group, async_op=True)
+
+
+def wait_in_barrier(group: dist.ProcessGroup) -> None:
+    """Wait in a barrier of ``group`` (a peer held in a collective, for fault injection)."""
+    dist.barrier(group=group)
+
+
+def shutdown(groups: Groups | None = None, *, failed: bool = False) -> None:
+    """Tear down the process groups: destroy them after a clean run, abort them after a failure.
+
+    Why abort on a failure path: a failed rank leaves its peers inside a collective it will never
+    join (seen on 2 H200s: rank 1 in DDP's buffer broadcast on NCCL after rank 0 raised).
+    ``destroy_process_group`` then waits on that communicator (NCCL finalizes it; gloo waits for
+    the rank's own queued work, which needs the peer), so the failed rank never exits and
+    torchrun, which restarts a job only when a worker exits, never restarts it (until the
+    collective timeout, 10 minutes). Aborting does not wait: the communicators are torn down at
+    once, the peers' collectives fail ("connection closed by peer"), every rank exits, and
+    torchrun restarts the job. The library's exit watchdog (``ETT_EXIT_TIMEOUT_S``) is the
+    backstop should even that hang.
+    """
+    if not dist.is_initialized():
+        return
+    if failed:
+        abort_groups(groups)
+        return
+    try:
+        dist.destroy_process_group()
+    except Exception:  # best effort: a peer may be gone already
+        pass
+
+
+def abort_groups(groups: Groups | None) -> None:
+    """Abort this attempt's groups (checkpoint group first, then the default group with all its
+    backends) through the public ``ProcessGroup.abort()``; without ``groups`` (a failure during
+    ``init_groups``), the default group only."""
+    targets = [groups.checkpoint, groups.default] if groups is not None else []
+    if not targets and dist.group.WORLD is not None:
+        targets = [dist.group.WORLD]
+    for group in targets:
         try:
-            dist.destroy_process_group()
-        except Exception:
+            abort = getattr(group, "abort", None)
+            if abort is None:  # a torch without the public method: see _abort_all_private
+                _abort_all_private()
+                return
+            abort()
+        except Exception:  # already broken by the failure: nothing left to tear down
             pass
+
+
+def _abort_all_private() -> None:
+    """Fallback for a torch whose ``ProcessGroup`` lacks ``abort()``: the private
+    ``distributed_c10d._abort_process_group`` (aborts every group, NCCL ones in one NCCL group
+    call). ``tests/unit/trainer/test_trainer_teardown.py`` fails loudly when the public method
+    disappears, so this path is never used silently."""
+    from torch.distributed import distributed_c10d
+
+    distributed_c10d._abort_process_group()

@@ -6,7 +6,13 @@ A :class:`FaultSpec` names one fault: what kind, at which step, on which rank an
 - ``exception``: a Python exception escapes the training loop (the trainer records it and exits 1);
 - ``sigkill``: the process vanishes without a word (no span is exported: the collector infers it);
 - ``sigterm``: the process is asked to stop, as a scheduler preempting it would;
-- ``hang``: the process stops progressing; its :class:`Watchdog` ends it after ``--watchdog-s``.
+- ``hang``: the process stops progressing; its :class:`Watchdog` ends it after ``--watchdog-s``;
+- ``collective``: the rank raises while its own all-reduce on the default group is still in
+  flight, and every other rank waits for it in a barrier of the checkpoint group (the shape of a
+  rank failing mid-way through overlapped communication while its peers moved on). Tearing this
+  down with ``destroy_process_group`` waits for that all-reduce, which waits for the peers, who
+  wait for the failed rank: it hangs until the collective timeout, on gloo and NCCL alike. Only
+  aborting the groups (``trainer.distributed.shutdown``) or the exit watchdog ends it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FAIL_KINDS = ("exception", "sigkill", "sigterm", "hang")
+FAIL_KINDS = ("exception", "sigkill", "sigterm", "hang", "collective")
 WATCHDOG_EXIT_CODE = 124
 """Exit status of a process the watchdog ended (the same as coreutils ``timeout``)."""
 
@@ -76,6 +82,11 @@ class FaultSpec:
         """True when this fault is due at ``step`` on ``rank`` in ``attempt``."""
         return step == self.step and rank == self.rank and self.attempt in (-1, attempt)
 
+    def holds(self, step: int, rank: int, attempt: int) -> bool:
+        """True when ``rank`` (not the faulting one) must wait in a collective at ``step``."""
+        due = step == self.step and self.attempt in (-1, attempt)
+        return self.kind == "collective" and due and rank != self.rank
+
     @classmethod
     def parse(cls, text: str) -> FaultSpec:
         """Parse ``KIND@STEP[:rank=R][:attempt=A]``, e.g. ``sigkill@120:rank=1``."""
@@ -92,10 +103,21 @@ class FaultSpec:
         return cls(kind=kind.strip(), step=int(step), **fields)
 
 
-def inject(spec: FaultSpec, *, step: int, hang_s: float = 10**9) -> None:
-    """Make the fault in ``spec`` happen now (it is due at ``step``)."""
+def inject(
+    spec: FaultSpec,
+    *,
+    step: int,
+    hang_s: float = 10**9,
+    in_flight: Callable[[], object] | None = None,
+) -> None:
+    """Make the fault in ``spec`` happen now (it is due at ``step``). ``in_flight`` starts the
+    collective that a ``collective`` fault leaves in flight (see the module docstring)."""
     if spec.kind == "exception":
         raise InjectedFault(f"injected fault at step {step}")
+    if spec.kind == "collective":
+        if in_flight is not None:
+            in_flight()
+        raise InjectedFault(f"injected fault at step {step}, a collective in flight")
     if spec.kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif spec.kind == "sigterm":

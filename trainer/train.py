@@ -9,13 +9,15 @@ runs it too, so torchrun can launch it::
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -26,7 +28,15 @@ from trainer.checkpoint import Checkpointer
 from trainer.compile_cache import CompileCache, compile_model, use_fresh_local_cache
 from trainer.config import TrainConfig, parse_args
 from trainer.data import SyntheticClicks
-from trainer.distributed import Groups, Identity, broadcast_value, init_groups, shutdown
+from trainer.distributed import (
+    Groups,
+    Identity,
+    broadcast_value,
+    init_groups,
+    reduce_in_flight,
+    shutdown,
+    wait_in_barrier,
+)
 from trainer.progress import Progress
 from trainer.steplog import StepLog
 from trainer.telemetry import open_session, timed_phase
@@ -150,7 +160,11 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
         for step in range(job.start_step, cfg.steps):
             if cfg.fault is not None and cfg.fault.fires(step, ident.rank, ident.attempt):
                 log.event("fault", step=step, kind=cfg.fault.kind)
-                faults.inject(cfg.fault, step=step)
+                in_flight = functools.partial(reduce_in_flight, job.groups.default, job.device)
+                faults.inject(cfg.fault, step=step, in_flight=in_flight)
+            elif cfg.fault is not None and cfg.fault.holds(step, ident.rank, ident.attempt):
+                log.event("fault_hold", step=step, kind=cfg.fault.kind)
+                wait_in_barrier(job.groups.checkpoint)  # the faulting rank never comes
             batch = job.data.batch(step).to(job.device, non_blocking=True)
             if step == job.start_step:
                 sess.first_batch(step=step)
@@ -180,6 +194,33 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Preempted(f"received signal {signum}")
 
 
+def teardown(sess: Any, log: StepLog, groups: Groups | None, failed: bool, mode: str) -> None:
+    """Tear down the process groups (after a failure: abort them, see
+    :func:`trainer.distributed.shutdown`), naming the phase for the library's exit watchdog and
+    logging how long it took."""
+    abort = failed and mode == "abort"
+    phase = "abort_process_groups" if abort else "destroy_process_group"
+    sess.exit_watchdog.phase(phase)
+    t0 = time.perf_counter()
+    shutdown(groups, failed=abort)
+    log.event("teardown", phase=phase, duration_s=round(time.perf_counter() - t0, 6))
+    sess.exit_watchdog.phase("exit")
+
+
+def leave(status: int, log: StepLog) -> NoReturn:
+    """Exit a failed rank now, skipping the interpreter's finalization: the process-group objects'
+    destructors would wait there for a collective that no peer will join (on gloo the rank's own
+    queued work, seen on 2 CPU ranks with a collective in flight; it holds the GIL, so not even
+    a Python watchdog thread runs). The failure is recorded and flushed by now."""
+    log.close()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(status)
+
+
 def run(cfg: TrainConfig) -> int:
     """One attempt on this rank: start up, train, end; returns the exit status."""
     ident = Identity.from_env()
@@ -204,24 +245,30 @@ def run(cfg: TrainConfig) -> int:
         record_failure(cause, faults.WatchdogTimeout.__name__, EndReasonValues.FAILED.value)
 
     watchdog = faults.Watchdog(cfg.watchdog_s, on_hang)
+    job: Job | None = None
     try:
         job = start_up(cfg, ident, sess, log)
         train_loop(job, watchdog.start())
-    except Preempted:
-        cause = FailureCauseValues.PREEMPTION.value
-        record_failure(cause, Preempted.__name__, EndReasonValues.PREEMPTED.value)
-        return PREEMPTED_EXIT_CODE
     except BaseException as exc:
-        # A rank whose collective failed because a peer vanished did not cause the failure: it
-        # says "unknown", so the peer's own report (or the collector's "killed") names the cause.
-        peer_loss = faults.is_peer_loss(exc)
-        cause = FailureCauseValues.UNKNOWN if peer_loss else ett.classify_failure(exc)
-        reason = EndReasonValues.FAILED.value
-        record_failure(cause.value, type(exc).__name__, reason, peer_loss=peer_loss)
-        raise
-    finally:
         watchdog.stop()
-        shutdown()
+        if isinstance(exc, Preempted):
+            cause = FailureCauseValues.PREEMPTION.value
+            record_failure(cause, Preempted.__name__, EndReasonValues.PREEMPTED.value)
+            status = PREEMPTED_EXIT_CODE
+        else:
+            # A rank whose collective failed because a peer vanished did not cause the failure:
+            # it says "unknown", so the peer's own report (or the collector's "killed") names it.
+            peer_loss = faults.is_peer_loss(exc)
+            cause = (FailureCauseValues.UNKNOWN if peer_loss else ett.classify_failure(exc)).value
+            reason = EndReasonValues.FAILED.value
+            record_failure(cause, type(exc).__name__, reason, peer_loss=peer_loss)
+            traceback.print_exception(exc)
+            status = 1
+        groups = job.groups if job is not None else None
+        teardown(sess, log, groups, True, cfg.failure_teardown)
+        leave(status, log)
+    watchdog.stop()
+    teardown(sess, log, job.groups, False, cfg.failure_teardown)
     sess.end(reason=EndReasonValues.COMPLETED.value)
     log.event("end", step=cfg.steps, reason=EndReasonValues.COMPLETED.value)
     log.close()
