@@ -38,6 +38,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
+from instrument import torch_hooks
 from instrument.semconv import CheckpointModeValues
 from trainer.distributed import broadcast_value
 from trainer.model import TrainModel
@@ -80,18 +81,6 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-def state_bytes(state: Any) -> int:
-    """Bytes of the tensors this rank holds in ``state`` (its local shards)."""
-    if isinstance(state, dict):
-        return sum(state_bytes(v) for v in state.values())
-    if isinstance(state, list | tuple):
-        return sum(state_bytes(v) for v in state)
-    if isinstance(state, torch.Tensor):
-        local = state.to_local() if hasattr(state, "to_local") else state
-        return local.numel() * local.element_size()
-    return 0
 
 
 def _stager_reusable() -> bool:
@@ -160,7 +149,7 @@ class Checkpointer:
         span_mode = CheckpointModeValues.SYNC if self.mode == "sync" else CheckpointModeValues.ASYNC
         t0 = time.perf_counter()
         state = model.state_dict()
-        nbytes = state_bytes(state)
+        nbytes = torch_hooks.state_dict_nbytes(state)
         with self.sess.checkpoint_save(step, mode=span_mode.value, nbytes=nbytes) as ck:
             self.wait()
             if self.rank == 0:

@@ -10,8 +10,9 @@ Spans come from the instrumentation library's torch hooks: the artifact load is 
 ``ett.compile`` span (trigger ``cache_load``), and every dynamo compilation is one (with its cache
 outcome); the hooks stay installed, so a recompile mid-training (the first evaluation under
 ``no_grad``, say) is seen too. The step log gets the trainer's own figures: load and compile
-seconds, and the outcome from Inductor's FX-graph cache counters (all hits ``hit``, no hits
-``miss``, some ``partial``). ``--fresh-local-cache`` gives the process an empty
+seconds, and the outcome from Inductor's FX-graph cache counters, named as the library names
+it (:func:`instrument.torch_hooks.cache_status`: all hits ``hit``, all misses ``miss``, both
+``partial``, no lookup ``off``). ``--fresh-local-cache`` gives the process an empty
 ``TORCHINDUCTOR_CACHE_DIR``, as a new host would have, so the saved artifacts are the only cache.
 """
 
@@ -79,14 +80,6 @@ class CompileCache:
         return torch_hooks.save_compile_cache(self.path)
 
 
-def _cache_outcome(hits: int, misses: int) -> str:
-    if misses == 0 and hits > 0:
-        return CompileCacheValues.HIT.value
-    if hits == 0:
-        return CompileCacheValues.MISS.value
-    return CompileCacheValues.PARTIAL.value
-
-
 def over_in_features(mc: ModelConfig) -> int:
     """Width of the over arch's input: the interaction of the dense and sparse features."""
     return mc.emb_dim + comb(mc.num_tables, 2) + mc.num_tables
@@ -134,7 +127,7 @@ def compile_model(
     t0 = time.perf_counter()
     frames, hits, misses = compile_dense(model, mc, batch_size)
     compile_s = time.perf_counter() - t0
-    outcome = _cache_outcome(hits, misses)
+    outcome = torch_hooks.cache_status(hits, misses)
     if outcome != CompileCacheValues.HIT.value:
         cache.save()
     return CompileResult(outcome, load_s, compile_s, frames, loaded)

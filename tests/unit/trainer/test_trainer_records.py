@@ -71,9 +71,10 @@ def test_only_committed_checkpoints_count(tmp_path: Path) -> None:
 
 
 @needs_torch
-def test_state_bytes_counts_local_tensors(tmp_path: Path) -> None:
+def test_checkpoint_bytes_are_the_librarys_local_tensor_bytes(tmp_path: Path) -> None:
     import torch
 
     assert checkpoint is not None
     state = {"a": torch.zeros(10, 4), "b": [torch.zeros(3, dtype=torch.int64)], "c": 5}
-    assert checkpoint.state_bytes(state) == 10 * 4 * 4 + 3 * 8
+    assert checkpoint.torch_hooks.state_dict_nbytes(state) == 10 * 4 * 4 + 3 * 8
+    assert not hasattr(checkpoint, "state_bytes")  # one copy: instrument.torch_hooks
