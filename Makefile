@@ -7,7 +7,7 @@ BASE_PYTHON ?= $(shell command -v python3.11 || command -v python3)
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup system-deps venv lint typecheck unit bench clean
+.PHONY: demo test setup system-deps venv lint typecheck unit bench screenshots clean
 
 setup: system-deps venv
 
@@ -19,7 +19,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml trainer/requirements.txt
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	@echo "installing Python dependencies into $(VENV) (pinned; torch comes from the local disk)"
-	$(PIP) install -e '.[instrument,collector,grafana,dev]'
+	$(PIP) install -e '.[instrument,collector,grafana,dashboard,dev]'
 	bash scripts/install-trainer.sh $(PY)
 	@touch $@
 
@@ -35,6 +35,9 @@ test: setup lint typecheck
 
 bench: setup
 	$(PY) -m pytest -m performance -s tests/performance $(PYTEST_ARGS)
+
+screenshots: setup  # docs/dashboard-*.png from a simulated fleet, in headless Chromium
+	$(PY) scripts/screenshots.py
 
 demo: setup
 	$(PY) scripts/demo.py
