@@ -19,6 +19,7 @@ from ._config import Identity
 from ._errors import LOGGER_NAME
 from ._failure import Guard, is_peer_loss
 from ._failure import classify as classify_failure
+from ._hooks import Preempted
 from ._session import Session
 from ._setup import AttemptScope, attempt, current, init
 from ._spans import CheckpointSave, SpanBlock
@@ -29,6 +30,7 @@ __all__ = [
     "CheckpointSave",
     "Guard",
     "Identity",
+    "Preempted",
     "Session",
     "SpanBlock",
     "attempt",

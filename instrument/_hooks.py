@@ -5,9 +5,10 @@ so the user's program behaves exactly as without the library:
 
 - ``sys.excepthook``: the previous hook runs with the same exception (it prints the traceback);
 - ``threading.excepthook``: likewise, for exceptions that end a non-main thread;
-- ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured; otherwise the
-  default action is restored and the signal re-raised, so the exit status stays "killed by
-  SIGTERM" (143 under a shell);
+- ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured; otherwise, when the
+  program asked for it (``init(raise_on_sigterm=True)``), :class:`Preempted` is raised in the main
+  thread, so its ``finally`` blocks run; else the default action is restored and the signal
+  re-raised, so the exit status stays "killed by SIGTERM" (143 under a shell);
 - ``atexit``: runs at a normal interpreter exit.
 
 Hooks are only active in the process that installed them (not in forked children).
@@ -29,6 +30,23 @@ from ._errors import log_once
 ExceptionCallback = Callable[[BaseException], None]
 
 
+class Preempted(SystemExit):
+    """Raised in the main thread on SIGTERM, once the preemption is recorded, by a session
+    started with ``raise_on_sigterm=True``. A ``SystemExit``: ``except Exception`` does not catch
+    it, ``finally`` blocks run, and uncaught it ends the interpreter quietly with
+    :attr:`exit_status` (128 + the signal: 143)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = int(signum)
+        """The signal received."""
+        self.exit_status = 128 + self.signum
+        """What a shell reports for a process ended by the signal."""
+        super().__init__(self.exit_status)
+
+    def __str__(self) -> str:
+        return f"received signal {self.signum}"
+
+
 class ProcessHooks:
     """Installs and chains the process hooks; the callbacks must not raise (they are guarded)."""
 
@@ -39,7 +57,9 @@ class ProcessHooks:
         on_thread_exception: ExceptionCallback,
         on_sigterm: Callable[[], None],
         on_exit: Callable[[], None],
+        raise_on_sigterm: bool = False,
     ) -> None:
+        self._raise_on_sigterm = raise_on_sigterm
         self._on_exception = on_exception
         self._on_thread_exception = on_thread_exception
         self._on_sigterm = on_sigterm
@@ -97,6 +117,8 @@ class ProcessHooks:
             return
         if prev == signal.SIG_IGN:
             return
+        if self._raise_on_sigterm and self._mine():
+            raise Preempted(signum)
         # SIG_DFL, or a handler installed outside Python: die by the signal, as without us.
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

@@ -128,7 +128,7 @@ def _build(kwargs: dict[str, Any]) -> Session:
     return session
 
 
-def _install_hooks(session: Session) -> None:
+def _install_hooks(session: Session, raise_on_sigterm: bool) -> None:
     def on_sigterm() -> None:
         session.failure(_PREEMPTION)
         session.end(semconv.EndReasonValues.PREEMPTED.value, _PREEMPTION)
@@ -138,6 +138,7 @@ def _install_hooks(session: Session) -> None:
         on_thread_exception=session.failure,
         on_sigterm=on_sigterm,
         on_exit=session.end,
+        raise_on_sigterm=raise_on_sigterm,
     ).install()
 
 
@@ -161,6 +162,7 @@ def init(
     max_queue_size: int = 2048,
     token: str | None = None,
     exit_timeout_s: float | None = None,
+    raise_on_sigterm: bool = False,
 ) -> Session:
     """Start instrumenting this attempt on this rank and return its :class:`Session`.
 
@@ -168,7 +170,9 @@ def init(
     go to ``tracer_provider`` if given, else to a global SDK ``TracerProvider`` the program set
     up, else to a pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or
     ``exporter`` if given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector).
-    ``install_handlers`` installs the exception, SIGTERM and exit hooks. ``exit_timeout_s`` (else
+    ``install_handlers`` installs the exception, SIGTERM and exit hooks; on SIGTERM the attempt
+    ends ``preempted``, then the process dies by the signal, or, with ``raise_on_sigterm``,
+    :class:`instrument.Preempted` is raised in the main thread. ``exit_timeout_s`` (else
     ``ETT_EXIT_TIMEOUT_S``, default 5; 0 disables): once a failed end is flushed, the process
     has that long to exit before the exit watchdog records the hang and ends it.
     A second call while a session is active returns that session (its arguments are ignored).
@@ -186,7 +190,7 @@ def init(
             session = Session(resolve_identity(), trace.NoOpTracer(), enabled=False)
         if session.enabled and install_handlers:
             try:
-                _install_hooks(session)
+                _install_hooks(session, raise_on_sigterm)
             except Exception:
                 log_once("setup.hooks", "could not install ETT process hooks", exc_info=True)
         _current, _current_pid = session, os.getpid()

@@ -37,8 +37,9 @@ PRELUDE = textwrap.dedent(
         def shutdown(self):
             pass
 
+    INIT_KWARGS = {}
     SETUP
-    sess = ett.init(job_id="hooks", exporter=JsonLines(sys.argv[1]), window_s=0.05)
+    sess = ett.init(job_id="hooks", exporter=JsonLines(sys.argv[1]), window_s=0.05, **INIT_KWARGS)
     sess.first_batch(step=7)
     for _ in range(3):
         sess.step()
@@ -138,6 +139,30 @@ def test_sigterm_calls_the_previous_handler(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "user handler" in done.stdout
     assert attempt_attrs(spans)[semconv.ATTEMPT_END_REASON] == "preempted"
+
+
+def test_sigterm_can_raise_preempted_so_finally_blocks_run(tmp_path: Path) -> None:
+    setup = "INIT_KWARGS = {'raise_on_sigterm': True}"
+    body = textwrap.dedent(
+        """
+        try:
+            try:
+                print("ready", flush=True)
+                time.sleep(30)
+            except Exception:
+                print("swallowed", flush=True)
+        finally:
+            print("finally ran", flush=True)
+        """
+    )
+    done, spans = run_child(tmp_path, body, setup=setup, sigterm_when_ready=True)
+    assert done.returncode == 143  # uncaught Preempted: a quiet SystemExit(128 + SIGTERM)
+    assert "finally ran" in done.stdout and "swallowed" not in done.stdout
+    assert "Traceback" not in done.stderr
+    attempt = attempt_attrs(spans)
+    assert attempt[semconv.ATTEMPT_END_REASON] == "preempted"
+    assert attempt[semconv.FAILURE_CAUSE] == "preemption"
+    assert len(named(spans, semconv.SPAN_FAILURE)) == 1  # recorded once, before the raise
 
 
 def test_normal_exit_completes(tmp_path: Path) -> None:
