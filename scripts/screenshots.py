@@ -107,7 +107,7 @@ def main() -> int:
         DOCS.mkdir(exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
             for name, path, text in pages:
                 page.goto(ui_url + path)
                 page.get_by_text(text).first.wait_for(state="visible", timeout=30_000)
