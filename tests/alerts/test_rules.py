@@ -1,0 +1,89 @@
+"""Rules files: the defaults load; a user file overrides them by name; bad input is refused at
+start-up with the rule and the field named, and nothing is loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.alerts.rules import Kind, RulesError, load_rules, parse_rules
+
+GOOD = """\
+rules:
+  - name: ett_regression_by_model
+    kind: ett_regression
+    by: model
+    window: 1h
+    baseline: 24h
+    drop_points: 5
+    slo_pct: 80
+  - name: restart_storm
+    kind: restart_storm
+    enabled: false
+"""
+
+
+def test_defaults_load_and_a_user_file_overrides_them_by_name(tmp_path: Path) -> None:
+    defaults = load_rules()
+    assert {r.kind for r in defaults.enabled()} == set(Kind)
+    path = tmp_path / "rules.yml"
+    path.write_text(GOOD)
+    rules = load_rules(path)
+    assert len(rules.rules) == len(defaults.rules)
+    ett = rules.get("ett_regression_by_model")
+    assert ett is not None and (ett.window, ett.drop_points, ett.slo_pct) == ("1h", 5.0, 80.0)
+    assert "restart_storm" not in [r.name for r in rules.enabled()]
+    only = parse_rules("include_defaults: false\n" + GOOD)
+    assert [r.name for r in only.enabled()] == ["ett_regression_by_model"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ("    threshold: 3\n", "threshold"),
+        ("    for: 5 minutes\n", "for"),
+        ("    drop_points: 150\n", "drop_points"),
+        ("    drop_points: ten\n", "drop_points"),
+        ("    window: 2h\n", "window"),
+        ("    min_jobs: 0\n", "min_jobs"),
+        ("    by: cluster\n", "by"),
+    ],
+)
+def test_bad_field_names_the_rule_and_the_field(change: str, field: str) -> None:
+    text = (
+        "rules:\n  - name: fine\n    kind: tts_regression\n"
+        "  - name: broken\n    kind: ett_regression\n    drop_points: 10\n"
+    )
+    lines = text.splitlines(keepends=True)
+    lines = [ln for ln in lines if not (field == "drop_points" and "drop_points" in ln)]
+    with pytest.raises(RulesError) as err:
+        parse_rules("".join(lines) + change, "mine.yml")
+    message = str(err.value)
+    assert "mine.yml" in message and "'broken'" in message and f"'{field}'" in message
+
+
+def test_unknown_kind_and_duplicate_names_are_refused() -> None:
+    with pytest.raises(RulesError, match=r"rule 'x': field 'kind'"):
+        parse_rules("rules:\n  - name: x\n    kind: vibes\n")
+    with pytest.raises(RulesError, match="used twice"):
+        parse_rules(
+            "rules:\n  - {name: x, kind: presumed_dead}\n  - {name: x, kind: presumed_dead}\n"
+        )
+    with pytest.raises(RulesError, match="field 'baseline'"):
+        parse_rules("rules:\n  - {name: x, kind: tts_regression, window: 24h, baseline: 1h}\n")
+
+
+def test_ett_serve_refuses_to_start_with_a_bad_rules_file(tmp_path: Path) -> None:
+    bad = tmp_path / "rules.yml"
+    bad.write_text("rules:\n  - name: slow_start\n    kind: tts_regression\n    for: soon\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+         "--port", "1", "--alert-rules", str(bad)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "rule 'slow_start': field 'for'" in run.stderr
+    assert "Traceback" not in run.stderr
