@@ -14,12 +14,17 @@ client = _page.client()
 
 
 def _line(a: dict[str, Any]) -> str:
-    name = a.get("name") or a.get("rule") or "alert"
-    parts = [f"**{name}**"]
-    if a.get("summary"):
-        parts.append(str(a["summary"]))
-    if a.get("component"):
-        parts.append(f"component `{a['component']}`")
+    notes, labels = a.get("annotations") or {}, a.get("labels") or {}
+    parts = [f"**{a.get('rule') or a.get('name') or 'alert'}**"]
+    summary = notes.get("summary") or a.get("summary")
+    if summary:
+        parts.append(str(summary))
+    component = labels.get("component") or a.get("component")
+    if component:
+        parts.append(f"component `{component}`")
+    scope = ", ".join(f"{k} `{v}`" for k, v in sorted(labels.items()) if k != "component")
+    if scope:
+        parts.append(scope)
     jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])
     if jobs:
         parts.append("jobs: " + ", ".join(f"[{j}]({_page.job_url(j)})" for j in jobs))

@@ -111,7 +111,8 @@ def fleet_view(window: str, by: str, model: str, team: str, state: str) -> None:
         if not firing:
             st.success("No alert is firing.")
         for a in firing:
-            st.warning(f"**{a.get('name') or a.get('rule', 'alert')}**: {a.get('summary', '')}")
+            notes = a.get("annotations") or {}
+            st.warning(f"**{a.get('rule', 'alert')}**: {notes.get('summary', '')}")
     st.caption(f"Refreshes every {_page.settings().refresh_s:g} s.")
 
 

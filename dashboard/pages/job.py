@@ -20,7 +20,7 @@ STATE_BADGE = {
 }
 
 client = _page.client()
-job_id = st.query_params.get("job", "")
+job_id = st.query_params.get("job") or st.query_params.get("job_id", "")  # job_id: older links
 if not job_id:
     st.title("Job")
     st.info("No job chosen: open one from the Jobs page, or add `?job=<job id>` to the URL.")
