@@ -172,7 +172,8 @@ def init(
     ``exporter`` if given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector).
     ``install_handlers`` installs the exception, SIGTERM and exit hooks; on SIGTERM the attempt
     ends ``preempted``, then the process dies by the signal, or, with ``raise_on_sigterm``,
-    :class:`instrument.Preempted` is raised in the main thread. ``exit_timeout_s`` (else
+    :class:`instrument.Preempted` is raised in the main thread (also when the session records
+    nothing, so the program behaves the same with telemetry off). ``exit_timeout_s`` (else
     ``ETT_EXIT_TIMEOUT_S``, default 5; 0 disables): once a failed end is flushed, the process
     has that long to exit before the exit watchdog records the hang and ends it.
     A second call while a session is active returns that session (its arguments are ignored).
@@ -188,7 +189,8 @@ def init(
         except Exception:
             log_once("setup.init", "ETT init failed: recording nothing", exc_info=True)
             session = Session(resolve_identity(), trace.NoOpTracer(), enabled=False)
-        if session.enabled and install_handlers:
+        # a disabled session records nothing, but a program that asked for Preempted gets it
+        if install_handlers and (session.enabled or raise_on_sigterm):
             try:
                 _install_hooks(session, raise_on_sigterm)
             except Exception:

@@ -165,6 +165,24 @@ def test_sigterm_can_raise_preempted_so_finally_blocks_run(tmp_path: Path) -> No
     assert len(named(spans, semconv.SPAN_FAILURE)) == 1  # recorded once, before the raise
 
 
+def test_preempted_is_raised_with_telemetry_off_too(tmp_path: Path) -> None:
+    setup = "os.environ['ETT_DISABLED'] = '1'\nINIT_KWARGS = {'raise_on_sigterm': True}"
+    body = textwrap.dedent(
+        """
+        try:
+            print("ready", flush=True)
+            time.sleep(30)
+        except ett.Preempted as exc:
+            print("preempted", exc.exit_status, flush=True)
+            raise
+        """
+    )
+    done, spans = run_child(tmp_path, body, setup=setup, sigterm_when_ready=True)
+    assert done.returncode == 143
+    assert "preempted 143" in done.stdout
+    assert spans == []
+
+
 def test_normal_exit_completes(tmp_path: Path) -> None:
     done, spans = run_child(tmp_path, "time.sleep(0.2)\nsess.step()\n")
     assert done.returncode == 0, done.stderr
