@@ -172,10 +172,38 @@ def main() -> int:
         _ett("lost-time", "--by", "component", "--since", "1d")
         print(f"\nexplore: curl {url}/api/v1/jobs   (the collector stops when the demo ends)")
         print(f"later:   .venv/bin/ett report spec-worked-example --db {DB}")
+        _dashboard(url)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
     return 0
+
+
+def _dashboard(url: str) -> None:
+    """The end of the demo: a simulated fleet beside the demo's jobs, and the live dashboard on
+    them until Ctrl-C (set ETT_DEMO_NO_DASHBOARD=1 to stop here instead)."""
+    if os.environ.get("ETT_DEMO_NO_DASHBOARD") == "1":
+        return
+    _banner("5. the live dashboard: the demo's jobs and a simulated fleet")
+    try:
+        from simulator.simulation import simulate_to_endpoint
+
+        simulate_to_endpoint(url, jobs=30, days=2, seed=5)
+    except Exception as exc:  # the dashboard still shows the demo's own jobs
+        print(f"(no simulated fleet: {exc})")
+    port = _free_port(8501)
+    cmd = [sys.executable, "-m", "cli", "dashboard", "--api", url, "--port", str(port)]
+    dash = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    print(
+        f"\n\033[1mdashboard: http://127.0.0.1:{port}\033[0m   (Ctrl-C stops it and the collector)"
+    )
+    try:
+        dash.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dash.terminate()
+        dash.wait(timeout=15)
 
 
 if __name__ == "__main__":
