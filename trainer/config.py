@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instrument import semconv
 from trainer.faults import FAIL_KINDS, FaultSpec
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -101,7 +102,7 @@ class TrainConfig:
     model_name: str | None = None
     """``--model-name``; else env ``ETT_MODEL``; else ``dlrm`` (see :func:`trainer.telemetry`)."""
     team: str | None = None
-    window_s: float = 10.0
+    window_s: float = semconv.DEFAULT_WINDOW_S
 
     def with_job_id(self, job_id: str) -> TrainConfig:
         """This config with the job id filled in, and the run directory where none was given."""
@@ -247,7 +248,12 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
     g.add_argument("--job-id", help="job id (default: $ETT_JOB_ID, else torchrun's run id)")
     g.add_argument("--model-name", help="model family, ett.model (default: $ETT_MODEL, else dlrm)")
     g.add_argument("--team", help="owning team, ett.team (default: $ETT_TEAM)")
-    g.add_argument("--window-s", type=float, default=10.0, help="train window span length")
+    g.add_argument(
+        "--window-s",
+        type=float,
+        default=semconv.DEFAULT_WINDOW_S,
+        help="train window span length (the collector's ETT_WINDOW_S must match)",
+    )
     g.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

@@ -16,10 +16,13 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+import instrument as ett
+
 
 @dataclass(frozen=True)
 class Identity:
-    """Who this process is, from torchrun's environment (a lone process: rank 0 of 1)."""
+    """Who this process is: rank, world size and attempt as the instrumentation library resolved
+    them (torchrun's environment; a lone process is rank 0 of 1), and the local rank."""
 
     rank: int
     world_size: int
@@ -27,14 +30,13 @@ class Identity:
     attempt: int
 
     @classmethod
-    def from_env(cls) -> Identity:
-        """Read ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``TORCHELASTIC_RESTART_COUNT``."""
-        env = os.environ
+    def of(cls, identity: ett.Identity) -> Identity:
+        """The session's identity, plus ``LOCAL_RANK`` (the device of this process)."""
         return cls(
-            rank=int(env.get("RANK", "0")),
-            world_size=int(env.get("WORLD_SIZE", "1")),
-            local_rank=int(env.get("LOCAL_RANK", "0")),
-            attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            rank=identity.rank,
+            world_size=identity.world_size,
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            attempt=identity.attempt,
         )
 
 
@@ -67,7 +69,10 @@ def _attempt_store(ident: Identity, timeout: timedelta) -> dist.Store:
         timeout=timeout,
         multi_tenant=not agent_store,
     )
-    return dist.PrefixStore(f"attempt_{ident.attempt}", store)
+    # torchrun's own restart count: the store is torchrun's (ETT_ATTEMPT may number attempts
+    # of a scheduler above it)
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"attempt_{restart}", store)
 
 
 def init_groups(ident: Identity, device: torch.device, timeout_s: float = 600.0) -> Groups:

@@ -29,29 +29,6 @@ WATCHDOG_EXIT_CODE = 124
 """Exit status of a process the watchdog ended (the same as coreutils ``timeout``)."""
 
 
-PEER_LOSS_MARKERS = (
-    "connection closed by peer",  # gloo
-    "connection reset by peer",
-    "broken pipe",
-    "remote process exited",  # NCCL
-    "communicator was aborted",
-)
-"""Phrases of a collective's error when another rank went away (this rank is not the cause)."""
-
-
-def is_peer_loss(exc: BaseException) -> bool:
-    """True when ``exc`` (or an exception in its chain) says a peer rank disappeared."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        message = str(cur).lower()
-        if any(marker in message for marker in PEER_LOSS_MARKERS):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
-
-
 class InjectedFault(RuntimeError):
     """The exception that ``--fail-kind exception`` raises."""
 

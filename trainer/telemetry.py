@@ -1,7 +1,9 @@
 """The trainer's link to the ETT instrumentation library (``instrument``).
 
-:func:`open_session` starts an ``instrument`` session for this rank (it also installs the
-library's exception, SIGTERM and exit hooks). :func:`timed_phase` wraps a
+:func:`open_session` starts an ``instrument`` session for this rank: the library resolves who
+the rank is, and installs its exception, SIGTERM and exit hooks (on SIGTERM it records the
+preemption, then raises :class:`instrument.Preempted` in the main thread, so the trainer's
+teardown runs). :func:`timed_phase` wraps a
 start-up phase in its span and writes its length to the step log as well, so the trainer's own
 account and the collector's can be compared.
 """
@@ -16,24 +18,22 @@ from typing import Any
 
 import instrument as ett
 from trainer.config import TrainConfig
-from trainer.distributed import Identity
 from trainer.steplog import StepLog
 
 DEFAULT_MODEL = "dlrm"
 """``ett.model`` when neither ``--model-name`` nor ``ETT_MODEL`` names one."""
 
 
-def open_session(cfg: TrainConfig, ident: Identity) -> ett.Session:
-    """The ``instrument`` session of this rank's attempt (identity from torchrun's environment;
-    job id from ``--job-id`` or ``ETT_JOB_ID``). It never raises: at worst it records nothing."""
+def open_session(cfg: TrainConfig) -> ett.Session:
+    """The ``instrument`` session of this rank's attempt (rank, world size and attempt from
+    torchrun's environment; job id from ``--job-id`` or ``ETT_JOB_ID``). It never raises: at
+    worst it records nothing (its identity is still resolved)."""
     return ett.init(
         job_id=cfg.job_id,
         model=cfg.model_name or os.environ.get("ETT_MODEL") or DEFAULT_MODEL,
         team=cfg.team,
-        attempt=ident.attempt,
-        rank=ident.rank,
-        world_size=ident.world_size,
         window_s=cfg.window_s,
+        raise_on_sigterm=True,
     )
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, NoReturn
 
 import torch
@@ -40,12 +38,6 @@ from trainer.distributed import (
 from trainer.progress import Progress
 from trainer.steplog import StepLog
 from trainer.telemetry import open_session, timed_phase
-
-PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM, what a shell reports for a terminated process
-
-
-class Preempted(Exception):
-    """Raised in the main thread when the process receives SIGTERM."""
 
 
 @dataclass
@@ -190,10 +182,6 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
         bar.close()
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Preempted(f"received signal {signum}")
-
-
 def teardown(sess: Any, log: StepLog, groups: Groups | None, failed: bool, mode: str) -> None:
     """Tear down the process groups (after a failure: abort them, see
     :func:`trainer.distributed.shutdown`), naming the phase for the library's exit watchdog and
@@ -223,26 +211,26 @@ def leave(status: int, log: StepLog) -> NoReturn:
 
 def run(cfg: TrainConfig) -> int:
     """One attempt on this rank: start up, train, end; returns the exit status."""
-    ident = Identity.from_env()
     model.quiet_library_warnings()
     if cfg.fresh_local_cache:
         use_fresh_local_cache()
-    # installed before the session, whose SIGTERM hook records the preemption and then calls it
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    sess = open_session(cfg, ident)
+    # on SIGTERM the library records the preemption, then raises ett.Preempted here
+    sess = open_session(cfg)
+    ident = Identity.of(sess.identity)
     cfg = cfg.with_job_id(sess.identity.job_id)
     log = StepLog(cfg.steplog_dir, rank=ident.rank, attempt=ident.attempt)
     log.event("start", pid=os.getpid(), world_size=ident.world_size, job_id=cfg.job_id)
 
-    def record_failure(cause: str, error: str, reason: str, **fields: Any) -> None:
+    def log_failure(cause: str, error: str, reason: str, **fields: Any) -> None:
         log.event("failure", step=sess.current_step, cause=cause, error_type=error, **fields)
-        sess.failure(cause, error_type=error)  # at the step in progress
-        sess.end(reason=reason, cause=cause)
         log.event("end", reason=reason)
 
     def on_hang(idle_s: float) -> None:
         cause = FailureCauseValues.UNKNOWN.value
-        record_failure(cause, faults.WatchdogTimeout.__name__, EndReasonValues.FAILED.value)
+        reason = EndReasonValues.FAILED.value
+        log_failure(cause, faults.WatchdogTimeout.__name__, reason)
+        sess.failure(cause, error_type=faults.WatchdogTimeout.__name__)
+        sess.end(reason=reason, cause=cause)
 
     watchdog = faults.Watchdog(cfg.watchdog_s, on_hang)
     job: Job | None = None
@@ -251,17 +239,17 @@ def run(cfg: TrainConfig) -> int:
         train_loop(job, watchdog.start())
     except BaseException as exc:
         watchdog.stop()
-        if isinstance(exc, Preempted):
+        if isinstance(exc, ett.Preempted):  # the library recorded it and ended the attempt
             cause = FailureCauseValues.PREEMPTION.value
-            record_failure(cause, Preempted.__name__, EndReasonValues.PREEMPTED.value)
-            status = PREEMPTED_EXIT_CODE
+            log_failure(cause, type(exc).__name__, EndReasonValues.PREEMPTED.value)
+            status = exc.exit_status
         else:
-            # A rank whose collective failed because a peer vanished did not cause the failure:
-            # it says "unknown", so the peer's own report (or the collector's "killed") names it.
-            peer_loss = faults.is_peer_loss(exc)
-            cause = (FailureCauseValues.UNKNOWN if peer_loss else ett.classify_failure(exc)).value
+            # The library's cause; a rank whose collective failed because a peer vanished says
+            # "unknown", so the peer's own report (or the collector's "killed") names it.
+            cause = ett.classify_failure(exc).value
             reason = EndReasonValues.FAILED.value
-            record_failure(cause, type(exc).__name__, reason, peer_loss=peer_loss)
+            log_failure(cause, type(exc).__name__, reason, peer_loss=ett.is_peer_loss(exc))
+            sess.fail(exc)  # ett.failure at the step in progress, the attempt ended failed
             traceback.print_exception(exc)
             status = 1
         groups = job.groups if job is not None else None
