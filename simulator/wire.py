@@ -1,9 +1,9 @@
 """Simulated spans and their OTLP/HTTP protobuf encoding (``ExportTraceServiceRequest``).
 
-The framing (request, resource spans, scope spans, span) is written field by field with the
-field numbers of ``opentelemetry/proto/trace/v1/trace.proto``; each attribute is serialized once
-by opentelemetry-proto's own ``KeyValue`` message and then reused, since the same few key/value
-pairs repeat on most spans. The contract test decodes the bytes with the official
+Written field by field with the field numbers and wire types of
+``opentelemetry/proto/trace/v1/trace.proto`` and ``common.proto`` (building opentelemetry-proto's
+Python messages costs about 5 us each, more than the whole model of a span); each distinct
+attribute tuple is encoded once and reused. The contract test decodes the bytes with the official
 ``ExportTraceServiceRequest`` and compares every field. Byte-identical output for equal input.
 """
 
@@ -13,8 +13,6 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
-
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from instrument import semconv as sc
 
@@ -63,7 +61,7 @@ class RankSpans:
         )
 
 
-def _varint(n: int) -> bytes:
+def _varint_slow(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -72,74 +70,111 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+_SHORT: Final = [_varint_slow(i) for i in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+    return _SHORT[n] if n < 16384 else _varint_slow(n)
+
+
 def _field(tag: int, payload: bytes) -> bytes:
     """A length-delimited field: tag byte, length, payload."""
     return bytes((tag,)) + _varint(len(payload)) + payload
 
 
-def _any_value(value: AttrValue) -> AnyValue:
+_pack_double: Final = struct.Struct("<d").pack
+
+
+def key_value(key: str, value: AttrValue) -> bytes:
+    """An OTLP ``KeyValue`` message: key (field 1) and an ``AnyValue`` (field 2) holding a string
+    (1), bool (2), int64 (3, two's complement varint) or double (4)."""
     if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=value)
+        any_value = b"\x10\x01" if value else b"\x10\x00"
+    elif isinstance(value, int):
+        any_value = b"\x18" + _varint_slow(value & _MASK64)
+    elif isinstance(value, float):
+        any_value = b"\x21" + _pack_double(value)
+    else:
+        any_value = _field(0x0A, value.encode())
+    return _field(0x0A, key.encode()) + _field(0x12, any_value)
+
+
+_times: Final = struct.Struct("<BQBQ").pack  # fields 7 and 8: fixed64 start and end
 
 
 class Encoder:
-    """Encodes :class:`RankSpans` into request bodies; caches attribute and name fields."""
+    """Encodes :class:`RankSpans` into request bodies.
+
+    Caches the encoded attributes of each distinct attribute tuple (within the vocabulary a key
+    always has one type, so ``True`` and ``1`` never share a key) and each span name's field.
+    """
+
+    _LIMIT: Final = 1 << 16
 
     def __init__(self) -> None:
-        self._attrs: dict[tuple[str, type, AttrValue], bytes] = {}
+        self._attrs: dict[Attrs, bytes] = {}
         self._names: dict[str, bytes] = {}
+        self._keys: dict[str, bytes] = {}
+        # spans shared by the ranks of an attempt (windows) are encoded once: id -> (span, ...),
+        # the span kept so that its id cannot be reused while cached
+        self._rest: dict[int, tuple[SimSpan, bytes, bytes]] = {}
         self._scope = _field(0x0A, _field(0x0A, SCOPE_NAME.encode()))
 
-    def _attr(self, key: str, value: AttrValue, tag: int) -> bytes:
-        cache_key = (key, type(value), value)
-        hit = self._attrs.get(cache_key)
+    def _encode_attrs(self, attrs: Attrs, tag: int = 0x4A) -> bytes:
+        hit = self._attrs.get(attrs) if tag == 0x4A else None
         if hit is None:
-            kv = KeyValue(key=key, value=_any_value(value)).SerializeToString()
-            hit = _field(tag, kv)
-            if len(self._attrs) < 65536:
-                self._attrs[cache_key] = hit
+            keys = self._keys
+            prefix = bytes((tag,))
+            parts: list[bytes] = []
+            for k, v in attrs:
+                key = keys.get(k)
+                if key is None:
+                    key = keys[k] = _field(0x0A, k.encode())
+                if type(v) is int and 0 <= v < 16384:
+                    value = b"\x12" + _SHORT[1 + len(_SHORT[v])] + b"\x18" + _SHORT[v]
+                else:
+                    value = key_value("", v)[2:]  # drop the empty key's field
+                parts += (prefix, _varint(len(key) + len(value)), key, value)
+            hit = b"".join(parts)
+            if tag == 0x4A:
+                if len(self._attrs) >= self._LIMIT:
+                    self._attrs.clear()
+                self._attrs[attrs] = hit
         return hit
 
     def _name(self, name: str) -> bytes:
         hit = self._names.get(name)
         if hit is None:
-            hit = self._names[name] = _field(0x2A, name.encode())
+            hit = self._names[name] = _field(0x2A, name.encode()) + _KIND_INTERNAL
         return hit
-
-    def span(self, trace_id: bytes, span_id: int, span: SimSpan) -> bytes:
-        """One ``Span`` message (without its own tag and length)."""
-        name, start_ms, end_ms, attrs = span
-        attr = self._attr
-        parts = [
-            b"\x0a\x10",
-            trace_id,
-            b"\x12\x08",
-            _pack_u64(span_id),
-            self._name(name),
-            _KIND_INTERNAL,
-            b"\x39",
-            _pack_u64(start_ms * _MS_NS),
-            b"\x41",
-            _pack_u64(end_ms * _MS_NS),
-        ]
-        parts += [attr(k, v, 0x4A) for k, v in attrs]
-        return b"".join(parts)
 
     def resource_spans(self, rank: RankSpans, first: int, stop: int) -> bytes:
         """One ``ResourceSpans`` message holding ``rank.spans[first:stop]``."""
-        resource = b"".join(self._attr(k, v, 0x0A) for k, v in rank.resource_attrs())
+        resource = self._encode_attrs(rank.resource_attrs(), 0x0A)
+        head = b"\x0a\x10" + rank.trace_id + b"\x12\x08"
         base = rank.span_base
-        spans = [
-            _field(0x12, self.span(rank.trace_id, ((base + i) & _MASK64) or 1, rank.spans[i]))
-            for i in range(first, stop)
-        ]
-        scope_spans = self._scope + b"".join(spans)
-        return _field(0x0A, resource) + _field(0x12, scope_spans)
+        names, attrs_of, varint, cache = self._name, self._encode_attrs, _varint, self._rest
+        if len(cache) >= self._LIMIT:
+            cache.clear()
+        parts = [self._scope]
+        add = parts.extend
+        spans = rank.spans
+        for i in range(first, stop):
+            span = spans[i]
+            hit = cache.get(id(span))
+            if hit is None or hit[0] is not span:
+                name, start_ms, end_ms, attrs = span
+                rest = b"".join(
+                    (
+                        names(name),
+                        _times(0x39, start_ms * _MS_NS, 0x41, end_ms * _MS_NS),
+                        attrs_of(attrs) if attrs else b"",
+                    )
+                )
+                # tag 2 of ScopeSpans, then the length of ids (2 + 16 + 2 + 8 bytes) and the rest
+                hit = cache[id(span)] = (span, b"\x12" + varint(28 + len(rest)), rest)
+            add((hit[1], head, _pack_u64(((base + i) & _MASK64) or 1), hit[2]))
+        return _field(0x0A, resource) + _field(0x12, b"".join(parts))
 
     def requests(self, ranks: Iterable[RankSpans], batch_spans: int) -> Iterator[tuple[bytes, int]]:
         """Request bodies of at most ``batch_spans`` spans each, with their span counts; a
