@@ -155,7 +155,8 @@ def init_process_group(*args: Any, session: Session | None = None, **kwargs: Any
 
 def state_dict_nbytes(state_dict: Any) -> int:
     """Bytes of the tensors this rank holds in ``state_dict`` (nested dicts/lists; DTensor and
-    ShardedTensor count their local shards; other objects count 0)."""
+    ShardedTensor count their local shards, as does TorchRec's ``LocalShardsWrapper`` inside a
+    DTensor, whose ``local_shards()`` are plain tensors; other objects count 0)."""
     total = 0
     stack = [state_dict]
     while stack:
@@ -165,7 +166,8 @@ def state_dict_nbytes(state_dict: Any) -> int:
         elif isinstance(item, list | tuple):
             stack.extend(item)
         elif hasattr(item, "local_shards") and callable(item.local_shards):
-            stack.extend(shard.tensor for shard in item.local_shards())
+            # ShardedTensor's shards carry a .tensor; LocalShardsWrapper's are tensors
+            stack.extend(getattr(shard, "tensor", shard) for shard in item.local_shards())
         elif hasattr(item, "to_local") and callable(item.to_local):
             stack.append(item.to_local())
         elif hasattr(item, "element_size") and hasattr(item, "numel"):

@@ -78,3 +78,15 @@ def test_checkpoint_bytes_are_the_librarys_local_tensor_bytes(tmp_path: Path) ->
     state = {"a": torch.zeros(10, 4), "b": [torch.zeros(3, dtype=torch.int64)], "c": 5}
     assert checkpoint.torch_hooks.state_dict_nbytes(state) == 10 * 4 * 4 + 3 * 8
     assert not hasattr(checkpoint, "state_bytes")  # one copy: instrument.torch_hooks
+
+
+@needs_torch
+def test_checkpoint_bytes_count_torchrec_local_shards() -> None:
+    """A sharded DMP's DTensors hold TorchRec's LocalShardsWrapper, whose shards are tensors."""
+    import torch
+    from torchrec.distributed.shards_wrapper import LocalShardsWrapper
+
+    assert checkpoint is not None
+    shards = [torch.zeros(2, 4), torch.zeros(3, 4)]
+    wrapper = LocalShardsWrapper(shards, [(0, 0), (2, 0)])
+    assert checkpoint.torch_hooks.state_dict_nbytes({"table": wrapper}) == 5 * 4 * 4
