@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from cli import CliError
+from instrument import semconv
 
 EPILOG = """\
 examples:
@@ -87,7 +88,7 @@ def _names(text: str | None, what: str) -> list[str] | None:
 
 
 def _window_s() -> float:
-    raw = os.environ.get("ETT_WINDOW_S") or "10"
+    raw = os.environ.get("ETT_WINDOW_S") or str(semconv.DEFAULT_WINDOW_S)
     try:
         value = float(raw)
     except ValueError:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from instrument import semconv
+
 from ._jobs import JobSpec, SimJob, generate_job
 from .profile import Profile
 from .regression import Regression, check_regressions
@@ -28,7 +30,7 @@ class FleetSpec:
     start: float | None = None
     regressions: tuple[Regression, ...] = ()
     live: int = 0
-    live_window_s: float = 10.0
+    live_window_s: float = semconv.DEFAULT_WINDOW_S
 
     def __post_init__(self) -> None:
         if self.jobs < 0:

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from instrument import semconv
+
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 """Answers OTLP/HTTP says to retry (with backoff, honouring ``Retry-After``)."""
 
@@ -144,7 +146,7 @@ class DatabaseSink:
     """Writes bodies into the collector's database through its ingest path; ``close`` then
     recomputes every job it touched, so figures are ready to read."""
 
-    def __init__(self, db_url: str, window_s: float = 10.0) -> None:
+    def __init__(self, db_url: str, window_s: float = semconv.DEFAULT_WINDOW_S) -> None:
         from collector.pipeline import Pipeline
         from collector.storage import Store
 
