@@ -27,10 +27,17 @@ def of(rows: list[dict[str, Any]], event: str, attempt: int) -> list[dict[str, A
 
 
 def blocking_from_log(rows: list[dict[str, Any]]) -> float:
-    """Per (attempt, step): the longest blocking over ranks (the ranks save together)."""
+    """Per (attempt, step): the longest blocking over ranks (the ranks save together). Saves
+    after a rank's last step (the final checkpoint) are left out: the collector charges those to
+    the shutdown, not to ``checkpoint_blocking``."""
+    last_step: dict[tuple[int, int], float] = {}
+    for r in rows:
+        if r["event"] == "step":
+            key = (r["attempt"], r["rank"])
+            last_step[key] = max(last_step.get(key, 0.0), r["time"])
     per: dict[tuple[int, int], float] = {}
     for r in rows:
-        if r["event"] == "ckpt_save":
+        if r["event"] == "ckpt_save" and r["time"] < last_step.get((r["attempt"], r["rank"]), 0):
             key = (r["attempt"], r["step"])
             per[key] = max(per.get(key, 0.0), float(r["blocking_s"]))
     return sum(per.values())
