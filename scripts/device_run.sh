@@ -14,10 +14,10 @@ set -uo pipefail
 FINAL="${OUT:-/tmp/ett-final}"
 RESULTS=/tmp/ett-out  # bundled at the end (few files come back)
 SITE=/tmp/site
-GPUS="${GPUS:-2}" RANKS="${RANKS:-1 2 4 8}" DEVICE="${DEVICE:-cuda}"
+GPUS="${GPUS:-2}" RANKS="${RANKS-1 2 4 8}" DEVICE="${DEVICE:-cuda}"
 STEPS="${STEPS:-600}" SIZE="${SIZE:-medium}" SHARDING="${SHARDING:-auto}" WINDOW=2
-KINDS="${KINDS:-exception sigkill sigterm hang destroy}"
-MODES="${MODES:-sync async}"
+KINDS="${KINDS-exception sigkill sigterm hang destroy}"
+MODES="${MODES-sync async}"  # RANKS, KINDS, MODES: set empty to skip
 rm -rf "$RESULTS" /tmp/ett-runs /tmp/ett-device.db
 mkdir -p "$RESULTS" "$FINAL"
 if [ -z "${NO_WHEELS:-}" ] && ls .whl/*.whl > /dev/null 2>&1; then
