@@ -156,7 +156,7 @@ def abort_groups(groups: Groups | None) -> None:
 def _abort_all_private() -> None:
     """Fallback for a torch whose ``ProcessGroup`` lacks ``abort()``: the private
     ``distributed_c10d._abort_process_group`` (aborts every group, NCCL ones in one NCCL group
-    call). ``tests/unit/trainer/test_trainer_teardown.py`` fails loudly when the public method
+    call). ``tests/unit/trainer/test_trainer_abort_api.py`` fails loudly when the public method
     disappears, so this path is never used silently."""
     from torch.distributed import distributed_c10d
 
