@@ -111,7 +111,7 @@ def _push(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
     url = args.url.rstrip("/")
     if args.rules:
-        from collector.alerts import RulesError
+        from collector.alerts.rules import RulesError
 
         try:
             _alerting_check(args.rules)

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     Double,
     Engine,
+    Index,
     Integer,
     MetaData,
     String,
@@ -24,11 +25,12 @@ from sqlalchemy import (
 
 from ._state import Alert, AlertState
 
-_metadata = MetaData()
+metadata = MetaData()
+"""The alert tables (the storage tables are in ``collector.storage._tables.metadata``)."""
 
 alerts = Table(
     "alerts",
-    _metadata,
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("rule", String(), nullable=False),
     Column("alert_key", String(), nullable=False),
@@ -45,6 +47,8 @@ alerts = Table(
     Column("last_eval", Double, nullable=False),
     Column("sent_at", Double),
     Column("resolved_sent", Boolean, nullable=False),
+    Index("ix_alerts_state", "state", "last_eval"),
+    Index("ix_alerts_rule_key", "rule", "alert_key"),
 )
 """Mirror of the table that migration 0003 creates."""
 

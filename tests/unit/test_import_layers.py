@@ -46,7 +46,13 @@ RULES = (  # the most specific importer wins
     Rule("collector.otlp", ("collector.otlp", "collector.domain", "instrument.semconv")),
     Rule("collector.storage", ("collector.storage", *VOCABULARY)),
     Rule("dashboard", ("dashboard", *VOCABULARY)),
-    Rule("grafana", ("grafana", *VOCABULARY)),
+    # the alert rule model and its PromQL are pure (no SQL, no HTTP): Grafana's alert rules are
+    # generated from the same definitions as the collector's own
+    Rule(
+        "grafana", ("grafana", *VOCABULARY, "collector.alerts.rules", "collector.alerts.prometheus")
+    ),
+    Rule("collector.alerts.rules", ("collector.alerts.rules", "instrument.semconv")),
+    Rule("collector.alerts.prometheus", ("collector.alerts", "instrument.semconv")),
     Rule("cli", ("cli", *PARTS)),
     Rule("trainer", ("trainer", "instrument")),
     Rule(
