@@ -17,7 +17,7 @@ from cli import CliError
 from instrument import semconv
 
 from .domain.model import GroupBy, JobState
-from .settings import DEFAULT_PORT, ConfigError, Settings, default_db_url
+from .settings import DEFAULT_PORT, ConfigError, Settings
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
@@ -133,29 +133,54 @@ environment:
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run ``fn``, turning the collector's configuration errors into ``CliError``."""
+    """Run ``fn`` on the database ``--db`` names; configuration and database errors become one
+    line (``CliError``): exit 2 for what the user wrote, 1 for a database that fails at run time."""
 
     def run(args: argparse.Namespace) -> int:
+        from . import _target
+
         try:
+            if hasattr(args, "db"):
+                args.target = _target.resolve(args.db)
             return fn(args)
         except ConfigError as exc:
             raise CliError(f"configuration error: {exc}") from exc
+        except Exception as exc:
+            from sqlalchemy.exc import DBAPIError
+
+            if isinstance(exc, DBAPIError) and hasattr(args, "target"):
+                raise _target.connection_error(args.target, exc) from exc
+            raise
 
     return run
 
 
-def _open(db: str | None) -> Any:
-    """A pipeline over the store at ``db`` (migrated)."""
+def _open(args: argparse.Namespace, *, read: bool = False) -> Any:
+    """A pipeline over the store ``args.target`` names: migrated, or for ``read`` commands
+    only an existing database (never created; migrated only when its schema is older)."""
     from .pipeline import Pipeline
     from .storage import Store
+    from .storage._migrate import head_revision
 
-    store = Store(db or default_db_url())
-    store.upgrade()
-    return Pipeline(store, window_s=_settings(db).window_s)
+    target = args.target
+    if read:
+        target.require_existing()
+    store = Store(target.url)
+    if not read:
+        store.upgrade()
+    elif (revision := store.revision()) is None:
+        raise CliError(
+            f"database {target.shown} (from {target.source}) holds no ett data: pass --db URL, "
+            "or set ETT_HOME or ETT_DB_URL to the collector's database",
+            exit_code=1,
+        )
+    elif revision != head_revision():
+        store.upgrade()
+    return Pipeline(store, window_s=_settings(target.url).window_s)
 
 
-def _settings(db: str | None) -> Settings:
-    return Settings(db_url=db or default_db_url())
+def _settings(db: str) -> Settings:
+    return Settings(db_url=db)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -165,28 +190,32 @@ def _serve(args: argparse.Namespace) -> int:
     from .storage import Store
 
     if args.workers is None:
-        args.workers = int(os.environ.get("ETT_WORKERS") or "1")
+        raw = os.environ.get("ETT_WORKERS") or "1"
+        if not raw.isdigit():
+            raise CliError(f"ETT_WORKERS={raw!r} is not a whole number: write e.g. ETT_WORKERS=2")
+        args.workers = int(raw)
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     settings = Settings(
-        host=args.host, port=args.port, db_url=args.db or default_db_url(),
+        host=args.host, port=args.port, db_url=args.target.url,
         **({"token": args.token} if args.token else {}),
     )  # fmt: skip
+    sock = _bind(settings.host, settings.port)  # the address first: nothing created on a busy port
     Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
-    print(
-        f"ett collector listening on http://{settings.host}:{settings.port} "
-        f"(db: {_redact(settings.db_url)}, {args.workers} worker(s))",
-        flush=True,
-    )
+    where = f"http://{settings.host}:{settings.port} (db: {args.target.shown}"
     if args.workers == 1:
-        uvicorn.run(build_app(settings), host=settings.host, port=settings.port,
-                    log_level="warning")  # fmt: skip
+        config = uvicorn.Config(build_app(settings), log_level="warning")
+        _announcing_server(config, f"ett collector listening on {where}, 1 worker)").run(
+            sockets=[sock]
+        )
         return 0
+    sock.close()  # uvicorn's supervisor binds it again for its workers
     os.environ["ETT_DB_URL"] = settings.db_url
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
     os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
     if settings.token:
         os.environ["ETT_TOKEN"] = settings.token
+    print(f"ett collector starting {args.workers} workers on {where})", flush=True)
     uvicorn.run(
         "collector.api._factory:app_from_env", factory=True, workers=args.workers,
         host=settings.host, port=settings.port, log_level="warning",
@@ -194,20 +223,70 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _redact(url: str) -> str:
-    """A database URL without its password."""
-    from sqlalchemy.engine import make_url
+def _bind(host: str, port: int) -> Any:
+    """A listening socket on ``host:port``, or ``CliError`` (exit 2) saying why there is none."""
+    import errno
+    import socket
 
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CliError(f"--host {host!r} is not an address: write an IP such as 127.0.0.1 or "
+                       f"0.0.0.0, or a resolvable host name ({exc})") from exc  # fmt: skip
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {port} is in use (another ett serve?): stop it or pass "
+                           "--port N") from exc  # fmt: skip
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise CliError(f"port {port} needs privileges: pass --port above 1023") from exc
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; pass --host with an "
+                       "address of this machine (127.0.0.1, 0.0.0.0)") from exc  # fmt: skip
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announcing_server_class() -> Any:
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        """A uvicorn server that prints one line once it is listening."""
+
+        def __init__(self, config: Any, line: str) -> None:
+            super().__init__(config)
+            self._line = line
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(self._line, flush=True)
+
+    return AnnouncingServer
+
+
+def _announcing_server(config: Any, line: str) -> Any:
+    return _announcing_server_class()(config, line)
 
 
 def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[Any], None]) -> int:
     from .query import NotFound, NotReady, Query, QueryError
 
-    query = Query(_open(args.db), read_wait_s=_settings(args.db).read_wait_s)
+    target = args.target
+    query = Query(_open(args, read=True), read_wait_s=_settings(target.url).read_wait_s)
     try:
         data = fn(query)
-    except (NotFound, NotReady) as exc:
+    except NotFound as exc:
+        where = f"{target.shown} (from {target.source})"
+        hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
+        print(f"ett: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
+        return 1
+    except NotReady as exc:
         print(f"ett: {exc.args[0]}", file=sys.stderr)
         return 1
     except QueryError as exc:
@@ -233,7 +312,7 @@ def _console() -> Any:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    _open(args.db)
+    _open(args)
     print("database schema is up to date")
     return 0
 
@@ -247,7 +326,7 @@ def _grant_readonly(args: argparse.Namespace) -> int:
         password = os.environ.get(args.password_env)
         if not password:
             raise CliError(f"--password-env {args.password_env}: that variable is not set")
-    store = Store(args.db or default_db_url())
+    store = Store(args.target.url)
     store.upgrade()
     try:
         views = grant_readonly(store.engine, args.role, password)
@@ -286,7 +365,7 @@ def _lost_time(args: argparse.Namespace) -> int:
 def _recompute(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    pipeline = _open(args.db)
+    pipeline = _open(args)
     if args.jobs:
         missing = [j for j in args.jobs if not pipeline.recompute(j)]
         for j in missing:

@@ -80,7 +80,7 @@ def test_unknown_job_exits_1(db: str, capsys) -> None:
 
 def test_bad_config_fails_fast(capsys) -> None:
     assert main(["serve", "--db", "mysql://x@y/z"]) == 2
-    assert "unsupported database URL" in capsys.readouterr().err
+    assert "mysql databases are not supported" in capsys.readouterr().err
     with pytest.raises(ConfigError):
         Settings(port=70000, db_url="sqlite:///x.db")
 

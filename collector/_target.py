@@ -1,0 +1,93 @@
+"""Which database a CLI command means, checked before anything is opened or created.
+
+``--db`` takes a URL (``sqlite:///PATH``, ``postgresql+psycopg://USER@HOST:PORT/DB``) or a plain
+path to a SQLite file (``/data/collector.db``, ``./x.sqlite``); without it, ``$ETT_DB_URL``, else
+``$ETT_HOME/collector.db``. Read commands never create a database: a missing SQLite file is an
+error that names the file and says how to point at the right one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cli import CliError
+
+from .settings import default_db_url
+
+URL_FORMS = "sqlite:///PATH, a path ending in .db, or postgresql+psycopg://USER@HOST:PORT/DB"
+"""How a database is written, for error messages."""
+
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_WHERE_HINT = "pass --db URL, or set ETT_HOME (the collector's data folder) or ETT_DB_URL"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A database the user named: its URL and where the name came from (for messages)."""
+
+    url: str
+    source: str
+    """``--db``, ``ETT_DB_URL`` or ``ETT_HOME``."""
+
+    @property
+    def shown(self) -> str:
+        """The URL without its password."""
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file, or None for PostgreSQL and in-memory SQLite."""
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            return None
+        return Path(parsed.database)
+
+    def require_existing(self) -> None:
+        """Refuse (exit 1) a SQLite file that does not exist; create nothing."""
+        path = self.sqlite_path
+        if path is not None and not path.is_file():
+            raise CliError(
+                f"database {self.shown} (from {self.source}) does not exist: {_WHERE_HINT}",
+                exit_code=1,
+            )
+
+
+def resolve(raw: str | None) -> Target:
+    """The database ``--db`` (or the environment) names; ``CliError`` (exit 2) when unusable."""
+    if raw:
+        source, text = "--db", raw
+    elif os.environ.get("ETT_DB_URL"):
+        source, text = "ETT_DB_URL", os.environ["ETT_DB_URL"]
+    else:
+        source, text = "ETT_HOME", default_db_url()
+    if "://" not in text:
+        if not text.lower().endswith(_SQLITE_SUFFIXES) and not Path(text).is_file():
+            raise CliError(f"{source} {text!r} is not a database: write {URL_FORMS}")
+        text = f"sqlite:///{Path(text).expanduser().resolve()}"
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        backend = make_url(text).get_backend_name()
+    except (ArgumentError, ValueError) as exc:
+        raise CliError(
+            f"{source}: cannot read database URL {text!r} ({exc}); write {URL_FORMS}"
+        ) from exc
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        raise CliError(
+            f"{source}: {backend} databases are not supported; write {URL_FORMS}", exit_code=2
+        )
+    return Target(text, source)
+
+
+def connection_error(target: Target, exc: Exception) -> CliError:
+    """One line for a database that cannot be reached or read (a runtime failure, exit 1)."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    detail = first[0] if first else type(exc).__name__
+    return CliError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
