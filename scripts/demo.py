@@ -5,7 +5,10 @@
    prints the report the collector computed;
 3. runs the instrumented TorchRec trainer under torchrun, 2 ranks on the CPU, with an injected
    failure and a restart, and prints that job's report;
-4. prints the fleet's lost time by component, then stops the collector.
+4. sends a simulated fleet of a week (`ett simulate`) in which one model's checkpoints start
+   blocking six times longer a day ago, and prints the fleet's lost time and the alerts that the
+   collector's evaluator raised;
+5. leaves the live dashboard running on all of it until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -141,7 +144,18 @@ def main() -> int:
     _banner(f"1. the collector: ett serve on {url}, SQLite at {HOME / 'collector.db'}")
     log = open(HOME / "collector.log", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", DB],
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            DB,
+            "--alert-interval",
+            "5s",
+        ],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -168,8 +182,7 @@ def main() -> int:
             if job_id:
                 _ett("report", job_id, check=False)
 
-        _banner("4. the fleet: lost time by component over the last day")
-        _ett("lost-time", "--by", "component", "--since", "1d")
+        _fleet(url)
         print(f"\nexplore: curl {url}/api/v1/jobs   (the collector stops when the demo ends)")
         print(f"later:   .venv/bin/ett report spec-worked-example --db {DB}")
         _dashboard(url)
@@ -179,18 +192,36 @@ def main() -> int:
     return 0
 
 
+def _fleet(url: str) -> None:
+    """A simulated week of 120 jobs beside the demo's own, with a regression planted a day ago,
+    and the alerts the collector's own evaluator raises on it."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 86400))
+    regress = f"model=dlrm-small component=checkpoint factor=6 at={at}"
+    _banner(f"4. a simulated fleet: a week, 120 jobs; regression planted: {regress}")
+    try:
+        from simulator import simulate_to_endpoint
+
+        simulate_to_endpoint(url, jobs=120, days=7, seed=5, regress=[regress])
+    except Exception as exc:  # the rest of the demo still shows the demo's own jobs
+        print(f"(no simulated fleet: {exc})")
+        return
+    _ett("lost-time", "--by", "component", "--since", "7d")
+    print("\nalerts firing (the collector evaluates its rules every 5 s here, 30 s by default):")
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with urllib.request.urlopen(f"{url}/api/v1/alerts?state=firing", timeout=5) as resp:
+            if resp.read().strip() not in (b"[]", b""):
+                break
+        time.sleep(2)
+    _ett("alerts", "--state", "firing", check=False)
+
+
 def _dashboard(url: str) -> None:
     """The end of the demo: a simulated fleet beside the demo's jobs, and the live dashboard on
     them until Ctrl-C (set ETT_DEMO_NO_DASHBOARD=1 to stop here instead)."""
     if os.environ.get("ETT_DEMO_NO_DASHBOARD") == "1":
         return
-    _banner("5. the live dashboard: the demo's jobs and a simulated fleet")
-    try:
-        from simulator.simulation import simulate_to_endpoint
-
-        simulate_to_endpoint(url, jobs=30, days=2, seed=5)
-    except Exception as exc:  # the dashboard still shows the demo's own jobs
-        print(f"(no simulated fleet: {exc})")
+    _banner("5. the live dashboard: the demo's jobs and the simulated fleet")
     port = _free_port(8501)
     cmd = [sys.executable, "-m", "cli", "dashboard", "--api", url, "--port", str(port)]
     dash = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
