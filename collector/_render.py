@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from rich.console import Console
@@ -35,6 +36,46 @@ def _bar(part: float, whole: float, width: int = 24) -> str:
     return "█" * n
 
 
+MIN_ADVICE_FAILURES = 3
+"""Fewer failures than this give too rough a failure rate to state an optimal interval."""
+
+
+def recovery(job: JobJSON) -> str:
+    """Time to recover after each failed attempt, or why there is none."""
+    attempts = {a["attempt"]: a for a in job["attempts"]}
+    failed = [a["attempt"] for a in job["attempts"] if a["failed"]]
+    parts = []
+    for i, t in enumerate(job["ttr_s"]):
+        if t is not None:
+            parts.append(duration(t))
+            continue
+        nxt = failed[i] + 1 if i < len(failed) else None
+        if nxt is not None and nxt in attempts:
+            last = nxt == max(attempts) and job["state"] in LIVE_STATES
+            parts.append(f"attempt {nxt} " + ("has not trained yet" if last else "never trained"))
+        else:
+            parts.append("no restart")
+    return ", ".join(parts) or "-"
+
+
+def advice(job: JobJSON) -> str:
+    """The checkpoint interval in use and Young's optimum, with how much evidence it rests on."""
+    adv = job["checkpoint_advice"]
+    text = f"in use {duration(adv['interval_s'])}"
+    if adv["optimal_interval_s"] is None:
+        return text + ", optimal - (needs at least one failure)"
+    n = job["failures"]
+    if n < MIN_ADVICE_FAILURES:
+        return (
+            text + f", optimal not shown: it would rest on {n} failure(s), "
+            f"at least {MIN_ADVICE_FAILURES} needed"
+        )
+    return (
+        text + f", optimal {duration(adv['optimal_interval_s'])} (from {n} failures)"
+        f", would save {duration(adv['saving_s'])}"
+    )
+
+
 def print_report(job: JobJSON, console: Console) -> None:
     """The ``ett report`` view of one job."""
     head = Table(title=f"Job {job['job_id']}", show_header=False, title_justify="left")
@@ -47,19 +88,23 @@ def print_report(job: JobJSON, console: Console) -> None:
     head.add_row("idle", f"{job['idle_pct']:.1f}%  ({duration(job['idle_s'])})")
     head.add_row("failure", f"{job['failure_pct']:.1f}%  ({duration(job['failure_s'])})")
     head.add_row("time to start", duration(job["tts_s"]))
-    head.add_row("time to recover", ", ".join(duration(t) for t in job["ttr_s"]) or "-")
+    head.add_row("time to recover", recovery(job))
     causes = ", ".join(f"{k} ×{v}" for k, v in job["failure_causes"].items())
     head.add_row("failures", f"{job['failures']}" + (f"  ({causes})" if causes else ""))
     head.add_row("unsaved training", duration(job["unsaved_s"]))
+    if job.get("expected_unsaved_s") is not None:
+        head.add_row(
+            "expected unsaved",
+            f"{duration(job['expected_unsaved_s'])}  (failures × checkpoint interval in use / 2)",
+        )
     if job["state"] in LIVE_STATES:
         head.add_row("at risk", duration(job["at_risk_s"]))
-    head.add_row("checkpoint blocking", duration(job["checkpoint_blocking_s"]))
-    adv = job["checkpoint_advice"]
     head.add_row(
-        "checkpoint interval",
-        f"in use {duration(adv['interval_s'])}, optimal {duration(adv['optimal_interval_s'])}"
-        f", would save {duration(adv['saving_s'])}",
+        "checkpoint blocking",
+        f"{duration(job['checkpoint_blocking_s'])}  (saves only; the checkpoint component "
+        "below also counts restores)",
     )
+    head.add_row("checkpoint interval", advice(job))
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
         head.add_row("figures as of", instant(job["computed_at"]) + note)
@@ -79,19 +124,9 @@ def print_report(job: JobJSON, console: Console) -> None:
                 _bar(secs, job["wall_s"]),
             )
         console.print(t)
-    att = Table(title="Attempts", title_justify="left")
-    for col in (
-        "attempt",
-        "allocated",
-        "first batch",
-        "end",
-        "end reason",
-        "cause",
-        "critical rank",
-    ):
-        att.add_column(col)
-    for a in job["attempts"]:
-        att.add_row(
+    headers = ("#", "allocated", "first batch", "end", "end reason", "cause", "rank")
+    rows = [
+        (
             str(a["attempt"]),
             instant(a["alloc"]),
             instant(a["first_batch"]),
@@ -100,41 +135,79 @@ def print_report(job: JobJSON, console: Console) -> None:
             a["failure_cause"] or "-",
             str(a["critical_rank"]),
         )
+        for a in job["attempts"]
+    ]
+    att = Table(title="Attempts (rank: the critical rank)", title_justify="left")
+    for i, col in enumerate(headers):  # wrap between words; a word is folded, never cut
+        words = [w for r in rows for w in r[i].split()]
+        att.add_column(col, overflow="fold", min_width=min(max(map(len, words), default=1), 10))
+    for row in rows:
+        att.add_row(*row)
     console.print(att)
 
 
+_JOB_COLUMNS = ("job", "state", "model", "team", "ended", "wall", "ETT", "idle", "failure",
+                "failures")  # fmt: skip
+_RIGHT = frozenset(("wall", "ETT", "idle", "failure", "failures"))
+_DROPPED_WHEN_NARROW = ("team", "model", "ended", "wall", "idle", "failures", "failure")
+"""Columns left out, in this order, while a terminal is too narrow for the table."""
+
+
+def _job_cells(r: JobRowJSON) -> dict[str, str]:
+    return {
+        "job": r["job_id"],
+        "state": r["state"],
+        "model": r.get("model") or "-",
+        "team": r.get("team") or "-",
+        "ended": instant(r["end"]),
+        "wall": duration(r["wall_s"]),
+        "ETT": f"{r['ett_pct']:.1f}%",
+        "idle": f"{r['idle_pct']:.1f}%",
+        "failure": f"{r['failure_pct']:.1f}%",
+        "failures": str(r["failures"]),
+    }
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
+    """Columns aligned with spaces, nothing cut, no box drawing: for pipes and files."""
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
+
+    def line(cells: dict[str, str]) -> str:
+        out = [cells[c].rjust(widths[c]) if c in _RIGHT else cells[c].ljust(widths[c])
+               for c in columns]  # fmt: skip
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line({c: c for c in columns}), *(line(r) for r in rows)])
+
+
 def print_jobs(rows: list[JobRowJSON], console: Console) -> None:
-    """The ``ett jobs`` table."""
+    """The ``ett jobs`` table: plain text when not on a terminal; job ids are never cut."""
+    cells = [_job_cells(r) for r in rows]
+    if not console.is_terminal:
+        console.file.write(plain_table(_JOB_COLUMNS, cells) + "\n")
+        return
+    columns = list(_JOB_COLUMNS)
+    natural = {c: max([len(c), *(len(r[c]) for r in cells)]) for c in columns}
+
+    def fits() -> bool:
+        return sum(natural[c] + 3 for c in columns) + 1 <= console.width
+
+    for drop in _DROPPED_WHEN_NARROW:
+        if fits():
+            break
+        columns.remove(drop)
+    whole = fits()  # else the id folds over lines, every character kept
     t = Table(title=f"{len(rows)} jobs", title_justify="left")
-    for col in (
-        "job",
-        "state",
-        "model",
-        "team",
-        "ended",
-        "wall",
-        "ETT",
-        "idle",
-        "failure",
-        "failures",
-    ):
+    for col in columns:
         t.add_column(
             col,
-            justify="right" if col in ("wall", "ETT", "idle", "failure", "failures") else "left",
+            justify="right" if col in _RIGHT else "left",
+            overflow="fold",
+            no_wrap=col != "job",
+            min_width=natural[col] if col == "job" and whole else None,
         )
-    for r in rows:
-        t.add_row(
-            r["job_id"],
-            r["state"],
-            r.get("model") or "-",
-            r.get("team") or "-",
-            instant(r["end"]),
-            duration(r["wall_s"]),
-            f"{r['ett_pct']:.1f}%",
-            f"{r['idle_pct']:.1f}%",
-            f"{r['failure_pct']:.1f}%",
-            str(r["failures"]),
-        )
+    for r in cells:
+        t.add_row(*(r[c] for c in columns))
     console.print(t)
 
 

@@ -57,6 +57,25 @@ class Target:
                 exit_code=1,
             )
 
+    def sqlite_is_empty(self) -> bool:
+        """True for an existing SQLite file without the collector's schema (looked at read-only,
+        so that an empty or foreign file is left exactly as it was)."""
+        import sqlite3
+
+        path = self.sqlite_path
+        if path is None:
+            return False
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            return True
+        finally:
+            conn.close()
+        return found is None
+
 
 def resolve(raw: str | None) -> Target:
     """The database ``--db`` (or the environment) names; ``CliError`` (exit 2) when unusable."""

@@ -87,13 +87,20 @@ def register(sub: Any) -> None:
     rep.add_argument("--json", action="store_true", help="print the read API's JSON object")
     rep.set_defaults(func=_guard(_report))
 
-    jobs = sub.add_parser("jobs", help="list jobs, newest first")
+    jobs = sub.add_parser(
+        "jobs",
+        help="list jobs, newest first",
+        description="List jobs, newest first, with their ETT, idle and failure shares. Job ids "
+        "are never cut; piped, the table is plain text.",
+    )
     _db_arg(jobs)
     jobs.add_argument(
-        "--state", choices=[s.value for s in JobState], help="only jobs in this state"
+        "--state",
+        choices=[s.value for s in JobState],
+        help="only jobs in this state (default: every state)",
     )
-    jobs.add_argument("--model", help="only this model family (ett.model)")
-    jobs.add_argument("--team", help="only this team (ett.team)")
+    jobs.add_argument("--model", help="only this model family, ett.model (default: every model)")
+    jobs.add_argument("--team", help="only this team, ett.team (default: every team)")
     jobs.add_argument(
         "--since", help="jobs that ended since: 7d, 12h, ISO 8601 or unix seconds (default: all)"
     )
@@ -101,7 +108,12 @@ def register(sub: Any) -> None:
     jobs.add_argument("--json", action="store_true", help="print a JSON list")
     jobs.set_defaults(func=_guard(_jobs))
 
-    lost = sub.add_parser("lost-time", help="idle + failure seconds in a window, largest first")
+    lost = sub.add_parser(
+        "lost-time",
+        help="idle + failure seconds in a window, largest first",
+        description="Idle and failure seconds of every job in a window (clipped to it), grouped "
+        "and largest first: where the fleet's GPU hours went.",
+    )
     _db_arg(lost)
     lost.add_argument(
         "--by",
@@ -112,7 +124,9 @@ def register(sub: Any) -> None:
     lost.add_argument(
         "--since", default=None, help="window start: 7d, 12h, ISO 8601, unix s (default: all)"
     )
-    lost.add_argument("--until", default=None, help="window end (default: now)")
+    lost.add_argument(
+        "--until", default=None, help="window end, same forms as --since (default: now)"
+    )
     lost.add_argument("--json", action="store_true", help="print a JSON list")
     lost.set_defaults(func=_guard(_lost_time))
 
@@ -165,10 +179,10 @@ def _open(args: argparse.Namespace, *, read: bool = False) -> Any:
     target = args.target
     if read:
         target.require_existing()
-    store = Store(target.url)
-    if not read:
+    store = Store(target.url) if not (read and target.sqlite_is_empty()) else None
+    if store is not None and not read:
         store.upgrade()
-    elif (revision := store.revision()) is None:
+    elif store is None or (revision := store.revision()) is None:
         raise CliError(
             f"database {target.shown} (from {target.source}) holds no ett data: pass --db URL, "
             "or set ETT_HOME or ETT_DB_URL to the collector's database",

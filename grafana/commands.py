@@ -67,7 +67,9 @@ def register(sub: Any) -> None:
         "--rules", default=os.environ.get("ETT_ALERT_RULES"), metavar="FILE",
         help="alert rules file (as `ett serve` reads it; default: the built-in rules)",
     )  # fmt: skip
-    push.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    push.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per request (default 10)"
+    )
     push.set_defaults(func=_push)
 
 

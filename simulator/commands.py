@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="then run N jobs in real time (windows every ETT_WINDOW_S)",
+        help="then run N jobs in real time (windows every ETT_WINDOW_S; default 0: none)",
     )
     p.add_argument(
         "--regress",
