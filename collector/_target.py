@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cli import CliError
 
@@ -110,3 +111,30 @@ def connection_error(target: Target, exc: Exception) -> CliError:
     first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     detail = first[0] if first else type(exc).__name__
     return CliError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
+
+
+def open_for_reading(target: Target) -> Any:
+    """The ``Store`` of an existing collector database, created never and migrated only when
+    its schema is older; ``CliError`` (exit 1) for a missing, empty or unreachable database."""
+    from sqlalchemy.exc import DBAPIError
+
+    from .storage import Store
+    from .storage._migrate import head_revision
+
+    target.require_existing()
+    empty = CliError(
+        f"database {target.shown} (from {target.source}) holds no ett data: {_WHERE_HINT}",
+        exit_code=1,
+    )
+    if target.sqlite_is_empty():
+        raise empty
+    store = Store(target.url)
+    try:
+        revision = store.revision()
+        if revision is None:
+            raise empty
+        if revision != head_revision():
+            store.upgrade()
+    except DBAPIError as exc:
+        raise connection_error(target, exc) from exc
+    return store

@@ -172,25 +172,16 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
 def _open(args: argparse.Namespace, *, read: bool = False) -> Any:
     """A pipeline over the store ``args.target`` names: migrated, or for ``read`` commands
     only an existing database (never created; migrated only when its schema is older)."""
+    from . import _target
     from .pipeline import Pipeline
     from .storage import Store
-    from .storage._migrate import head_revision
 
-    target = args.target
     if read:
-        target.require_existing()
-    store = Store(target.url) if not (read and target.sqlite_is_empty()) else None
-    if store is not None and not read:
+        store = _target.open_for_reading(args.target)
+    else:
+        store = Store(args.target.url)
         store.upgrade()
-    elif store is None or (revision := store.revision()) is None:
-        raise CliError(
-            f"database {target.shown} (from {target.source}) holds no ett data: pass --db URL, "
-            "or set ETT_HOME or ETT_DB_URL to the collector's database",
-            exit_code=1,
-        )
-    elif revision != head_revision():
-        store.upgrade()
-    return Pipeline(store, window_s=_settings(target.url).window_s)
+    return Pipeline(store, window_s=_settings(args.target.url).window_s)
 
 
 def _settings(db: str) -> Settings:

@@ -138,12 +138,10 @@ def _serve_with_alerts(
 
 
 def _store(db: str | None) -> Any:
-    from collector.settings import default_db_url
-    from collector.storage import Store
+    """The collector's existing database (never created here; see ``collector._target``)."""
+    from collector._target import open_for_reading, resolve
 
-    store = Store(db or default_db_url())
-    store.upgrade()
-    return store
+    return open_for_reading(resolve(db))
 
 
 def _rules(path: str | None) -> Any:

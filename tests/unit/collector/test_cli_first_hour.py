@@ -76,7 +76,7 @@ def test_reads_without_ett_home_data_create_nothing(
     home = tmp_path / "fresh-home"
     monkeypatch.setenv("ETT_HOME", str(home))
     monkeypatch.delenv("ETT_DB_URL", raising=False)
-    for argv in (["report", "X"], ["jobs"], ["lost-time"]):
+    for argv in (["report", "X"], ["jobs"], ["lost-time"], ["alerts"]):
         assert main(argv) == 1, argv
         line = _one_line_error(capsys.readouterr().err)
         assert str(home / "collector.db") in line and "from ETT_HOME" in line
@@ -129,7 +129,13 @@ def test_bad_database_settings_exit_2_in_one_line(
 
 def test_unreachable_postgresql_exits_1_in_one_line(capsys) -> None:
     url = f"postgresql+psycopg://ett:secret@127.0.0.1:{free_port()}/ett"
-    for argv in (["jobs", "--db", url], ["db", "upgrade", "--db", url]):
+    serve = ["serve", "--db", url, "--port", str(free_port())]
+    for argv in (
+        ["jobs", "--db", url],
+        ["db", "upgrade", "--db", url],
+        ["alerts", "--db", url],
+        serve,
+    ):
         assert main(argv) == 1
         line = _one_line_error(capsys.readouterr().err)
         assert "127.0.0.1" in line and "secret" not in line and "from --db" in line
