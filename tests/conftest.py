@@ -140,6 +140,10 @@ class PostgresServer:
             "--encoding=UTF8",
             "--no-sync",
         )
+        self.launch()
+
+    def launch(self) -> None:
+        """Start the server on its existing data directory (after :meth:`start` and a stop)."""
         options = " ".join(
             [
                 "-c listen_addresses=127.0.0.1",

@@ -18,9 +18,20 @@ from ..metrics import CONTENT_TYPE, CollectorMetrics
 from ..pipeline import Pipeline
 from ..query import NotFound, NotReady, Query, QueryError
 from ..settings import Settings
+from ..storage import RETRY_AFTER_S, is_passing
 from ._overview_routes import overview_routes
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+_RETRY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
+
+
+def _db_reason(exc: BaseException) -> str:
+    """The first line of a database error, without SQLAlchemy's statement and links."""
+    orig = getattr(exc, "orig", None)
+    lines = str(orig if orig is not None else exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -72,6 +83,13 @@ def create_app(
             metrics.requests.labels(str(exc.status)).inc()
             body = otlp.encode_status(exc.status, exc.message, as_json)  # one HTTP→gRPC table
             return Response(body, status_code=exc.status, media_type=out_type)
+        except Exception as exc:
+            if not is_passing(exc):
+                raise  # a bug: 500, which OTLP clients do not retry
+            metrics.requests.labels("503").inc()
+            message = f"spans not stored, the database is unavailable; retry: {_db_reason(exc)}"
+            body = otlp.encode_status(503, message, as_json)
+            return Response(body, 503, _RETRY_HEADERS, media_type=out_type)
         metrics.requests.labels("200").inc()
         metrics.spans.labels("accepted").inc(len(result.records))
         if result.rejected:
@@ -85,8 +103,26 @@ def create_app(
         )
 
     async def healthz(request: Request) -> Response:
-        counts = await run_in_threadpool(pipeline.store.span_counts)
+        # liveness: the process serves; a database outage is /readyz's business, not a restart's
+        try:
+            counts = await run_in_threadpool(pipeline.store.span_counts)
+        except Exception as exc:
+            if not is_passing(exc):
+                raise
+            return JSONResponse({"status": "ok", "database": f"unavailable: {_db_reason(exc)}"})
         return JSONResponse({"status": "ok", **counts})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await run_in_threadpool(pipeline.store.check_writable)
+        except Exception as exc:
+            reason = _db_reason(exc)
+            return JSONResponse(
+                {"status": "unavailable", "error": f"the database cannot take a write: {reason}"},
+                status_code=503,
+                headers=_RETRY_HEADERS,
+            )
+        return JSONResponse({"status": "ready"})
 
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
@@ -123,6 +159,7 @@ def create_app(
     routes = [
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
         Route("/metrics", metrics_route),
         Route("/api/v1/jobs", guarded(jobs)),
         Route("/api/v1/jobs/{job_id:path}/segments", guarded(segments)),
@@ -179,4 +216,8 @@ async def _answer(fn: Callable[..., Any], *args: Any) -> Response:
         return _error(503, str(exc.args[0]), {"Retry-After": "1"})
     except QueryError as exc:
         return _error(400, str(exc))
+    except Exception as exc:
+        if not is_passing(exc):
+            raise
+        return _error(503, f"the database is unavailable: {_db_reason(exc)}", _RETRY_HEADERS)
     return JSONResponse(data)

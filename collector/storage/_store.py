@@ -246,6 +246,13 @@ class Store:
             ).scalar_one()
         return {"spans": int(n_spans or 0), "jobs": int(n_jobs), "dirty_jobs": int(n_dirty)}
 
+    def check_writable(self) -> None:
+        """Raise unless the database takes a write now (readiness): rewrites the schema
+        revision row in place inside a transaction that is rolled back, so nothing changes."""
+        with self._engine.connect() as conn, conn.begin() as tx:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+            tx.rollback()
+
     def close(self) -> None:
         """Close every pooled connection (on SQLite, refresh the planner's statistics first)."""
         if self.dialect == "sqlite":

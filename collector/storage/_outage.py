@@ -1,0 +1,54 @@
+"""Which database errors can pass (an outage) and which are bugs.
+
+A write that failed because the database was unreachable, restarting, locked, out of disk or
+read-only can succeed later unchanged: the collector answers such a failure with 503 and
+``Retry-After`` (OTLP clients retry 503; they drop a batch answered 500). Anything else (a
+constraint violated, a statement the database refuses) is a bug and stays a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import exc
+
+RETRY_AFTER_S: Final = 2
+"""Seconds a client is asked to wait before retrying a write refused during an outage. The
+OpenTelemetry SDK exporter retries up to 6 times, so 2 s covers an outage of about 12 s per
+batch (and a batch's retries leave later batches queued, not dropped)."""
+
+_SQLITE_PASSING: Final = (
+    "database is locked",
+    "database table is locked",
+    "disk i/o error",
+    "database or disk is full",
+    "unable to open database file",
+    "readonly database",
+)
+"""Messages of SQLite ``OperationalError`` that can pass (others, such as ``no such table`` or a
+syntax error, are bugs)."""
+
+_PG_PASSING_SQLSTATE_CLASSES: Final = ("08", "53", "55", "57", "58")
+"""SQLSTATE classes that can pass: connection exception, insufficient resources (disk full, out
+of memory, too many connections), object not in prerequisite state (lock not available),
+operator intervention (admin shutdown, cannot connect now), system error (I/O)."""
+
+
+def is_passing(error: BaseException) -> bool:
+    """True when ``error`` is a database failure that retrying later can get past."""
+    if isinstance(error, exc.TimeoutError):  # no pooled connection came free in time
+        return True
+    if not isinstance(error, exc.DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    orig = error.orig
+    module = type(orig).__module__
+    if module.startswith("sqlite3"):
+        text = str(orig).lower()
+        return isinstance(error, exc.OperationalError) and any(m in text for m in _SQLITE_PASSING)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        return sqlstate[:2] in _PG_PASSING_SQLSTATE_CLASSES
+    # no SQLSTATE: the driver failed before the server answered (connection refused, closed)
+    return isinstance(error, exc.OperationalError | exc.InterfaceError)

@@ -1,0 +1,58 @@
+"""Which database errors can pass (503, retried) and which are bugs (500): real drivers' errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, exc, text
+
+from collector.storage import is_passing
+from tests.support.ports import free_port
+
+
+def _raised(engine_url: str, sql: str, **kwargs: object) -> BaseException:
+    engine = create_engine(engine_url, **kwargs)  # type: ignore[arg-type]
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+    except Exception as error:
+        return error
+    finally:
+        engine.dispose()
+    raise AssertionError(f"{sql!r} did not fail")
+
+
+def test_sqlite_locked_passes(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    holder = create_engine(f"sqlite:///{db}")
+    with holder.connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+        conn.commit()
+        conn.exec_driver_sql("BEGIN IMMEDIATE")  # holds the write lock
+        error = _raised(f"sqlite:///{db}", "INSERT INTO t VALUES (1)", connect_args={"timeout": 0})
+        conn.rollback()
+    holder.dispose()
+    assert isinstance(error, exc.OperationalError)
+    assert is_passing(error)
+
+
+def test_sqlite_bugs_do_not_pass(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'y.db'}"
+    missing = _raised(url, "INSERT INTO nowhere VALUES (1)")
+    assert isinstance(missing, exc.OperationalError)  # an OperationalError, yet a bug
+    assert not is_passing(missing)
+    assert not is_passing(_raised(url, "SELEC 1"))
+
+
+def test_postgres_unreachable_passes() -> None:
+    port = free_port()  # nothing listens there
+    error = _raised(f"postgresql+psycopg://ett@127.0.0.1:{port}/ett", "SELECT 1")
+    assert is_passing(error)
+
+
+@pytest.mark.postgres
+def test_postgres_bugs_do_not_pass(fresh_postgres_url: str) -> None:
+    assert not is_passing(_raised(fresh_postgres_url, "SELECT * FROM nowhere"))
+    assert not is_passing(_raised(fresh_postgres_url, "SELECT 1/0"))
+    assert not is_passing(ValueError("not a database error"))
