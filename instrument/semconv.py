@@ -114,6 +114,10 @@ one of :class:`FailureCauseValues`."""
 COMPONENT: Final = "ett.component"
 """On start-up phases: the owner charged for the phase (:class:`ComponentValues`)."""
 
+BARRIER: Final = "ett.barrier"
+"""bool, on a start-up phase span: the phase is a barrier (no rank leaves it before every rank
+has entered it). ``rendezvous`` and ``pg_init`` are barriers without it (v1.1)."""
+
 STEP: Final = "ett.step"
 """int. On ``ett.first_batch``: the global step resumed at; on ``ett.failure``: the failing step."""
 
@@ -217,6 +221,7 @@ class ComponentValues(StrEnum):
     """The owners a lost second is charged to."""
 
     SCHEDULER = "scheduler"
+    RUNTIME = "runtime"
     COMMS = "comms"
     MODEL = "model"
     SHARDING = "sharding"
@@ -233,6 +238,9 @@ class StartupPhaseValues(StrEnum):
     """The named start-up phases. Other phase names are allowed (component ``other``)."""
 
     SCHEDULING = "scheduling"
+    IMPORTS = "imports"
+    CUDA_INIT = "cuda_init"
+    RENDEZVOUS = "rendezvous"
     PG_INIT = "pg_init"
     MODEL_INIT = "model_init"
     SHARDING_PLAN = "sharding_plan"
@@ -243,6 +251,9 @@ class StartupPhaseValues(StrEnum):
 
 PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
     StartupPhaseValues.SCHEDULING: ComponentValues.SCHEDULER,
+    StartupPhaseValues.IMPORTS: ComponentValues.RUNTIME,
+    StartupPhaseValues.CUDA_INIT: ComponentValues.RUNTIME,
+    StartupPhaseValues.RENDEZVOUS: ComponentValues.COMMS,
     StartupPhaseValues.PG_INIT: ComponentValues.COMMS,
     StartupPhaseValues.MODEL_INIT: ComponentValues.MODEL,
     StartupPhaseValues.SHARDING_PLAN: ComponentValues.SHARDING,
@@ -251,6 +262,12 @@ PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
     StartupPhaseValues.DATALOADER_INIT: ComponentValues.DATA,
 }
 """Default component of each named start-up phase."""
+
+
+BARRIER_PHASES: Final = frozenset({StartupPhaseValues.RENDEZVOUS, StartupPhaseValues.PG_INIT})
+"""Start-up phases that are barriers whatever their attributes (ETT-SPEC v1.1): no rank leaves
+them before every rank has entered them. Any other phase is one when its span has
+``ett.barrier`` = true."""
 
 
 def default_component(phase: str) -> str:
@@ -286,6 +303,7 @@ KNOWN_ATTRIBUTES: Final = frozenset(
         ATTEMPT_END_REASON,
         FAILURE_CAUSE,
         COMPONENT,
+        BARRIER,
         STEP,
         STEP_FIRST,
         STEP_LAST,

@@ -12,6 +12,7 @@ from .model import SpanRecord
 _COMPLETED = sc.EndReasonValues.COMPLETED.value
 _PREEMPTED = sc.EndReasonValues.PREEMPTED.value
 _PREEMPTION = sc.FailureCauseValues.PREEMPTION.value
+_UNKNOWN = sc.FailureCauseValues.UNKNOWN.value
 _VAGUE = frozenset(
     {_PREEMPTION, sc.FailureCauseValues.UNKNOWN.value, sc.FailureCauseValues.KILLED.value}
 )
@@ -90,14 +91,16 @@ def end_reason_of(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
 
     1. the earliest specific cause (``exception``, ``oom``, ``nccl_timeout``, ``hardware``, ...)
        that an ``ett.failure`` or a failed ``ett.attempt`` span reported;
-    2. else ``killed`` when a rank went silent: the ranks that spoke only saw their peer vanish
-       (torchrun then stops them with SIGTERM, or their collective fails);
+    2. else, when a rank went silent, its own cause if it said one before dying (``preemption``),
+       else ``killed``: the ranks that spoke only saw their peer vanish (torchrun stops them with
+       SIGTERM, or their collective fails with a lost peer, which the library reports as
+       ``unknown``), and a lost peer never names the cause;
     3. else ``preemption`` when a rank was preempted or said so;
     4. else ``unknown`` if any rank said so; None when nothing was said (the caller infers).
     """
     reason: str | None = None
     reported: set[int] = set()
-    said: list[tuple[float, str]] = []
+    said: list[tuple[float, str, int]] = []
     for s in spans:
         if s.name == sc.SPAN_ATTEMPT:
             r = s.attr(sc.ATTEMPT_END_REASON)
@@ -107,13 +110,13 @@ def end_reason_of(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
                     reason = r
                 c = s.attr(sc.FAILURE_CAUSE)
                 if isinstance(c, str) and r != _COMPLETED:
-                    said.append((s.end, c))
+                    said.append((s.end, c, s.rank))
                 elif r == _PREEMPTED:
-                    said.append((s.end, _PREEMPTION))
+                    said.append((s.end, _PREEMPTION, s.rank))
         elif s.name == sc.SPAN_FAILURE:
             c = s.attr(sc.FAILURE_CAUSE)
             if isinstance(c, str):
-                said.append((s.end, c))
+                said.append((s.end, c, s.rank))
     expected = {s.rank for s in spans}
     sizes = [s.attr(sc.WORLD_SIZE) for s in spans]
     world = max((w for w in sizes if isinstance(w, int) and not isinstance(w, bool)), default=0)
@@ -121,12 +124,13 @@ def end_reason_of(spans: Sequence[SpanRecord]) -> tuple[str | None, str | None]:
     if reason is not None and reason != _COMPLETED and silent:
         reason = sc.EndReasonValues.FAILED.value
     said.sort()
-    specific = [c for _, c in said if c not in _VAGUE]
+    specific = [c for _, c, _ in said if c not in _VAGUE]
     if specific:
         return reason, specific[0]
     if silent and (reason is not None or said):
-        return reason, sc.FailureCauseValues.KILLED.value
-    causes = {c for _, c in said}
+        own = [c for _, c, r in said if r not in reported and c != _UNKNOWN]
+        return reason, own[0] if own else sc.FailureCauseValues.KILLED.value
+    causes = {c for _, c, _ in said}
     if _PREEMPTION in causes:
         return reason, _PREEMPTION
     if causes:

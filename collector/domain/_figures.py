@@ -13,10 +13,11 @@ from instrument import semconv as sc
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
 from ._segments import (
     checkpoints_of,
-    last_committed_snapshot,
+    restored_step,
     shutdown_segments,
     startup_segments,
     training_segments,
+    unsaved_since,
 )
 from .model import (
     AttemptSummary,
@@ -191,14 +192,17 @@ def summarize(
             hi = max(end, lo)
             cat = Category.FAILURE if failed[i] else startup_cat
             critical: int | None = latest_rank(f.spans)
-            segments += startup_segments(f.attempt, f.spans, lo, hi, critical or 0, cat)
+            segments += startup_segments(
+                f.attempt, f.spans, lo, hi, critical or 0, cat, through_barriers=False
+            )
         else:
             critical = f.critical_rank
             s_hi = max(f.first, lo)
             segments += startup_segments(f.attempt, f.spans, lo, s_hi, critical or 0, startup_cat)
             t_hi = max(progress or s_hi, s_hi)
             ckpts = checkpoints_of(f.spans)
-            snap = last_committed_snapshot(ckpts, f.end)
+            restored = restored_step(facts[i + 1].spans) if i + 1 < n else None
+            snap = unsaved_since(ckpts, f.end, restored)
             tr = training_segments(f.attempt, f.spans, ckpts, s_hi, t_hi, snap, failed[i])
             segments += tr.segments
             at_risk += tr.at_risk_s if live else 0.0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from instrument import semconv as sc
 
+from ._critical import critical_path
 from ._sweep import Piece, split_at, sweep
 from .model import Category, Segment, SegmentKind, SpanRecord
 
@@ -55,7 +56,7 @@ def _phase_component(span: SpanRecord) -> str | None:
     return None
 
 
-def startup_segments(
+def _follow(
     attempt: int,
     spans: Sequence[SpanRecord],
     lo: float,
@@ -63,7 +64,7 @@ def startup_segments(
     rank: int,
     category: Category,
 ) -> list[Segment]:
-    """Start-up ``[lo, hi]`` attributed along ``rank``'s phases, split evenly where they overlap;
+    """``[lo, hi]`` attributed along ``rank``'s phases, split evenly where they overlap;
     instants in no phase go to ``other``."""
     phases: list[tuple[float, float, str]] = []
     for s in spans:
@@ -76,6 +77,31 @@ def startup_segments(
         Segment(attempt, a, b, category, SegmentKind.STARTUP, labels or (_OTHER,))
         for a, b, labels in sweep(lo, hi, phases)
     ]
+
+
+def startup_segments(
+    attempt: int,
+    spans: Sequence[SpanRecord],
+    lo: float,
+    hi: float,
+    rank: int,
+    category: Category,
+    through_barriers: bool = True,
+) -> list[Segment]:
+    """Start-up ``[lo, hi]`` along the critical path (:func:`critical_path`) with ``rank`` the
+    critical rank; with ``through_barriers`` False, the whole of it along ``rank``."""
+    if not through_barriers:
+        return _follow(attempt, spans, lo, hi, rank, category)
+    out: list[Segment] = []
+    for piece in critical_path(spans, lo, hi, rank):
+        if piece.rank is not None:
+            out += _follow(attempt, spans, piece.start, piece.end, piece.rank, category)
+        else:
+            comp = piece.component or _OTHER
+            out.append(
+                Segment(attempt, piece.start, piece.end, category, SegmentKind.STARTUP, (comp,))
+            )
+    return out
 
 
 def checkpoints_of(spans: Sequence[SpanRecord]) -> list[Checkpoint]:
@@ -127,6 +153,35 @@ def last_committed_snapshot(checkpoints: Iterable[Checkpoint], end: float) -> fl
         c.snapshot for c in checkpoints if c.committed_at is not None and c.committed_at <= end
     ]
     return max(snaps) if snaps else None
+
+
+def restored_step(next_spans: Sequence[SpanRecord]) -> int | None:
+    """The step the next attempt restored: ``ett.checkpoint.step`` of its
+    ``ett.startup.checkpoint_load`` spans (the lowest, should ranks disagree); None if none says."""
+    steps = [
+        v
+        for s in next_spans
+        if sc.startup_phase(s.name) == sc.StartupPhaseValues.CHECKPOINT_LOAD
+        and isinstance(v := s.attr(sc.CHECKPOINT_STEP), int)
+        and not isinstance(v, bool)
+    ]
+    return min(steps) if steps else None
+
+
+def unsaved_since(
+    checkpoints: Sequence[Checkpoint], end: float, restored: int | None
+) -> float | None:
+    """Where a failed attempt's unsaved time starts (None: from ``first(a)``).
+
+    v1.2: the snapshot instant of the checkpoint the next attempt restored, when its save is
+    known in this attempt (the restore is the ground truth, even when a persist span was lost);
+    else the snapshot of the last checkpoint committed by ``end``.
+    """
+    if restored is not None:
+        snaps = [c.snapshot for c in checkpoints if c.step == restored]
+        if snaps:
+            return min(snaps)
+    return last_committed_snapshot(checkpoints, end)
 
 
 def _cutouts(

@@ -61,6 +61,7 @@ PINNED_CONSTANTS = {
     "FAILURE_PHASE": "ett.failure.phase",
     "CODE_STACKTRACE": "code.stacktrace",
     "COMPILE_TRIGGER": "ett.compile.trigger",
+    "BARRIER": "ett.barrier",
 }
 
 PINNED_ENUMS: dict[str, set[str]] = {
@@ -78,6 +79,7 @@ PINNED_ENUMS: dict[str, set[str]] = {
     "CompileCacheValues": {"hit", "miss", "partial", "off"},
     "ComponentValues": {
         "scheduler",
+        "runtime",
         "comms",
         "model",
         "sharding",
@@ -91,6 +93,9 @@ PINNED_ENUMS: dict[str, set[str]] = {
     },
     "StartupPhaseValues": {
         "scheduling",
+        "imports",
+        "cuda_init",
+        "rendezvous",
         "pg_init",
         "model_init",
         "sharding_plan",
@@ -110,6 +115,9 @@ PINNED_ENUMS: dict[str, set[str]] = {
 
 PINNED_PHASE_COMPONENTS = {
     "scheduling": "scheduler",
+    "imports": "runtime",
+    "cuda_init": "runtime",
+    "rendezvous": "comms",
     "pg_init": "comms",
     "model_init": "model",
     "sharding_plan": "sharding",

@@ -90,12 +90,6 @@ def test_lost_time_by_component_equals_its_truth(
         assert by_team[team] == pytest.approx(secs, abs=0.05), team
 
 
-@pytest.mark.xfail(
-    reason="the collector does not follow ETT-SPEC v1.1's critical path through barriers yet "
-    "(issue 16): a rank's wait at pg_init is charged to comms instead of to the late rank's "
-    "phases; every other figure of these jobs agrees",
-    strict=False,
-)
 def test_start_up_waits_are_charged_to_the_rank_that_arrived_last(
     fleet: tuple[Collector, list[Truth], list[Truth]],
 ) -> None:
