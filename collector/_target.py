@@ -13,9 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli import CliError
-
 from .settings import default_db_url
+
+
+class TargetError(Exception):
+    """A database that cannot be used, in one line; ``exit_code`` 2 for what the user wrote
+    (the commands turn it into ``cli.CliError``), 1 for a database that fails at run time."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
 
 URL_FORMS = "sqlite:///PATH, a path ending in .db, or postgresql+psycopg://USER@HOST:PORT/DB"
 """How a database is written, for error messages."""
@@ -53,7 +62,7 @@ class Target:
         """Refuse (exit 1) a SQLite file that does not exist; create nothing."""
         path = self.sqlite_path
         if path is not None and not path.is_file():
-            raise CliError(
+            raise TargetError(
                 f"database {self.shown} (from {self.source}) does not exist: {_WHERE_HINT}",
                 exit_code=1,
             )
@@ -79,7 +88,7 @@ class Target:
 
 
 def resolve(raw: str | None) -> Target:
-    """The database ``--db`` (or the environment) names; ``CliError`` (exit 2) when unusable."""
+    """The database ``--db`` (or the environment) names; ``TargetError`` (exit 2) when unusable."""
     if raw:
         source, text = "--db", raw
     elif os.environ.get("ETT_DB_URL"):
@@ -88,7 +97,7 @@ def resolve(raw: str | None) -> Target:
         source, text = "ETT_HOME", default_db_url()
     if "://" not in text:
         if not text.lower().endswith(_SQLITE_SUFFIXES) and not Path(text).is_file():
-            raise CliError(f"{source} {text!r} is not a database: write {URL_FORMS}")
+            raise TargetError(f"{source} {text!r} is not a database: write {URL_FORMS}")
         text = f"sqlite:///{Path(text).expanduser().resolve()}"
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -96,33 +105,33 @@ def resolve(raw: str | None) -> Target:
     try:
         backend = make_url(text).get_backend_name()
     except (ArgumentError, ValueError) as exc:
-        raise CliError(
+        raise TargetError(
             f"{source}: cannot read database URL {text!r} ({exc}); write {URL_FORMS}"
         ) from exc
     if backend not in ("sqlite", "postgresql", "postgres"):
-        raise CliError(
+        raise TargetError(
             f"{source}: {backend} databases are not supported; write {URL_FORMS}", exit_code=2
         )
     return Target(text, source)
 
 
-def connection_error(target: Target, exc: Exception) -> CliError:
+def connection_error(target: Target, exc: Exception) -> TargetError:
     """One line for a database that cannot be reached or read (a runtime failure, exit 1)."""
     first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     detail = first[0] if first else type(exc).__name__
-    return CliError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
+    return TargetError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
 
 
 def open_for_reading(target: Target) -> Any:
     """The ``Store`` of an existing collector database, created never and migrated only when
-    its schema is older; ``CliError`` (exit 1) for a missing, empty or unreachable database."""
+    its schema is older; ``TargetError`` (exit 1) for a missing, empty or unreachable database."""
     from sqlalchemy.exc import DBAPIError
 
     from .storage import Store
     from .storage._migrate import head_revision
 
     target.require_existing()
-    empty = CliError(
+    empty = TargetError(
         f"database {target.shown} (from {target.source}) holds no ett data: {_WHERE_HINT}",
         exit_code=1,
     )

@@ -159,11 +159,14 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
             return fn(args)
         except ConfigError as exc:
             raise CliError(f"configuration error: {exc}") from exc
+        except _target.TargetError as exc:
+            raise CliError(exc.message, exc.exit_code) from None
         except Exception as exc:
             from sqlalchemy.exc import DBAPIError
 
             if isinstance(exc, DBAPIError) and hasattr(args, "target"):
-                raise _target.connection_error(args.target, exc) from exc
+                error = _target.connection_error(args.target, exc)
+                raise CliError(error.message, error.exit_code) from None
             raise
 
     return run

@@ -139,9 +139,12 @@ def _serve_with_alerts(
 
 def _store(db: str | None) -> Any:
     """The collector's existing database (never created here; see ``collector._target``)."""
-    from collector._target import open_for_reading, resolve
+    from collector._target import TargetError, open_for_reading, resolve
 
-    return open_for_reading(resolve(db))
+    try:
+        return open_for_reading(resolve(db))
+    except TargetError as exc:
+        raise CliError(exc.message, exc.exit_code) from None
 
 
 def _rules(path: str | None) -> Any:
