@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from collector.domain.model import SpanRecord
+from collector.otlp._limits import attributes_problem, identity_problem
 from collector.otlp._result import DecodeResult
 from instrument import semconv
 
@@ -67,14 +68,16 @@ def count_unknown(attrs: Attributes, skip: Attributes | None = None) -> int:
 
 
 class ResourceContext:
-    """One resource's attributes, its identity and its count of unknown ``ett.`` keys."""
+    """One resource's attributes, its identity, its count of unknown ``ett.`` keys, and why its
+    attributes break a limit (None when they do not)."""
 
-    __slots__ = ("attrs", "identity", "unknown")
+    __slots__ = ("attrs", "identity", "problem", "unknown")
 
     def __init__(self, attrs: Attributes) -> None:
         self.attrs = attrs
         self.identity = resolve_identity(attrs)
         self.unknown = count_unknown(attrs)
+        self.problem = attributes_problem(attrs)
 
 
 class SpanBatch:
@@ -136,6 +139,12 @@ class SpanBatch:
             )
         elif isinstance(identity, str):
             self._reject(name, trace_id, span_id, identity)
+        elif problem := (
+            res.problem
+            or (attributes_problem(attrs) if attrs else None)
+            or identity_problem(name, merged)
+        ):
+            self._reject(name, trace_id, span_id, problem)
         else:
             job_id, attempt, rank = identity
             known = self._known_names.get(name)
@@ -163,7 +172,8 @@ class SpanBatch:
     def _reject(self, name: str, trace_id: str, span_id: str, reason: str) -> None:
         self.rejected += 1
         if len(self.problems) < _MAX_PROBLEMS_SHOWN:
-            self.problems.append(f"span {name!r} (trace {trace_id}, span {span_id}) {reason}")
+            shown = ascii(name[:64])  # the name may be the problem (too long, NUL, surrogate)
+            self.problems.append(f"span {shown} (trace {trace_id}, span {span_id}) {reason}")
 
     def result(self) -> DecodeResult:
         """The :class:`DecodeResult` of everything added."""

@@ -1,0 +1,82 @@
+"""Limits on what one span may carry, the same on SQLite and PostgreSQL.
+
+Values that one database would take and the other refuse, or that would break the job's indexes
+later (a 4 kB ``ett.model`` passes ingest on PostgreSQL and then fails every recompute of its job
+on the btree index), are refused at ingest, per span: the span is rejected alone and reported
+through OTLP partial success; the rest of the request is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from instrument import semconv
+
+MAX_IDENTITY_CHARS: Final = 256
+"""Longest job id, model, team, component or span name, in characters."""
+
+MAX_KEY_CHARS: Final = 256
+"""Longest attribute key, in characters."""
+
+MAX_VALUE_CHARS: Final = 16_384
+"""Longest string attribute value (also inside arrays and key-value lists), in characters."""
+
+MAX_ATTRIBUTES: Final = 256
+"""Most attribute values of one resource, and of one span's own attributes (nested values count)."""
+
+_IDENTITY_KEYS: Final = (semconv.JOB_ID, semconv.MODEL, semconv.TEAM, semconv.COMPONENT)
+
+
+def _text_problem(text: str, limit: int, what: str) -> str | None:
+    if len(text) > limit:
+        return f"has {what} of {len(text)} characters (limit {limit})"
+    if "\x00" in text:
+        return f"has a NUL character in {what}"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"has a lone surrogate in {what} (not valid Unicode)"
+    return None
+
+
+def _value_problem(key: str, value: Any, budget: list[int]) -> str | None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return f"has more than {MAX_ATTRIBUTES} attribute values"
+    if isinstance(value, str):
+        return _text_problem(value, MAX_VALUE_CHARS, f"attribute {key[:64]!r}")
+    if isinstance(value, list):
+        for item in value:
+            problem = _value_problem(key, item, budget)
+            if problem is not None:
+                return problem
+    elif isinstance(value, dict):
+        return attributes_problem(value, budget)
+    return None
+
+
+def attributes_problem(attrs: dict[str, Any], budget: list[int] | None = None) -> str | None:
+    """Why ``attrs`` break a limit (sizes, NUL, lone surrogates), or None."""
+    budget = budget if budget is not None else [MAX_ATTRIBUTES]
+    for key, value in attrs.items():
+        problem = _text_problem(key, MAX_KEY_CHARS, "an attribute key")
+        if problem is None:
+            problem = _value_problem(key, value, budget)
+        if problem is not None:
+            return problem
+    return None
+
+
+def identity_problem(name: str, merged: dict[str, Any]) -> str | None:
+    """Why the span's name or identity values (job id, model, team, component) break a limit."""
+    problem = _text_problem(name, MAX_IDENTITY_CHARS, "its name")
+    if problem is not None:
+        return problem
+    for key in _IDENTITY_KEYS:
+        value = merged.get(key)
+        if isinstance(value, str):
+            problem = _text_problem(value, MAX_IDENTITY_CHARS, key)
+            if problem is not None:
+                return problem
+    return None
