@@ -19,6 +19,8 @@ from ..pipeline import Pipeline
 from ..query import NotFound, NotReady, Query, QueryError
 from ..settings import Settings
 from ..storage import RETRY_AFTER_S, is_passing
+from ._job_routes import PREFIX as JOB_PREFIX
+from ._job_routes import job_route
 from ._overview_routes import overview_routes
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -156,15 +158,19 @@ def create_app(
         finally:
             pipeline.stop()
 
+    overview = overview_routes(query, guarded, _answer)
+    views = {"": guarded(job), "segments": guarded(segments)}
+    for route in overview:  # the job views the dashboards added (activity)
+        if route.path.startswith(JOB_PREFIX):
+            views[route.path.rsplit("/", 1)[1]] = route.endpoint
     routes = [
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_route),
         Route("/api/v1/jobs", guarded(jobs)),
-        Route("/api/v1/jobs/{job_id:path}/segments", guarded(segments)),
-        *overview_routes(query, guarded, _answer),  # fleet, facets, advice, job activity
-        Route("/api/v1/jobs/{job_id:path}", guarded(job)),
+        *(r for r in overview if not r.path.startswith(JOB_PREFIX)),  # fleet, facets, advice
+        job_route(views),  # a job and its views: any job id is addressable
         Route("/api/v1/lost-time", guarded(lost_time)),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

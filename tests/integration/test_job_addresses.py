@@ -1,0 +1,57 @@
+"""Every job id is addressable: ids holding ``/``, or ending in a view's name, read through the
+HTTP API when written percent-encoded (``quote(job_id, safe="")``), on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from collector.api import create_app
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.settings import Settings
+from collector.storage import Store
+from tests.conftest import BACKENDS
+
+IDS = ["a", "a/segments", "a/segments/segments", "x/activity", "team/run 1", "ünï%2F?#"]
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_every_job_id_is_addressable(database_url: str) -> None:
+    store = Store(database_url)
+    store.upgrade()
+    pipeline = Pipeline(store)
+    for n, job_id in enumerate(IDS):
+        store.ingest(worked_example(job_id, base=1_700_000_000.0 + 1000 * n))
+    pipeline.recompute_dirty()
+    app = create_app(Settings(db_url=database_url), pipeline)
+
+    async def read(paths: list[str]) -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return [await client.get(path) for path in paths]
+
+    try:
+        for job_id in IDS:
+            base = f"/api/v1/jobs/{quote(job_id, safe='')}"
+            job, segments, activity = asyncio.run(
+                read([base, base + "/segments", base + "/activity"])
+            )
+            assert job.status_code == 200, (job_id, job.text)
+            assert job.json()["job_id"] == job_id
+            assert segments.status_code == 200, (job_id, segments.text)
+            assert isinstance(segments.json(), list) and segments.json()
+            assert activity.status_code == 200, (job_id, activity.text)
+        # unencoded: a trailing view name is the view; other slashes belong to the id
+        plain_segments, plain_job, empty = asyncio.run(
+            read(["/api/v1/jobs/a/segments", "/api/v1/jobs/team/run%201", "/api/v1/jobs/"])
+        )
+        direct = asyncio.run(read([f"/api/v1/jobs/{quote('a', safe='')}/segments"]))[0]
+        assert plain_segments.json() == direct.json()
+        assert plain_job.json()["job_id"] == "team/run 1"
+        assert empty.status_code == 404
+    finally:
+        store.close()
