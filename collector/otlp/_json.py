@@ -59,6 +59,8 @@ def _int64(value: Any, what: str) -> int:
     if type(value) is int:
         number = value
     elif _is_integral(value):
+        if isinstance(value, str) and len(value.lstrip("+-0")) > 20:  # int() of a huge one raises
+            raise _malformed(f"{what} {value[:40]!r}... does not fit in 64 bits")
         number = int(value)
     elif value is None:
         return 0
