@@ -1,0 +1,134 @@
+"""Dashboard benchmark: time from navigation to content for the Fleet and Job pages in real
+Chromium, and the API requests one refresh of each page makes, for a small fleet and a large one
+(default 2,000 simulated jobs), measured side by side in one run. Prints figures; not a timed test.
+
+    .venv/bin/python -m tests.performance.bench_dashboard [--jobs 2000] [--small 100]
+    make bench      # runs it through pytest (marker: performance)
+
+Targets (issue 14): requests per refresh do not grow with the number of jobs; both pages show
+content within 2 s on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator import simulate_into_db
+from tests.dashboard.dashboard_process import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    require_browser,
+    start_dashboard,
+    wait_for_text,
+)
+from tests.support.collector_process import start_collector
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+REPEATS = 3
+
+
+def _requests_per_refresh(api_url: str, page: str | None, **params: str) -> int:
+    """API requests of one uncached run of ``page`` under Streamlit's AppTest (in-process, so
+    the client's own counter sees them)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import client
+
+    os.environ["ETT_API_URL"] = api_url
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    if page:
+        at.switch_page(page)
+    before = client.requests_made()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return client.requests_made() - before
+
+
+def _time_to_content(browser: Any, url: str, text: str) -> float:
+    """Median seconds from navigation until ``text`` is visible (fresh context each time)."""
+    times = []
+    for _ in range(REPEATS):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        t0 = time.perf_counter()
+        page.goto(url)
+        wait_for_text(page, text, timeout_ms=60_000)
+        times.append(time.perf_counter() - t0)
+        ctx.close()
+    return statistics.median(times)
+
+
+def measure(jobs: int, home: Path) -> dict[str, float]:
+    """Seed ``jobs`` simulated jobs, then measure both pages."""
+    from playwright.sync_api import sync_playwright
+
+    home.mkdir(parents=True)
+    db_url = f"sqlite:///{home / 'collector.db'}"
+    simulate_into_db(db_url, jobs=jobs, days=7, seed=3)  # ends now: the pages show it
+    collector = start_collector(home, db_url=db_url)
+    dash = start_dashboard(collector.url, home / "dash", refresh_s=30)
+    try:
+        job_id = collector.get("/api/v1/jobs?limit=1").json()[0]["job_id"]
+        out = {
+            "fleet_requests": _requests_per_refresh(collector.url, None),
+            "job_requests": _requests_per_refresh(collector.url, "pages/job.py", job=job_id),
+        }
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            out["fleet_s"] = _time_to_content(browser, dash.url + "/", "Fleet ETT")
+            out["job_s"] = _time_to_content(
+                browser, f"{dash.url}/job?job={job_id}", "Start-up per rank"
+            )
+            browser.close()
+        return out
+    finally:
+        dash.stop()
+        collector.stop()
+
+
+def report(small: int, large: int) -> dict[int, dict[str, float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {n: measure(n, Path(tmp) / f"fleet-{n}") for n in (small, large)}
+    print(f"\ndashboard, fleets of {small} and {large} simulated jobs (median of {REPEATS}):")
+    print(f"{'':32}{small:>10}{large:>10}")
+    for key, label in (
+        ("fleet_requests", "Fleet: API requests / refresh"),
+        ("job_requests", "Job: API requests / refresh"),
+        ("fleet_s", "Fleet: navigation to content s"),
+        ("job_s", "Job: navigation to content s"),
+    ):
+        a, b = results[small][key], results[large][key]
+        print(f"{label:32}{a:>10.2f}{b:>10.2f}")
+    return results
+
+
+@pytest.mark.performance
+@pytest.mark.browser
+def test_dashboard_benchmark() -> None:
+    require_browser()
+    small = int(os.environ.get("ETT_BENCH_SMALL", "100"))
+    large = int(os.environ.get("ETT_BENCH_JOBS", "2000"))
+    results = report(small, large)
+    # the figures are the product; the one structural property is checked
+    assert results[large]["fleet_requests"] <= results[small]["fleet_requests"]
+    assert results[large]["job_requests"] <= results[small]["job_requests"]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2000, help="the large fleet (default 2000)")
+    parser.add_argument("--small", type=int, default=100, help="the small fleet (default 100)")
+    a = parser.parse_args()
+    report(a.small, a.jobs)
