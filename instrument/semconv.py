@@ -76,10 +76,36 @@ SPAN_PUBLISH: Final = "ett.publish"
 SPAN_FAILURE: Final = "ett.failure"
 """Zero-length span at the moment a failure is seen."""
 
+SPAN_DATA_WAIT: Final = "ett.data.wait"
+"""Extension. The training loop waited for its next batch (a data stall); the library emits it
+only for waits above a small threshold. Cut out of training as idle, component ``data`` (or its
+``ett.component``)."""
+
+SPAN_BLOCKING: Final = "ett.blocking"
+"""Extension. A user-named event that blocks the training loop (``ett.blocking.name``, e.g.
+``sdc_check``); cut out of training as idle, charged to its ``ett.component`` (an unknown one:
+``other``)."""
+
+SPAN_SHUTDOWN_PREFIX: Final = "ett.shutdown."
+"""Extension. Prefix of shutdown step spans: ``ett.shutdown.<step>``, what a completed attempt
+waited for on its way out (:class:`ShutdownStepValues`), charged to its ``ett.component``."""
+
 
 def startup_span_name(phase: str) -> str:
     """The span name of start-up phase ``phase`` (``ett.startup.<phase>``)."""
     return SPAN_STARTUP_PREFIX + phase
+
+
+def shutdown_span_name(step: str) -> str:
+    """The span name of shutdown step ``step`` (``ett.shutdown.<step>``)."""
+    return SPAN_SHUTDOWN_PREFIX + step
+
+
+def shutdown_step(span_name: str) -> str | None:
+    """The step of a shutdown span name, or None when the name is not a shutdown span."""
+    if span_name.startswith(SPAN_SHUTDOWN_PREFIX) and len(span_name) > len(SPAN_SHUTDOWN_PREFIX):
+        return span_name[len(SPAN_SHUTDOWN_PREFIX) :]
+    return None
 
 
 def startup_phase(span_name: str) -> str | None:
@@ -161,6 +187,9 @@ the trainer timed the compilation itself."""
 FAILURE_PHASE: Final = "ett.failure.phase"
 """Extension. On an ``ett.failure`` the exit watchdog recorded: the phase of the way out that hung
 (named by the program, e.g. ``abort_process_groups``; ``exit`` when it named none)."""
+
+BLOCKING_NAME: Final = "ett.blocking.name"
+"""Extension. On ``ett.blocking``: the user's name for the blocking event (e.g. ``sdc_check``)."""
 
 CODE_STACKTRACE: Final = "code.stacktrace"
 """OpenTelemetry's stack trace attribute; on the exit watchdog's ``ett.failure``: the main
@@ -264,6 +293,29 @@ PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
 """Default component of each named start-up phase."""
 
 
+class ShutdownStepValues(StrEnum):
+    """Extension. The named shutdown steps (``ett.shutdown.<step>``); other names are allowed
+    (component ``other`` unless the span sets ``ett.component``)."""
+
+    PERSIST_WAIT = "persist_wait"
+    PG_TEARDOWN = "pg_teardown"
+    EXPORTER_FLUSH = "exporter_flush"
+
+
+SHUTDOWN_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
+    ShutdownStepValues.PERSIST_WAIT: ComponentValues.CHECKPOINT,
+    ShutdownStepValues.PG_TEARDOWN: ComponentValues.COMMS,
+    ShutdownStepValues.EXPORTER_FLUSH: ComponentValues.RUNTIME,
+}
+"""Default component of each named shutdown step: waiting for the final checkpoint to persist
+→ checkpoint, process-group teardown → comms, the span exporter's final flush → runtime."""
+
+
+def shutdown_component(step: str) -> str:
+    """The component a shutdown step is charged to when its span names none."""
+    return SHUTDOWN_DEFAULT_COMPONENT.get(step, ComponentValues.OTHER).value
+
+
 BARRIER_PHASES: Final = frozenset({StartupPhaseValues.RENDEZVOUS, StartupPhaseValues.PG_INIT})
 """Start-up phases that are barriers whatever their attributes (ETT-SPEC v1.1): no rank leaves
 them before every rank has entered them. Any other phase is one when its span has
@@ -286,9 +338,12 @@ KNOWN_SPAN_NAMES: Final = frozenset(
         SPAN_EVAL,
         SPAN_PUBLISH,
         SPAN_FAILURE,
+        SPAN_DATA_WAIT,
+        SPAN_BLOCKING,
     }
 )
-"""Every fixed span name (start-up spans are recognised by :func:`startup_phase`)."""
+"""Every fixed span name (start-up and shutdown spans are recognised by :func:`startup_phase`
+and :func:`shutdown_step`)."""
 
 KNOWN_ATTRIBUTES: Final = frozenset(
     {
@@ -319,11 +374,17 @@ KNOWN_ATTRIBUTES: Final = frozenset(
         COMPILE_TRIGGER,
         FAILURE_PHASE,
         CODE_STACKTRACE,
+        BLOCKING_NAME,
     }
 )
 """Every attribute key of the vocabulary; others under ``ett.`` are kept and counted as unknown."""
 
 
 def is_known_span_name(name: str) -> bool:
-    """True for a span name of the vocabulary (including any ``ett.startup.<phase>``)."""
-    return name in KNOWN_SPAN_NAMES or startup_phase(name) is not None
+    """True for a span name of the vocabulary (including any ``ett.startup.<phase>`` and
+    ``ett.shutdown.<step>``)."""
+    return (
+        name in KNOWN_SPAN_NAMES
+        or startup_phase(name) is not None
+        or shutdown_step(name) is not None
+    )

@@ -62,6 +62,10 @@ PINNED_CONSTANTS = {
     "CODE_STACKTRACE": "code.stacktrace",
     "COMPILE_TRIGGER": "ett.compile.trigger",
     "BARRIER": "ett.barrier",
+    "SPAN_DATA_WAIT": "ett.data.wait",
+    "SPAN_BLOCKING": "ett.blocking",
+    "SPAN_SHUTDOWN_PREFIX": "ett.shutdown.",
+    "BLOCKING_NAME": "ett.blocking.name",
 }
 
 PINNED_ENUMS: dict[str, set[str]] = {
@@ -111,6 +115,7 @@ PINNED_ENUMS: dict[str, set[str]] = {
         "cudagraph_recording",
         "cache_load",
     },
+    "ShutdownStepValues": {"persist_wait", "pg_teardown", "exporter_flush"},
 }
 
 PINNED_PHASE_COMPONENTS = {
@@ -136,6 +141,8 @@ PINNED_SPAN_NAMES = {
     "ett.eval",
     "ett.publish",
     "ett.failure",
+    "ett.data.wait",
+    "ett.blocking",
 }
 
 
@@ -205,6 +212,20 @@ def test_startup_span_names() -> None:
     assert semconv.startup_phase("ett.eval") is None
 
 
+def test_shutdown_span_names_and_components() -> None:
+    assert semconv.shutdown_span_name("pg_teardown") == "ett.shutdown.pg_teardown"
+    assert semconv.shutdown_step("ett.shutdown.persist_wait") == "persist_wait"
+    assert semconv.shutdown_step("ett.shutdown.") is None
+    assert semconv.shutdown_step("ett.startup.pg_init") is None
+    table = {str(k): str(v) for k, v in semconv.SHUTDOWN_DEFAULT_COMPONENT.items()}
+    assert table == {
+        "persist_wait": "checkpoint",
+        "pg_teardown": "comms",
+        "exporter_flush": "runtime",
+    }
+    assert semconv.shutdown_component("my_own_step") == "other"
+
+
 def test_known_span_names_and_attributes() -> None:
     assert semconv.KNOWN_SPAN_NAMES == PINNED_SPAN_NAMES
     attribute_names = set(PINNED_CONSTANTS) - {"SCHEMA_VERSION", "NAMESPACE"}
@@ -212,6 +233,7 @@ def test_known_span_names_and_attributes() -> None:
     assert {PINNED_CONSTANTS[n] for n in attribute_names} == semconv.KNOWN_ATTRIBUTES
     assert semconv.REQUIRED_IDENTITY == ("ett.job.id", "ett.attempt", "ett.rank")
     assert semconv.is_known_span_name("ett.startup.anything")
+    assert semconv.is_known_span_name("ett.shutdown.anything")
     assert not semconv.is_known_span_name("ett.unknown")
     assert not semconv.is_known_span_name("http.request")
 
