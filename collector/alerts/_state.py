@@ -73,8 +73,9 @@ class Alert:
 
 
 def job_link(dashboard_url: str, job_id: str) -> str:
-    """The dashboard's page of one job."""
-    return f"{dashboard_url.rstrip('/')}/job?job_id={quote(job_id, safe='')}"
+    """The dashboard's page of one job: ``{dashboard_url}/job?job=<job_id>`` (issue 14's address;
+    the id percent-encoded, so any id is one query value)."""
+    return f"{dashboard_url.rstrip('/')}/job?job={quote(job_id, safe='')}"
 
 
 def annotations_of(finding: Finding, dashboard_url: str) -> dict[str, str]:

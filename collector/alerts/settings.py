@@ -8,7 +8,7 @@ puts its flags into these variables before the server (or its worker processes) 
 - ``ETT_ALERTMANAGER_URL``: Alertmanager's base URL (alerts go to ``/api/v2/alerts``; unset: none
   are sent);
 - ``ETT_DASHBOARD_URL``: the dashboard's base URL, for the links in alerts (default
-  ``http://127.0.0.1:8501``; a job's page is ``{url}/job?job_id=ID``);
+  ``http://127.0.0.1:8501``; a job's page is ``{url}/job?job=ID``);
 - ``ETT_METRICS_CACHE_S``: how long a scrape's fleet metrics are reused (default 5).
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import data_rules
@@ -54,7 +55,9 @@ def test_regression_fires_names_model_and_component_resolves_and_backtest_agrees
     assert firing.labels["model"] == "dlrm" and firing.labels["component"] == "data"
     assert firing.labels["rule"] == "data_regression"
     assert regressed[0][0] in firing.jobs
-    assert firing.annotations["dashboard"].startswith("http://dash:8501/job?job_id=dlrm-")
+    link = urlsplit(firing.annotations["dashboard"])  # the dashboard's job page: /job?job=<id>
+    assert (link.netloc, link.path) == ("dash:8501", "/job")
+    assert parse_qs(link.query) == {"job": [firing.jobs[0]]}
     assert firing.baseline is not None and firing.value > 2 * firing.baseline
     assert resolved_at is not None and stop < resolved_at < stop + 3 * HOUR
 

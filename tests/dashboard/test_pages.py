@@ -108,6 +108,24 @@ def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
     assert list(attempts["compile cache"]) == ["hit"]
 
 
+def test_every_job_link_opens_the_job_page(api: Any) -> None:
+    """The dashboard's own links and the alerts' links name a job the same way:
+    ``/job?job=<job_id>`` (issue 14), and that address opens the job."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from collector.alerts._state import job_link
+    from dashboard._page import job_url
+
+    _, ids = api
+    job_id = ids["example"]
+    for link in (job_link("http://dash:8501/", job_id), job_url(job_id)):
+        parts = urlsplit(link)
+        params = parse_qs(parts.query)
+        assert (parts.path, params) == ("/job", {"job": [job_id]}), link
+        at = run("pages/job.py", job=params["job"][0])
+        assert at.title[0].value == f"Job {job_id}"
+
+
 def test_unknown_and_missing_job_are_plain_messages(api: Any) -> None:
     at = run("pages/job.py", job="no-such-job")
     assert "No job 'no-such-job'" in at.error[0].value
