@@ -10,6 +10,8 @@ from instrument import semconv
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_INFLIGHT_BYTES = 128 * 1024 * 1024
+"""Decoded bytes of trace requests ingested at once; past it a request is answered 429."""
 DEFAULT_READ_WAIT_S = 5.0
 """How long a read of one dirty job waits for its recompute before answering the stored figures."""
 
@@ -47,7 +49,9 @@ def _float_env(name: str, default: float) -> float:
 @dataclass(frozen=True)
 class Settings:
     """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
-    ``ETT_MAX_BODY_BYTES``, ``ETT_WINDOW_S`` (train window length, default the emitter's
+    ``ETT_MAX_BODY_BYTES``, ``ETT_MAX_INFLIGHT_BYTES`` (decoded bytes of trace requests being
+    ingested at once, per server process; past it a request is answered 429 with
+    ``Retry-After``), ``ETT_WINDOW_S`` (train window length, default the emitter's
     ``semconv.DEFAULT_WINDOW_S``; ``semconv.PRESUMED_DEAD_WINDOWS`` silent windows presume an
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
     (how long a read of one job whose spans are newer than its figures waits for them)."""
@@ -58,6 +62,11 @@ class Settings:
     token: str | None = field(default_factory=lambda: os.environ.get("ETT_TOKEN") or None)
     max_body_bytes: int = field(
         default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    )
+    max_inflight_bytes: int = field(
+        default_factory=lambda: int(
+            _float_env("ETT_MAX_INFLIGHT_BYTES", DEFAULT_MAX_INFLIGHT_BYTES)
+        )
     )
     window_s: float = field(
         default_factory=lambda: _float_env("ETT_WINDOW_S", semconv.DEFAULT_WINDOW_S)
@@ -77,3 +86,8 @@ class Settings:
             )
         if self.max_body_bytes < 1024:
             raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ConfigError(
+                f"ETT_MAX_INFLIGHT_BYTES ({self.max_inflight_bytes}) must be at least "
+                f"ETT_MAX_BODY_BYTES ({self.max_body_bytes})"
+            )

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -173,6 +174,27 @@ class PostgresServer:
             log = (self.root / "server.log").read_text(errors="replace")[-4000:]
             raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log}") from exc
 
+    def halt(self) -> None:
+        """Stop the server cleanly (``-m fast``: sessions end, acknowledged commits stay), to
+        :meth:`launch` it again later: a database outage made by a test."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        """``pg_ctl restart`` (``-m fast``) with the options it was launched with."""
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.root / "server.log"),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
+
     def stop(self) -> None:
         """Stop the server at once (its data is thrown away)."""
         pg_ctl = str(self.bindir / "pg_ctl")
@@ -184,19 +206,22 @@ class PostgresServer:
         )
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A throwaway PostgreSQL server for the whole session."""
+@contextmanager
+def throwaway_postgres(prefix: str = "ett-pg-") -> Iterator[PostgresServer]:
+    """A new PostgreSQL server in a temp dir (``prefix``), stopped and removed afterwards.
+
+    Skips (fails under ``CI=true``) without the server binaries.
+    """
     bindir = _find_pg_bindir()
     if bindir is None:
         if os.environ.get("CI") == "true":
             pytest.fail(PG_MISSING)
         pytest.skip(PG_MISSING)
-    prefix = _server_user_prefix()
-    root = Path(tempfile.mkdtemp(prefix="ett-pg-"))
-    if prefix:
+    user_prefix = _server_user_prefix()
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    if user_prefix:
         shutil.chown(root, user=PG_SUPERUSER, group=None)
-    server = PostgresServer(bindir=bindir, root=root, port=free_port(), prefix=prefix)
+    server = PostgresServer(bindir=bindir, root=root, port=free_port(), prefix=user_prefix)
     previous = _interrupt_on_sigterm()
     try:
         server.start()
@@ -206,6 +231,13 @@ def postgres_server() -> Iterator[PostgresServer]:
         shutil.rmtree(root, ignore_errors=True)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server for the whole session."""
+    with throwaway_postgres() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from ..pipeline import Pipeline
 from ..query import NotFound, NotReady, Query, QueryError
 from ..settings import Settings
 from ..storage import RETRY_AFTER_S, is_passing
+from ._admission import Busy, InflightBudget, OutageClock, Ticket
 from ._job_routes import PREFIX as JOB_PREFIX
 from ._job_routes import job_route
 from ._overview_routes import overview_routes
@@ -27,6 +28,12 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 _RETRY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
+
+INGEST_CHUNK_SPANS = 5000
+"""Spans stored per transaction: a large request is committed in chunks, so the small requests
+of other clients are stored between them instead of waiting for the whole of it. A request
+refused part-way (503) has its first chunks stored; the client's retry stores the rest (stored
+spans are recognised and skipped)."""
 
 
 def _db_reason(exc: BaseException) -> str:
@@ -47,6 +54,8 @@ def create_app(
     query = Query(pipeline, read_wait_s=settings.read_wait_s)
     metrics = metrics or CollectorMetrics()
     token = settings.token.encode() if settings.token else None
+    budget = InflightBudget(settings.max_inflight_bytes)
+    outage = OutageClock()
 
     def authorized(request: Request) -> bool:
         if token is None:
@@ -71,8 +80,9 @@ def create_app(
             metrics.requests.labels("401").inc()
             body = otlp.encode_status(401, "missing or wrong bearer token", as_json)
             return Response(body, status_code=401, media_type=out_type)
+        ticket = budget.ticket()
         try:
-            raw = await _read_limited(request, settings.max_body_bytes)
+            raw = await _read_limited(request, settings.max_body_bytes, ticket)
             result = await run_in_threadpool(
                 _decode_and_ingest,
                 raw,
@@ -80,7 +90,13 @@ def create_app(
                 request.headers.get("content-encoding"),
                 settings.max_body_bytes,
                 pipeline,
+                ticket,
             )
+        except Busy as exc:
+            metrics.requests.labels("429").inc()
+            body = otlp.encode_status(429, str(exc), as_json)
+            headers = {"Retry-After": str(exc.retry_after_s)}
+            return Response(body, 429, headers, media_type=out_type)
         except otlp.OtlpError as exc:
             metrics.requests.labels(str(exc.status)).inc()
             body = otlp.encode_status(exc.status, exc.message, as_json)  # one HTTP→gRPC table
@@ -91,7 +107,11 @@ def create_app(
             metrics.requests.labels("503").inc()
             message = f"spans not stored, the database is unavailable; retry: {_db_reason(exc)}"
             body = otlp.encode_status(503, message, as_json)
-            return Response(body, 503, _RETRY_HEADERS, media_type=out_type)
+            headers = {"Retry-After": str(outage.refused())}
+            return Response(body, 503, headers, media_type=out_type)
+        finally:
+            ticket.release()
+        outage.stored()
         metrics.requests.labels("200").inc()
         metrics.spans.labels("accepted").inc(len(result.records))
         if result.rejected:
@@ -181,24 +201,37 @@ def create_app(
 
 
 def _decode_and_ingest(
-    raw: bytes, ctype: str | None, encoding: str | None, max_bytes: int, pipeline: Pipeline
+    raw: bytes,
+    ctype: str | None,
+    encoding: str | None,
+    max_bytes: int,
+    pipeline: Pipeline,
+    ticket: Ticket,
 ) -> otlp.DecodeResult:
-    result = otlp.decode_traces(raw, ctype, encoding, max_bytes)
-    pipeline.ingest(result.records)
+    """Decode (charging the decompressed size to ``ticket``) and store in chunks."""
+    result = otlp.decode_traces(raw, ctype, encoding, max_bytes, ticket.charge_up_to)
+    records = result.records
+    for i in range(0, len(records), INGEST_CHUNK_SPANS):
+        pipeline.ingest(records[i : i + INGEST_CHUNK_SPANS])
     return result
 
 
-async def _read_limited(request: Request, max_bytes: int) -> bytes:
-    """The request body, refusing (413) as soon as it passes ``max_bytes``."""
+async def _read_limited(request: Request, max_bytes: int, ticket: Ticket) -> bytes:
+    """The request body, refusing (413) as soon as it passes ``max_bytes``; its bytes are
+    charged to ``ticket`` as they come (the declared length at once), which may raise
+    :class:`Busy`."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
+    if declared is not None and declared.isdigit():
+        if int(declared) > max_bytes:
+            raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
+        ticket.charge_up_to(int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
             raise otlp.OtlpError(413, f"body exceeds the limit of {max_bytes} bytes")
+        ticket.charge_up_to(size)
         chunks.append(chunk)
     return b"".join(chunks)
 

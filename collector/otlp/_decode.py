@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collector.otlp._batch import SpanBatch
 from collector.otlp._json import decode_json
 from collector.otlp._protobuf import decode_protobuf
@@ -10,7 +12,11 @@ from collector.otlp._transport import read_body, request_is_json
 
 
 def decode_traces(
-    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
+    body: bytes,
+    content_type: str | None,
+    content_encoding: str | None,
+    max_bytes: int,
+    on_payload: Callable[[int], None] | None = None,
 ) -> DecodeResult:
     """Decode the body of ``POST /v1/traces`` into :class:`SpanRecord` values.
 
@@ -19,9 +25,14 @@ def decode_traces(
     gzip (inflated incrementally) or absent; others raise 415. A body over ``max_bytes`` before or
     after decompression raises 413; a malformed one 400. Spans without a valid identity are
     counted as rejected in the result, and the others are still returned.
+
+    ``on_payload`` is told the size of the payload once decompressed, before it is parsed (the
+    ingest route charges it to its in-flight budget, which may refuse by raising).
     """
     as_json = request_is_json(content_type)
     payload = read_body(body, content_encoding, max_bytes)
+    if on_payload is not None:
+        on_payload(len(payload))
     batch = SpanBatch()
     if as_json:
         decode_json(payload, batch)

@@ -13,9 +13,8 @@ from typing import Final
 from sqlalchemy import exc
 
 RETRY_AFTER_S: Final = 2
-"""Seconds a client is asked to wait before retrying a write refused during an outage. The
-OpenTelemetry SDK exporter retries up to 6 times, so 2 s covers an outage of about 12 s per
-batch (and a batch's retries leave later batches queued, not dropped)."""
+"""Seconds a client is asked to wait before retrying a write refused during an outage: the
+first answer; the ingest route answers longer as an outage lasts (``collector.api._admission``)."""
 
 _SQLITE_PASSING: Final = (
     "database is locked",

@@ -1,14 +1,23 @@
 """A database outage loses nothing: the collector answers 503 with ``Retry-After`` while the
-database is gone, the real OpenTelemetry SDK exporter retries, and every span arrives.
+database cannot take spans, the real OpenTelemetry SDK exporter retries, and every span arrives.
 
-The test runs a PostgreSQL server of its own (so that stopping it disturbs no other test), an
-`ett serve` process on it, and an SDK ``TracerProvider`` exporting spans throughout; it stops
-the server for a few seconds mid-ingest (``pg_ctl stop -m fast``: acknowledged commits are on
-disk) and starts it again.
+Each test runs an `ett serve` process and an SDK ``TracerProvider`` (``BatchSpanProcessor`` over
+``OTLPSpanExporter``, as a user of the plain SDK would) exporting spans throughout, and disturbs
+the database mid-ingest:
+
+- PostgreSQL (a server of the test's own, so that stopping it disturbs no other test) stopped for
+  15 s (``pg_ctl stop -m fast``: acknowledged commits are on disk) and started again;
+- PostgreSQL restarted (``pg_ctl restart``);
+- SQLite on a small tmpfs made full by the test, then given room again (needs root to mount; the
+  test skips, also under CI, where the machine cannot make a full filesystem).
+
+Then the spans stored must equal the spans sent. The exporter's timeout is raised to 60 s (its
+default, 10 s, bounds the retries of a batch to about 8 s of outage; see the README).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -18,53 +27,67 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from instrument import semconv as sc
-from tests.conftest import (
-    PG_MISSING,
-    PG_SUPERUSER,
-    PostgresServer,
-    _find_pg_bindir,
-    _server_user_prefix,
-)
+from tests.conftest import PostgresServer, throwaway_postgres
 from tests.support.collector_process import Collector, start_collector
-from tests.support.ports import free_port
 
-pytestmark = pytest.mark.postgres
-
-OUTAGE_S = 5.0
+OUTAGE_S = 15.0
+EXPORT_TIMEOUT_S = 60.0
 
 
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL server for this test alone."""
-    bindir = _find_pg_bindir()
-    if bindir is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(PG_MISSING)
-        pytest.skip(PG_MISSING)
-    prefix = _server_user_prefix()
-    root = Path(tempfile.mkdtemp(prefix="ett-pg-outage-"))
-    if prefix:
-        shutil.chown(root, user=PG_SUPERUSER, group=None)
-    server = PostgresServer(bindir=bindir, root=root, port=free_port(), prefix=prefix)
-    try:
-        server.start()
+    with throwaway_postgres("ett-pg-outage-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
-def _stop_fast(server: PostgresServer) -> None:
-    pg_ctl = str(server.bindir / "pg_ctl")
-    subprocess.run(
-        [*server.prefix, pg_ctl, "-D", str(server.datadir), "-m", "fast", "-w", "stop"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+class Exporting:
+    """An SDK tracer provider exporting spans to the collector from a thread, until stopped."""
+
+    def __init__(self, collector: Collector, job_id: str, payload: str = "") -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        resource = Resource.create({sc.JOB_ID: job_id, sc.ATTEMPT: 0, sc.RANK: 0})
+        self.provider = TracerProvider(resource=resource)
+        exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", timeout=EXPORT_TIMEOUT_S)
+        self.provider.add_span_processor(
+            BatchSpanProcessor(
+                exporter,
+                max_queue_size=100_000,
+                schedule_delay_millis=100,
+                max_export_batch_size=50,
+            )
+        )
+        self._tracer = self.provider.get_tracer("outage-test")
+        self._payload = payload
+        self.sent = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._emit, name="outage-emitter")
+        self._thread.start()
+
+    def _emit(self) -> None:
+        while not self._done.is_set():
+            for _ in range(10):
+                with self._tracer.start_as_current_span(sc.SPAN_EVAL) as span:
+                    if self._payload:
+                        span.set_attribute("payload", self._payload)
+                self.sent += 1
+            time.sleep(0.05)
+
+    def finish(self) -> int:
+        """Stop emitting, flush every queued span (retries included); returns spans sent."""
+        self._done.set()
+        self._thread.join()
+        assert self.provider.force_flush(int(4 * EXPORT_TIMEOUT_S * 1000))
+        self.provider.shutdown()
+        return self.sent
 
 
 def _metric(collector: Collector, name: str, label: str) -> float:
@@ -74,62 +97,129 @@ def _metric(collector: Collector, name: str, label: str) -> float:
     return 0.0
 
 
-def test_postgres_outage_loses_no_span(own_postgres: PostgresServer, tmp_path: Path) -> None:
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+def _stored(collector: Collector) -> int:
+    spans: int = collector.get("/healthz").json()["spans"]
+    return spans
 
-    db_url = own_postgres.create_database("ett")
-    collector = start_collector(tmp_path / "home", db_url=db_url)
+
+def _wait_for_spans(collector: Collector, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while _stored(collector) == 0:
+        assert time.monotonic() < deadline, "no span stored before the disturbance"
+        time.sleep(0.1)
+
+
+def _postmaster_started(server: PostgresServer) -> str:
+    conninfo = f"host=127.0.0.1 port={server.port} user={server.user} dbname=postgres"
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.mark.postgres
+def test_postgres_stopped_for_15_s_loses_no_span(
+    own_postgres: PostgresServer, tmp_path: Path
+) -> None:
+    collector = start_collector(tmp_path / "home", db_url=own_postgres.create_database("ett"))
     try:
-        resource = Resource.create({sc.JOB_ID: "outage-job", sc.ATTEMPT: 0, sc.RANK: 0})
-        provider = TracerProvider(resource=resource)
-        exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", timeout=60)
-        provider.add_span_processor(
-            BatchSpanProcessor(
-                exporter,
-                max_queue_size=100_000,
-                schedule_delay_millis=100,
-                max_export_batch_size=50,
-            )
-        )
-        tracer = provider.get_tracer("outage-test")
-        sent = 0
-        done = threading.Event()
-
-        def emit() -> None:
-            nonlocal sent
-            while not done.is_set():
-                for _ in range(10):
-                    with tracer.start_as_current_span(sc.SPAN_EVAL):
-                        pass
-                    sent += 1
-                time.sleep(0.05)
-
-        emitter = threading.Thread(target=emit)
-        emitter.start()
-        time.sleep(1.5)
-        stored_before = collector.get("/healthz").json()["spans"]
-        _stop_fast(own_postgres)
+        exporting = Exporting(collector, "outage-job")
+        _wait_for_spans(collector)
+        own_postgres.halt()
         down = collector.get("/readyz")
         health = collector.get("/healthz")
         time.sleep(OUTAGE_S)
         own_postgres.launch()
-        time.sleep(1.5)
-        done.set()
-        emitter.join()
-        assert provider.force_flush(120_000)
-        provider.shutdown()
+        sent = exporting.finish()
 
-        assert stored_before > 0
         assert down.status_code == 503 and down.headers["retry-after"]
         assert health.status_code == 200  # liveness holds through the outage
         refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
         assert refused > 0, "no export met the outage: the test proved nothing"
         assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
-        assert collector.get("/healthz").json()["spans"] == sent
+        assert _stored(collector) == sent
         assert collector.get("/readyz").status_code == 200
-        print(f"\n{sent} spans sent, {refused:.0f} exports answered 503, none lost")
+        print(f"\n{sent} spans sent across a {OUTAGE_S:.0f} s outage, {refused:.0f} exports "
+              "answered 503, none lost")  # fmt: skip
     finally:
         collector.stop()
+
+
+@pytest.mark.postgres
+def test_postgres_restart_loses_no_span(own_postgres: PostgresServer, tmp_path: Path) -> None:
+    collector = start_collector(tmp_path / "home", db_url=own_postgres.create_database("ett"))
+    try:
+        exporting = Exporting(collector, "restart-job")
+        _wait_for_spans(collector)
+        before = _postmaster_started(own_postgres)
+        own_postgres.restart()
+        after = _postmaster_started(own_postgres)
+        time.sleep(1.0)  # exports keep coming on connections the restart cut
+        sent = exporting.finish()
+
+        assert after != before, "the server was not restarted"
+        assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
+        assert _stored(collector) == sent
+        refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
+        print(f"\n{sent} spans sent across pg_ctl restart, {refused:.0f} exports answered 503, "
+              "none lost")  # fmt: skip
+    finally:
+        collector.stop()
+
+
+@contextlib.contextmanager
+def _small_tmpfs(size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on a new folder; skips where this machine cannot mount one."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full filesystem needs a small tmpfs, and mounting one needs root here")
+    mountpoint = Path(tempfile.mkdtemp(prefix="ett-full-disk-"))
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        mountpoint.rmdir()
+        pytest.skip(f"cannot mount a tmpfs to fill (no mount privilege): {done.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
+        mountpoint.rmdir()
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the filesystem has no room left."""
+    block = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(block)
+        with contextlib.suppress(OSError):  # the last few bytes too
+            while True:
+                f.write(b"\0" * 512)
+
+
+def test_sqlite_full_disk_loses_no_span(tmp_path: Path) -> None:
+    with _small_tmpfs("16m") as disk:
+        collector = start_collector(tmp_path / "home", db_url=f"sqlite:///{disk / 'ett.db'}")
+        try:
+            exporting = Exporting(collector, "full-disk-job", payload="x" * 2000)
+            _wait_for_spans(collector)
+            _fill(disk / "filler")
+            deadline = time.monotonic() + 60
+            while _metric(collector, "ett_ingest_requests_total", 'code="503"') == 0:
+                assert time.monotonic() < deadline, "the full disk never refused a write"
+                time.sleep(0.2)
+            time.sleep(3.0)
+            (disk / "filler").unlink()
+            sent = exporting.finish()
+
+            assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
+            assert _stored(collector) == sent
+            assert collector.get("/readyz").status_code == 200
+            refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
+            print(f"\n{sent} spans sent across a full disk, {refused:.0f} exports answered 503, "
+                  "none lost")  # fmt: skip
+        finally:
+            collector.stop()
