@@ -76,6 +76,34 @@ def advice(job: JobJSON) -> str:
     )
 
 
+def checkpoint_rows(job: JobJSON) -> list[tuple[str, str]]:
+    """The report's checkpoint lines: blocking per save, restores, and how the two (with the
+    saves and persist waits at exit) make up the ``checkpoint`` component of lost time."""
+    blocking = job["checkpoint_blocking_s"]
+    restore = job.get("checkpoint_restore_s")
+    stats = job.get("checkpoint_blocking_stats")
+    if restore is None or stats is None:  # figures stored before these existed
+        note = "saves only; the checkpoint component below also counts restores"
+        return [("checkpoint blocking", f"{duration(blocking)}  ({note})")]
+    text = f"{duration(blocking)}"
+    n = stats["count"]
+    if n:
+        text += (
+            f" over {n} save{'s' if n != 1 else ''} (per save: min {duration(stats['min_s'])}, "
+            f"mean {duration(stats['mean_s'])}, p95 {duration(stats['p95_s'])}, "
+            f"max {duration(stats['max_s'])})"
+        )
+    rows = [("checkpoint blocking", text), ("checkpoint restore", duration(restore))]
+    component = job["lost_by_component"].get("checkpoint", 0.0)
+    at_exit = component - blocking - restore
+    if component > 0:
+        parts = f"blocking {duration(blocking)} + restore {duration(restore)}"
+        if at_exit >= 0.05:
+            parts += f" + {duration(at_exit)} at exit (final save, persist wait)"
+        rows.append(("checkpoint component", f"{duration(component)} = {parts}"))
+    return rows
+
+
 def print_report(job: JobJSON, console: Console) -> None:
     """The ``ett report`` view of one job."""
     head = Table(title=f"Job {job['job_id']}", show_header=False, title_justify="left")
@@ -99,11 +127,8 @@ def print_report(job: JobJSON, console: Console) -> None:
         )
     if job["state"] in LIVE_STATES:
         head.add_row("at risk", duration(job["at_risk_s"]))
-    head.add_row(
-        "checkpoint blocking",
-        f"{duration(job['checkpoint_blocking_s'])}  (saves only; the checkpoint component "
-        "below also counts restores)",
-    )
+    for name, text in checkpoint_rows(job):
+        head.add_row(name, text)
     head.add_row("checkpoint interval", advice(job))
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"

@@ -12,6 +12,7 @@ from typing import NotRequired, TypedDict
 
 from collector.domain.model import (
     AttemptSummary,
+    BlockingStats,
     CheckpointAdvice,
     GroupBy,
     JobState,
@@ -54,6 +55,16 @@ class CheckpointAdviceJSON(TypedDict):
     checkpoints: int
 
 
+class BlockingStatsJSON(TypedDict):
+    """Checkpoint blocking per save, over the saves in training (None without a save)."""
+
+    count: int
+    min_s: float | None
+    mean_s: float | None
+    max_s: float | None
+    p95_s: float | None
+
+
 class SegmentJSON(TypedDict):
     """One segment of a job's wall time; its seconds are split evenly between ``components``."""
 
@@ -71,6 +82,9 @@ class JobJSON(TypedDict):
 
     ``computed_at`` (unix seconds) is when the figures were derived; ``fresh`` is False when
     spans arrived since then that the figures do not include yet (both added on read).
+    ``checkpoint_restore_s`` (start-up seconds charged to checkpoint: the restores) and
+    ``checkpoint_blocking_stats`` (per save) are always written; figures stored before they
+    existed lack them until ``ett recompute``.
     """
 
     job_id: str
@@ -99,9 +113,13 @@ class JobJSON(TypedDict):
     attempts: list[AttemptJSON]
     span_count: int
     last_span_end: float
+    checkpoint_restore_s: NotRequired[float]
+    checkpoint_blocking_stats: NotRequired[BlockingStatsJSON]
     segments: NotRequired[list[SegmentJSON]]
     computed_at: NotRequired[float]
     fresh: NotRequired[bool]
+    error: NotRequired[str]
+    """Present when the job's last recompute failed: why (the figures are older)."""
 
 
 class JobRowJSON(TypedDict):
@@ -164,6 +182,17 @@ def advice_json(adv: CheckpointAdvice) -> CheckpointAdviceJSON:
     }
 
 
+def blocking_stats_json(b: BlockingStats) -> BlockingStatsJSON:
+    """The JSON object of the per-save checkpoint blocking statistics."""
+    return {
+        "count": b.count,
+        "min_s": b.min_s,
+        "mean_s": b.mean_s,
+        "max_s": b.max_s,
+        "p95_s": b.p95_s,
+    }
+
+
 def segment_json_of(
     attempt: int, start: float, end: float, category: str, kind: str, components: Sequence[str]
 ) -> SegmentJSON:
@@ -213,6 +242,8 @@ def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
         "attempts": [attempt_json(a) for a in s.attempts],
         "span_count": s.span_count,
         "last_span_end": s.last_span_end,
+        "checkpoint_restore_s": s.checkpoint_restore_s,
+        "checkpoint_blocking_stats": blocking_stats_json(s.checkpoint_blocking_stats),
     }
     if with_segments:
         out["segments"] = [segment_json(seg) for seg in s.segments]

@@ -11,14 +11,8 @@ from collections.abc import Sequence
 from instrument import semconv as sc
 
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
-from ._segments import (
-    checkpoints_of,
-    restored_step,
-    shutdown_segments,
-    startup_segments,
-    training_segments,
-    unsaved_since,
-)
+from ._checkpoints import blocking_stats, checkpoints_of, restored_step, unsaved_since
+from ._segments import shutdown_segments, startup_segments, training_segments
 from .model import (
     AttemptSummary,
     Category,
@@ -97,6 +91,12 @@ def kind_component_seconds(segments: Sequence[Segment], kind: SegmentKind, compo
     return sum(s.shares().get(component, 0.0) for s in segments if s.kind == kind)
 
 
+def checkpoint_restore(segments: Sequence[Segment]) -> float:
+    """``checkpoint_restore``: the start-up seconds charged to ``checkpoint`` (the restores,
+    ``ett.startup.checkpoint_load``, as charged along the critical path; shares where split)."""
+    return kind_component_seconds(segments, SegmentKind.STARTUP, sc.ComponentValues.CHECKPOINT)
+
+
 def lost_by_component(segments: Sequence[Segment]) -> dict[str, float]:
     """Idle + failure seconds per component, largest first."""
     out: dict[str, float] = {}
@@ -169,6 +169,7 @@ def summarize(
     at_risk = clean = 0.0
     checkpoints_count = 0
     intervals: list[float] = []
+    per_save: list[float] = []
     for i, f in enumerate(facts):
         live = i == n - 1 and state in (JobState.RUNNING, JobState.PRESUMED_DEAD)
         end = max(now, f.end) if live and state == JobState.RUNNING else f.end
@@ -209,6 +210,7 @@ def summarize(
             clean += tr.clean_s
             checkpoints_count += tr.checkpoints_in_training
             intervals += tr.snapshot_intervals
+            per_save += tr.save_blocking
             hi = max(end, t_hi)
             segments += shutdown_segments(f.attempt, f.spans, t_hi, hi, failed[i])
         cause = failure_cause(f) if failed[i] else None
@@ -239,6 +241,7 @@ def summarize(
         checkpoints_count,
         intervals,
         cursor,
+        per_save,
     )
 
 
@@ -254,6 +257,7 @@ def _compose(
     checkpoints_count: int,
     intervals: Sequence[float],
     end: float,
+    per_save: Sequence[float],
 ) -> JobSummary:
     """Put the figures of :func:`summarize` together."""
     alloc = facts[0].alloc
@@ -296,6 +300,8 @@ def _compose(
         checkpoint_advice=advice,
         attempts=tuple(summaries),
         segments=tuple(segments),
-        span_count=len(spans),
+        span_count=sum(s.count for s in spans),
         last_span_end=max(s.end for s in spans),
+        checkpoint_restore_s=checkpoint_restore(segments),
+        checkpoint_blocking_stats=blocking_stats(per_save),
     )

@@ -63,6 +63,9 @@ class SpanRecord:
     attempt: int
     rank: int
     attributes: Mapping[str, AttrValue] = field(default_factory=dict)
+    count: int = 1
+    """How many spans of the wire this record stands for: 1, or the windows of a run of
+    contiguous ``ett.train.window`` spans that storage folded into one window record."""
 
     def attr(self, key: str, default: Any = None) -> Any:
         """The attribute ``key``, or ``default``."""
@@ -124,6 +127,19 @@ class CheckpointAdvice:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockingStats:
+    """Checkpoint blocking per save, over the saves in training: each save's blocking interval
+    (earliest start to latest end of its ``ett.checkpoint.save`` spans over ranks, clipped to the
+    training). The figures are None without a save; p95 is the nearest-rank 95th percentile."""
+
+    count: int
+    min_s: float | None
+    mean_s: float | None
+    max_s: float | None
+    p95_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class JobSummary:
     """Every figure of one job (ETT-SPEC sections 3 and 5); ``collector.schemas.job_json`` is
     its JSON object."""
@@ -155,3 +171,7 @@ class JobSummary:
     segments: tuple[Segment, ...]
     span_count: int
     last_span_end: float
+    checkpoint_restore_s: float = 0.0
+    """Seconds of start-up charged to ``checkpoint``: the restores (``checkpoint_load``)."""
+    checkpoint_blocking_stats: BlockingStats = BlockingStats(0, None, None, None, None)
+    """Per-save checkpoint blocking (count, min, mean, max, p95)."""

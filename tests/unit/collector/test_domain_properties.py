@@ -18,6 +18,28 @@ REASONS = [None, "completed", "failed", "preempted"]
 
 
 @st.composite
+def named_stalls(draw, attempt: int, rank: int, lo: float, hi: float):
+    """Data stalls, user-named blocking events (known, unknown and no component) and shutdown
+    steps anywhere in the attempt, start-up and shutdown included."""
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        a = draw(st.floats(lo, hi + 10))
+        b = a + draw(st.floats(0, 8))
+        kind = draw(st.sampled_from(["data", "blocking", "shutdown"]))
+        if kind == "data":
+            out.append(span(sc.SPAN_DATA_WAIT, a, b, attempt=attempt, rank=rank))
+        elif kind == "blocking":
+            comp = draw(st.sampled_from([None, "other", "model", "failure", "no_such_component"]))
+            attrs = {sc.BLOCKING_NAME: "sdc_check"} | ({sc.COMPONENT: comp} if comp else {})
+            out.append(span(sc.SPAN_BLOCKING, a, b, attempt=attempt, rank=rank, **attrs))
+        else:
+            step = draw(st.sampled_from([*sc.ShutdownStepValues, "my_step"]))
+            name = sc.shutdown_span_name(str(step))
+            out.append(span(name, a, b, attempt=attempt, rank=rank))
+    return out
+
+
+@st.composite
 def attempt_spans(draw, attempt: int, t0: float):
     spans = []
     ranks = draw(st.integers(1, 3))
@@ -61,6 +83,7 @@ def attempt_spans(draw, attempt: int, t0: float):
                     spans.append(
                         span(name, a, a + draw(st.floats(0, 10)), attempt=attempt, rank=rank)
                     )
+            spans += draw(named_stalls(attempt, rank, t0, t_end))
         reason = draw(st.sampled_from(REASONS))
         if reason is not None:
             spans.append(
@@ -108,6 +131,20 @@ def test_segments_tile_wall_time_and_ratios_sum_to_100(job) -> None:
     lost = sum(s.lost_by_component.values())
     assert lost == pytest.approx(s.idle_s + s.failure_s, abs=1e-6)
     assert s.unsaved_s <= s.failure_s + 1e-6
+    assert set(s.lost_by_component) <= {c.value for c in sc.ComponentValues}
+    by_kind = {
+        kind: sum(seg.shares().get("checkpoint", 0.0) for seg in segs if seg.kind == kind)
+        for kind in ("startup", "cutout", "shutdown")
+    }
+    assert s.checkpoint_restore_s == pytest.approx(by_kind["startup"])
+    assert s.checkpoint_blocking_s == pytest.approx(by_kind["cutout"])
+    assert s.lost_by_component.get("checkpoint", 0.0) == pytest.approx(sum(by_kind.values()))
+    stats = s.checkpoint_blocking_stats
+    assert stats.count == s.checkpoint_advice.checkpoints
+    if stats.count:
+        assert stats.min_s <= stats.mean_s <= stats.max_s
+        assert stats.min_s <= stats.p95_s <= stats.max_s
+        assert stats.mean_s * stats.count >= s.checkpoint_blocking_s - 1e-6
     for seg in segs:
         if seg.category == Category.PRODUCTIVE:
             assert seg.components == ()

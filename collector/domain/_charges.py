@@ -1,0 +1,90 @@
+"""What each span charges: the component a span names in start-up, training and shutdown.
+
+One function per part of an attempt (ETT-SPEC section 3 and its extensions in docs/metrics.md):
+
+- start-up follows a rank's phases: ``ett.startup.<phase>``, and the spans that stand for a phase
+  there (``ett.compile``, a standalone ``ett.publish``, a data stall, a user-named blocking event);
+- training cuts out what stalls every rank: ``ett.eval``, ``ett.publish`` on the trainer, a
+  recompile, a data stall (``ett.data.wait``) and a user-named blocking event (``ett.blocking``);
+  checkpoint blocking is grouped by step elsewhere;
+- a completed attempt's shutdown is charged to what it waited for: its ``ett.shutdown.<step>``
+  spans, a final save or persist of a checkpoint, and the training cut-outs.
+"""
+
+from __future__ import annotations
+
+from instrument import semconv as sc
+
+from .model import SpanRecord
+
+_OTHER = sc.ComponentValues.OTHER.value
+_DATA = sc.ComponentValues.DATA.value
+_CHECKPOINT = sc.ComponentValues.CHECKPOINT.value
+
+USER_COMPONENTS: frozenset[str] = frozenset(
+    c.value for c in sc.ComponentValues if c != sc.ComponentValues.FAILURE
+)
+"""Components a span may charge idle time to by its ``ett.component``: every component but
+``failure``, which only the failure rules charge."""
+
+
+def named_component(span: SpanRecord, default: str) -> str:
+    """The span's ``ett.component`` when it is one a span may charge; else ``default`` when the
+    span names none, and ``other`` when it names an unknown one (its own name stays on the span)."""
+    comp = span.attr(sc.COMPONENT)
+    if comp is None or comp == "":
+        return default
+    return comp if isinstance(comp, str) and comp in USER_COMPONENTS else _OTHER
+
+
+def cutout_component(span: SpanRecord) -> str | None:
+    """The component a span cuts out of training as idle; None when it cuts nothing.
+
+    ``ett.eval`` → eval, a non-standalone ``ett.publish`` → publish, ``ett.compile`` (a recompile)
+    → compile, ``ett.data.wait`` → data, ``ett.blocking`` → its ``ett.component`` (none or an
+    unknown one: ``other``). Checkpoint saves are cut out per step by the caller.
+    """
+    name = span.name
+    if name == sc.SPAN_EVAL:
+        return sc.ComponentValues.EVAL.value
+    if name == sc.SPAN_PUBLISH:
+        standalone = span.attr(sc.PUBLISH_STANDALONE) is True
+        return None if standalone else sc.ComponentValues.PUBLISH.value
+    if name == sc.SPAN_COMPILE:
+        return sc.ComponentValues.COMPILE.value
+    if name == sc.SPAN_DATA_WAIT:
+        return _DATA
+    if name == sc.SPAN_BLOCKING:
+        return named_component(span, _OTHER)
+    return None
+
+
+def phase_component(span: SpanRecord) -> str | None:
+    """The component a span charges while a rank starts up; None when it is no start-up phase.
+
+    ``ett.startup.<phase>`` → its ``ett.component`` (default by phase); ``ett.compile`` →
+    compile; ``ett.publish`` → publish (a standalone publishing job never trains); a data stall
+    or a blocking event before the first batch → its cut-out component.
+    """
+    phase = sc.startup_phase(span.name)
+    if phase is not None:
+        comp = span.attr(sc.COMPONENT)
+        return comp if isinstance(comp, str) and comp else sc.default_component(phase)
+    if span.name == sc.SPAN_PUBLISH:
+        return sc.ComponentValues.PUBLISH.value
+    return cutout_component(span) if span.name != sc.SPAN_EVAL else None
+
+
+def shutdown_component(span: SpanRecord) -> str | None:
+    """The component a span charges in a completed attempt's shutdown; None when none.
+
+    ``ett.shutdown.<step>`` → its ``ett.component`` (default by step: ``persist_wait`` →
+    checkpoint, ``pg_teardown`` → comms, ``exporter_flush`` → runtime; others ``other``); a final
+    ``ett.checkpoint.save`` or ``ett.checkpoint.persist`` → checkpoint; the training cut-outs.
+    """
+    step = sc.shutdown_step(span.name)
+    if step is not None:
+        return named_component(span, sc.shutdown_component(step))
+    if span.name in (sc.SPAN_CHECKPOINT_SAVE, sc.SPAN_CHECKPOINT_PERSIST):
+        return _CHECKPOINT
+    return cutout_component(span)

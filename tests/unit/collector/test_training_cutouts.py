@@ -1,0 +1,269 @@
+"""Issue 16, training time: data stalls, user-named blocking events, shutdown steps, restores
+apart from saves, per-save checkpoint statistics. One small scripted job per rule."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from collector import _render
+from collector.domain import Category, SegmentKind, summarize
+from collector.domain.examples import worked_example
+from collector.schemas import job_json
+from instrument import semconv as sc
+from tests.support.spans import (
+    attempt_end,
+    first_batch,
+    per_component,
+    persist,
+    phase,
+    save,
+    span,
+    window,
+)
+
+DONE = sc.EndReasonValues.COMPLETED.value
+NOW = 1e6
+
+
+def _job(*extra, ranks=(0,), end=100.0):
+    """Start-up [0, 10] (pg_init on every rank), training [10, 100] (windows on every rank),
+    completed at ``end``, plus ``extra`` spans."""
+    spans = []
+    for r in ranks:
+        spans += [
+            phase("pg_init", 0, 10, rank=r),
+            first_batch(10, rank=r),
+            window(10, 100, rank=r),
+            attempt_end(0, end, DONE, rank=r),
+        ]
+    return summarize([*spans, *extra], NOW)
+
+
+def _data_wait(a, b, **kw):
+    return span(sc.SPAN_DATA_WAIT, a, b, **kw)
+
+
+def _blocking(name, a, b, component=None, **kw):
+    attrs = {sc.BLOCKING_NAME: name} | ({sc.COMPONENT: component} if component else {})
+    return span(sc.SPAN_BLOCKING, a, b, **attrs, **kw)
+
+
+def _shutdown(step, a, b, **kw):
+    return span(sc.shutdown_span_name(step), a, b, **kw)
+
+
+# --- data stalls ------------------------------------------------------------------------------
+
+
+def test_a_data_stall_is_cut_out_as_idle_data() -> None:
+    s = _job(_data_wait(20, 23), _data_wait(50, 50.5))
+
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 3.5})
+    assert s.productive_s == pytest.approx(90 - 3.5)
+    assert s.lost_by_component["data"] == pytest.approx(3.5)
+
+
+def test_one_rank_waiting_for_data_stalls_the_synchronous_job() -> None:
+    s = _job(_data_wait(30, 34, rank=1), ranks=(0, 1))
+
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 4})
+
+
+def test_a_stall_overlapping_an_eval_is_split_evenly() -> None:
+    s = _job(_data_wait(20, 30), span(sc.SPAN_EVAL, 25, 35))
+
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx(
+        {"data": 5 + 2.5, "eval": 2.5 + 5}
+    )
+
+
+def test_a_stall_before_the_first_batch_is_a_start_up_phase_on_its_rank() -> None:
+    spans = [
+        phase("model_init", 0, 6),
+        _data_wait(6, 9),
+        first_batch(10),
+        window(10, 20),
+        attempt_end(0, 20, DONE),
+    ]
+    s = summarize(spans, NOW)
+
+    assert per_component(s.segments, SegmentKind.STARTUP) == pytest.approx(
+        {"model": 6, "data": 3, "other": 1}
+    )
+
+
+def test_unsaved_time_never_includes_a_stall() -> None:
+    spans = [
+        first_batch(0),
+        window(0, 100),
+        save(1, 40, 42),
+        _data_wait(60, 70),
+        phase("checkpoint_load", 110, 115, attempt=1, **{sc.CHECKPOINT_STEP: 1}),
+        first_batch(115, attempt=1),
+        window(115, 120, attempt=1),
+        attempt_end(110, 120, DONE, attempt=1),
+    ]
+    s = summarize(spans, NOW)
+
+    assert s.unsaved_s == pytest.approx(100 - 42 - 10)
+    assert per_component(s.segments, SegmentKind.CUTOUT, attempt=0) == pytest.approx(
+        {"checkpoint": 2, "data": 10}
+    )
+
+
+# --- user-named blocking events ----------------------------------------------------------------
+
+
+def test_a_blocking_event_is_charged_to_its_component() -> None:
+    s = _job(_blocking("sdc_check", 40, 46, "model"))
+
+    cut = [seg for seg in s.segments if seg.kind == SegmentKind.CUTOUT]
+    assert [(seg.start, seg.end, seg.components) for seg in cut] == [(40, 46, ("model",))]
+    assert cut[0].category == Category.IDLE
+
+
+@pytest.mark.parametrize("component", [None, "sdc", "failure"])
+def test_a_blocking_event_without_a_known_component_goes_to_other(component) -> None:
+    event = _blocking("sdc_check", 40, 46, component)
+    s = _job(event)
+
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"other": 6})
+    assert event.attr(sc.BLOCKING_NAME) == "sdc_check"  # the raw span keeps the user's name
+
+
+def test_overlapping_blocking_events_of_two_ranks_split_evenly() -> None:
+    s = _job(
+        _blocking("sdc_check", 40, 50, "model", rank=0),
+        _blocking("health", 45, 55, "comms", rank=1),
+        ranks=(0, 1),
+    )
+
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx(
+        {"model": 5 + 2.5, "comms": 2.5 + 5}
+    )
+
+
+# --- shutdown ----------------------------------------------------------------------------------
+
+
+def test_shutdown_steps_name_the_wait_of_a_completed_attempt() -> None:
+    s = _job(
+        _shutdown("persist_wait", 100, 104),
+        _shutdown("pg_teardown", 104, 106),
+        _shutdown("exporter_flush", 106, 107),
+        _shutdown("my_own_step", 107, 108),
+        end=110,
+    )
+
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx(
+        {"checkpoint": 4, "comms": 2, "runtime": 1, "other": 1 + 2}
+    )
+
+
+def test_a_shutdown_step_may_name_its_component() -> None:
+    s = _job(_shutdown("my_own_step", 100, 105, **{sc.COMPONENT: "publish"}), end=105)
+
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx({"publish": 5})
+
+
+def test_a_final_persist_in_the_shutdown_is_checkpoint() -> None:
+    s = _job(save(9, 99, 100, "async"), persist(9, 99, 108), end=110)
+
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx(
+        {"checkpoint": 8, "other": 2}
+    )
+
+
+def test_a_failed_attempts_shutdown_stays_failure() -> None:
+    spans = [
+        first_batch(0),
+        window(0, 50),
+        _shutdown("pg_teardown", 50, 60),
+        attempt_end(0, 60, sc.EndReasonValues.FAILED.value, "exception"),
+    ]
+    s = summarize(spans, NOW)
+
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx({"failure": 10})
+
+
+# --- restores apart from saves, per-save statistics ----------------------------------------------
+
+
+def test_restore_is_reported_apart_from_blocking() -> None:
+    s = summarize(worked_example(), NOW)
+
+    assert s.checkpoint_blocking_s == pytest.approx(20)
+    assert s.checkpoint_restore_s == pytest.approx(20)
+    assert s.lost_by_component["checkpoint"] == pytest.approx(40)
+
+
+def test_per_save_blocking_statistics() -> None:
+    saves = []
+    t = 10.0
+    for i, secs in enumerate([3.0, 1.0, 2.0, 8.0, 1.5]):
+        saves.append(save(i + 1, t, t + secs, rank=0))
+        saves.append(save(i + 1, t + 0.5, t + secs + 0.5, rank=1))  # a later rank: + 0.5
+        t += 15
+    s = _job(*saves, ranks=(0, 1))
+    stats = s.checkpoint_blocking_stats
+    per_save = [3.5, 1.5, 2.5, 8.5, 2.0]
+
+    assert stats.count == 5
+    assert stats.min_s == pytest.approx(1.5)
+    assert stats.max_s == pytest.approx(8.5)
+    assert stats.mean_s == pytest.approx(sum(per_save) / 5)
+    assert stats.p95_s == pytest.approx(8.5)  # nearest rank: ceil(0.95 * 5) = 5th of 5
+    assert s.checkpoint_blocking_s == pytest.approx(sum(per_save))
+    assert s.checkpoint_advice.mean_blocking_s == pytest.approx(stats.mean_s)
+
+
+def test_p95_of_twenty_saves_is_the_nineteenth() -> None:
+    saves = [save(i, 10 + 4 * i, 10 + 4 * i + (i + 1) / 10) for i in range(20)]
+    stats = _job(*saves).checkpoint_blocking_stats
+
+    assert stats.count == 20
+    assert stats.p95_s == pytest.approx(1.9)
+
+
+def test_no_save_gives_empty_statistics() -> None:
+    stats = _job().checkpoint_blocking_stats
+
+    assert (stats.count, stats.min_s, stats.mean_s, stats.max_s, stats.p95_s) == (0, *[None] * 4)
+
+
+# --- JSON and the report -----------------------------------------------------------------------
+
+
+def _text(job: dict) -> str:
+    out = io.StringIO()
+    _render.print_report(job, Console(file=out, width=200, color_system=None))  # type: ignore[arg-type]
+    return " ".join(out.getvalue().replace("│", " ").split())
+
+
+def test_job_json_and_report_carry_restore_and_per_save_statistics() -> None:
+    job = job_json(summarize(worked_example(), NOW))
+
+    assert job["checkpoint_restore_s"] == pytest.approx(20)
+    assert job["checkpoint_blocking_stats"] == {
+        "count": 2,
+        "min_s": 10.0,
+        "mean_s": 10.0,
+        "max_s": 10.0,
+        "p95_s": 10.0,
+    }
+    text = _text(dict(job))
+    assert "checkpoint blocking 20.0s over 2 saves (per save: min 10.0s, mean 10.0s" in text
+    assert "checkpoint restore 20.0s" in text
+    assert "checkpoint component 40.0s = blocking 20.0s + restore 20.0s" in text
+
+
+def test_report_of_figures_stored_before_the_new_fields() -> None:
+    job = dict(job_json(summarize(worked_example(), NOW)))
+    del job["checkpoint_restore_s"], job["checkpoint_blocking_stats"]
+
+    text = _text(job)
+    assert "checkpoint blocking 20.0s (saves only; the checkpoint component below" in text
+    assert "checkpoint restore" not in text
