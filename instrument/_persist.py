@@ -3,13 +3,19 @@
 :class:`PersistTracker` remembers when each recent save started and ends a persist span when the
 save's future completes. It implements :class:`instrument._spans.SaveTracker` and emits through a
 :class:`instrument._spans.SpanSink`.
+
+At the end of an attempt, however it ends, :meth:`PersistTracker.finish` waits a bounded time
+(``ETT_PERSIST_WAIT_S``, default 5 s) for the persists still in flight, so a checkpoint that
+becomes durable just after a rank fails (an async save whose writes finish 0.1 s after an
+exception) is reported with its real end instead of being lost with the process.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import semconv
@@ -18,6 +24,39 @@ from ._spans import SpanSink
 
 _REMEMBERED_SAVES = 16
 """How many save starts are kept for a later ``checkpoint_persist(step, future)``."""
+
+DEFAULT_PERSIST_WAIT_S = 5.0
+"""Seconds an attempt's end waits for checkpoint persists in flight (``ETT_PERSIST_WAIT_S``)."""
+
+_WAIT_POLL_S = 0.05
+"""How often the end's wait looks at futures that complete without calling back yet."""
+
+
+def resolve_persist_wait(
+    wait_s: float | None = None, env: Mapping[str, str] | None = None
+) -> float:
+    """The end's bound on waiting for persists in flight: ``wait_s``, else
+    ``ETT_PERSIST_WAIT_S``, else :data:`DEFAULT_PERSIST_WAIT_S`; 0 (or less) does not wait."""
+    if wait_s is not None:
+        return max(0.0, float(wait_s))
+    env = os.environ if env is None else env
+    raw = env.get("ETT_PERSIST_WAIT_S", "").strip()
+    if not raw:
+        return DEFAULT_PERSIST_WAIT_S
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        log_once("config.ETT_PERSIST_WAIT_S", "ignoring ETT_PERSIST_WAIT_S=%r: not a number", raw)
+        return DEFAULT_PERSIST_WAIT_S
+
+
+def _is_done(future: Any) -> bool:
+    """True when ``future`` says it completed (futures without ``done()`` never say so)."""
+    try:
+        is_done = getattr(future, "done", None)
+        return bool(is_done()) if callable(is_done) else False
+    except Exception:
+        return False
 
 
 def completion_future(obj: Any) -> Any:
@@ -63,6 +102,7 @@ class PersistTracker:
         self._sink = sink
         self._save_starts: dict[int, int] = {}
         self._in_flight: dict[int, tuple[Any, Callable[[Any], None]]] = {}
+        self._changed = threading.Condition()
 
     def save_started(self, step: int, start_ns: int) -> None:
         """Remember that the save of ``step`` started at ``start_ns`` (the last few saves)."""
@@ -86,22 +126,38 @@ class PersistTracker:
         def done(completed: Any) -> None:
             if not once.acquire(blocking=False):
                 return  # already ended (by the future's callback or by finish())
-            self._in_flight.pop(key, None)
             error = future_error(completed)
             if error is None:
                 self._sink.end(span)
             else:
                 log_once("persist.failed", "checkpoint %s did not persist: %r", step, error)
+            with self._changed:
+                self._in_flight.pop(key, None)
+                self._changed.notify_all()
 
         self._in_flight[key] = (target, done)
         if not when_done(target, done):
             self._in_flight.pop(key, None)
             log_once("persist.future", "checkpoint_persist: %r is not a future", type(target))
 
-    def finish(self) -> None:
-        """At the end: a future that completed but whose callback has not run yet (a
-        ``concurrent.futures`` callback runs after the waiter wakes) still gets its span."""
-        for target, done in list(self._in_flight.values()):
-            is_done = getattr(target, "done", None)
-            if callable(is_done) and is_done():
+    def finish(self, wait_s: float = 0.0) -> bool:
+        """At the end of the attempt: wait at most ``wait_s`` for the persists in flight (each
+        span ends when its future completes: its real end), then end those whose future
+        completed but whose callback has not run yet (a ``concurrent.futures`` callback runs
+        after the waiter wakes). True when a persist was still in flight when it was called."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        waited = False
+        while True:
+            with self._changed:
+                pending = list(self._in_flight.values())
+                if not pending or all(_is_done(target) for target, _ in pending):
+                    break
+                waited = True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(min(remaining, _WAIT_POLL_S))
+        for target, done in pending:
+            if _is_done(target):
                 done(target)
+        return waited

@@ -21,7 +21,7 @@ from ._emitter import SpanEmitter
 from ._errors import log_once, never_raises
 from ._failure import Guard, classify
 from ._failure import error_type as _error_type
-from ._persist import PersistTracker
+from ._persist import PersistTracker, resolve_persist_wait
 from ._spans import CheckpointSave, SpanBlock, SpanSink
 from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
 from ._watchdog import ExitWatchdog
@@ -54,6 +54,7 @@ class Session:
         flush_timeout_s: float = 5.0,
         enabled: bool = True,
         exit_timeout_s: float = 0.0,
+        persist_wait_s: float | None = None,
     ) -> None:
         self.identity = identity
         """Who this session speaks for."""
@@ -61,20 +62,24 @@ class Session:
         """False when the session records nothing (``ETT_DISABLED``, ``init(enabled=False)``)."""
         self._steps = 0
         self._samples = 0
+        self._last_step_ns = 0
         self._flusher = flusher
         self._dropped = dropped
         self._flush_timeout_s = flush_timeout_s
         self._alloc_ns = int(identity.allocated_at * 1e9)
         self._spans = SpanEmitter(tracer, identity, span_identity=span_identity, enabled=enabled)
         self._persists = PersistTracker(self._spans)
+        self._persist_wait_s = resolve_persist_wait(persist_wait_s)
         self._ended = False
         self._ending = False
         self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
-        self._end_callbacks: list[Callable[[], None]] = [self._persists.finish]
+        self._end_callbacks: list[Callable[[], None]] = []
         self._first_batch_seen = False
         self._first_batch_lock = threading.Lock()
         self._poll_s = poll_interval(window_s)
-        self._clock = WindowClock(self._counters, self._emit_window, window_s)
+        self._clock = WindowClock(
+            self._counters, self._emit_window, window_s, lambda: self._last_step_ns
+        )
         self._window_thread: PollThread | None = None
         self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
         self.exit_watchdog = ExitWatchdog(
@@ -87,12 +92,14 @@ class Session:
 
     # --- the hot loop ----------------------------------------------------------------------------
 
-    def step(self, samples: int = 1) -> None:
+    def step(self, samples: int = 1, _now: Callable[[], int] = time.time_ns) -> None:
         """Count one completed training step of ``samples`` samples. Call it once per step from
-        the training thread. Costs two integer additions: no span, no lock, no clock read.
+        the training thread. Costs one clock read and two integer additions: no span, no lock.
+        The clock read is the step's instant, so the last window ends exactly at the last step.
         Without a :meth:`first_batch` call, the window thread marks the first batch (step 0)
         within 20 ms of the first ``step()``."""
         try:
+            self._last_step_ns = _now()
             self._steps += 1
             self._samples += samples
         except Exception:
@@ -161,6 +168,16 @@ class Session:
         """``ett.startup.<phase>``: one start-up phase; ``component`` defaults by phase."""
         comp = component or semconv.default_component(phase)
         name = semconv.startup_span_name(phase)
+        return SpanBlock(self._spans, name, {semconv.COMPONENT: str(comp)})
+
+    def shutdown(self, step: str, component: str | None = None) -> SpanBlock:
+        """``ett.shutdown.<step>``: what a completed attempt waits for on its way out, after
+        its last training step (``pg_teardown``: destroying the process groups; the library
+        itself emits ``persist_wait`` and ``exporter_flush`` from :meth:`end`). ``component``
+        defaults by step (``persist_wait`` → checkpoint, ``pg_teardown`` → comms,
+        ``exporter_flush`` → runtime; others ``other``)."""
+        comp = component or semconv.shutdown_component(step)
+        name = semconv.shutdown_span_name(step)
         return SpanBlock(self._spans, name, {semconv.COMPONENT: str(comp)})
 
     def checkpoint_save(
@@ -253,14 +270,24 @@ class Session:
 
     @never_raises("Session.end", None)
     def end(self, reason: str = _COMPLETED, cause: str | None = None) -> None:
-        """End the attempt: the last ``ett.train.window``, the ``ett.attempt`` span with its end
-        reason (and cause when not completed: default ``preemption`` for ``preempted``, else
+        """End the attempt: wait (at most ``ETT_PERSIST_WAIT_S``) for checkpoint persists in
+        flight, emitting each with its real end (and the wait as ``ett.shutdown.persist_wait``),
+        the last ``ett.train.window`` (ending at the last ``step()``), when completed a flush
+        timed as ``ett.shutdown.exporter_flush``, the ``ett.attempt`` span with its end reason
+        (and cause when not completed: default ``preemption`` for ``preempted``, else
         ``unknown``), then flush within ``flush_timeout_s``. Only the first call counts. When
         not completed, the exit watchdog then gives the process its time to exit."""
         with self._end_lock:
             if self._ending:
                 return
             self._ending = True
+        wait_start = time.time_ns()
+        if self._persists.finish(self._persist_wait_s):
+            self._spans.instant(
+                semconv.shutdown_span_name(semconv.ShutdownStepValues.PERSIST_WAIT),
+                {semconv.COMPONENT: semconv.ComponentValues.CHECKPOINT.value},
+                wait_start,
+            )
         for callback in self._end_callbacks:
             try:
                 callback()
@@ -271,6 +298,14 @@ class Session:
         if not self._first_batch_seen and self._steps:
             self._mark_first_batch(0, time.time_ns(), count_from_zero=True)
         self._clock.flush()
+        if reason == _COMPLETED and self._flusher is not None:
+            flush_start = time.time_ns()
+            self.flush()
+            self._spans.instant(
+                semconv.shutdown_span_name(semconv.ShutdownStepValues.EXPORTER_FLUSH),
+                {semconv.COMPONENT: semconv.ComponentValues.RUNTIME.value},
+                flush_start,
+            )
         attrs: dict[str, AttributeValue] = {semconv.ATTEMPT_END_REASON: str(reason)}
         if reason != _COMPLETED:
             default = semconv.FailureCauseValues.PREEMPTION if reason == _PREEMPTED else None

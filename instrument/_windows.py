@@ -1,11 +1,12 @@
 """Training windows: turn the hot loop's step counters into ``ett.train.window`` spans.
 
-The training thread only increments two integers (:meth:`instrument.Session.step`). A daemon
-thread polls them every ``poll_s`` (a tenth of a window, at most 1 s) and remembers the last
-instant it saw them move: *progress* is known to within one poll without a clock read in the
-loop. Every ``window_s`` it emits one window covering the steps since the previous window, ending
-at that last-progress instant; the next window starts where this one ended, so windows tile the
-training time.
+The training thread only increments two integers and stores one clock reading, the instant of
+its last step (:meth:`instrument.Session.step`). A daemon thread polls them every ``poll_s`` (a
+tenth of a window, at most 1 s). Every ``window_s`` it emits one window covering the steps since
+the previous window, ending at the instant of the last step it saw (without that instant: the
+poll at which it saw the counters move); the next window starts where this one ended, so windows
+tile the training time, and the last window (at exit) ends exactly at the last ``step()`` call,
+not at the next poll.
 
 Decision (heartbeat): a window is emitted only when at least one step completed since the last
 one. While the loop runs, that is one window per ``window_s``: the heartbeat. A loop that stops
@@ -27,12 +28,22 @@ WindowSink = Callable[[int, int, int, int, int], None]
 Counters = Callable[[], tuple[int, int]]
 """Returns ``(steps completed, samples consumed)`` so far."""
 
+Instant = Callable[[], int]
+"""Returns the unix-nanosecond instant of the last step (0: not known)."""
+
 
 class WindowClock:
     """Decides window boundaries from polled counters; thread-safe; emits through a sink."""
 
-    def __init__(self, counters: Counters, sink: WindowSink, window_s: float) -> None:
+    def __init__(
+        self,
+        counters: Counters,
+        sink: WindowSink,
+        window_s: float,
+        last_step_ns: Instant | None = None,
+    ) -> None:
         self._counters = counters
+        self._last_step_ns = last_step_ns
         self._sink = sink
         self._window_ns = int(max(window_s, 0.001) * 1e9)
         self._lock = threading.Lock()
@@ -76,9 +87,17 @@ class WindowClock:
             counts = self._counters()
             if counts[0] != self._seen[0]:
                 self._seen = counts
-                self._progress_ns = now_ns
+                self._progress_ns = self._step_instant(now_ns)
             if final or now_ns - self._window_start_ns >= self._window_ns:
                 self._emit_locked(self._progress_ns)
+
+    def _step_instant(self, now_ns: int) -> int:
+        """The last step's own instant when known (read after the counters: it belongs to the
+        last counted step or to one just after it), else the poll's ``now_ns``."""
+        instant = self._last_step_ns() if self._last_step_ns is not None else 0
+        if instant <= 0:
+            return now_ns
+        return min(now_ns, max(instant, self._progress_ns))
 
     def _emit_locked(self, end_ns: int) -> None:
         steps, samples = self._seen
