@@ -10,10 +10,13 @@ from instrument import semconv
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-DEFAULT_MAX_INFLIGHT_BYTES = 128 * 1024 * 1024
+DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 """Decoded bytes of trace requests ingested at once; past it a request is answered 429."""
 DEFAULT_READ_WAIT_S = 5.0
 """How long a read of one dirty job waits for its recompute before answering the stored figures."""
+DEFAULT_KEEP_ALIVE_S = 75.0
+"""How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
+exporter keeps one connection instead of reconnecting for every export."""
 
 
 class ConfigError(ValueError):
@@ -54,7 +57,8 @@ class Settings:
     ``Retry-After``), ``ETT_WINDOW_S`` (train window length, default the emitter's
     ``semconv.DEFAULT_WINDOW_S``; ``semconv.PRESUMED_DEAD_WINDOWS`` silent windows presume an
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
-    (how long a read of one job whose spans are newer than its figures waits for them)."""
+    (how long a read of one job whose spans are newer than its figures waits for them),
+    ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -74,6 +78,9 @@ class Settings:
     live_refresh_s: float = field(default_factory=lambda: _float_env("ETT_LIVE_REFRESH_S", 5.0))
     read_wait_s: float = field(
         default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)
+    )
+    keep_alive_s: float = field(
+        default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )
 
     def __post_init__(self) -> None:
