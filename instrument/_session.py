@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
@@ -23,6 +23,7 @@ from ._failure import Guard, classify
 from ._failure import error_type as _error_type
 from ._persist import PersistTracker, resolve_persist_wait
 from ._spans import CheckpointSave, SpanBlock, SpanSink
+from ._stalls import DATA_WAIT_MIN_S, DataWait, blocking_block, timed_batches
 from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
 from ._watchdog import ExitWatchdog
 from ._windows import STARTUP_POLL_S, PollThread, WindowClock, poll_interval
@@ -33,6 +34,7 @@ Flusher = Callable[[float], None]
 _PREEMPTED = semconv.EndReasonValues.PREEMPTED.value
 _COMPLETED = semconv.EndReasonValues.COMPLETED.value
 _FAILED = semconv.EndReasonValues.FAILED.value
+_Item = TypeVar("_Item")
 
 
 class Session:
@@ -224,6 +226,25 @@ class Session:
         """``ett.publish``: publishing the model; ``standalone`` when it runs as its own job."""
         attrs: dict[str, AttributeValue] = {semconv.PUBLISH_STANDALONE: bool(standalone)}
         return SpanBlock(self._spans, semconv.SPAN_PUBLISH, attrs)
+
+    # --- training stalls: data waits and user-named blocking events (issue 16, _stalls) -------
+
+    def data_wait(self, min_s: float = DATA_WAIT_MIN_S) -> DataWait:
+        """``ett.data.wait``: ``with sess.data_wait(): batch = next(it)`` times the loop's wait
+        for its next batch. A span is emitted only for a wait of ``min_s`` or more (default
+        1 ms); the collector cuts it out of training as idle, component ``data``."""
+        return DataWait(self._spans, min_s)
+
+    def batches(self, loader: Iterable[_Item], min_s: float = DATA_WAIT_MIN_S) -> Iterator[_Item]:
+        """The items of ``loader`` (``for batch in sess.batches(loader):``), each wait for one
+        timed as by :meth:`data_wait`."""
+        return timed_batches(self._spans, loader, min_s)
+
+    def blocking(self, name: str, component: str = "other") -> SpanBlock:
+        """``ett.blocking``: a user-named event that blocks the training loop (``with
+        sess.blocking("sdc_check", component="model"):``); the collector cuts it out of training
+        as idle charged to ``component`` (one it does not know: ``other``; the name is kept)."""
+        return blocking_block(self._spans, name, component)
 
     @never_raises("Session.failure", None)
     def failure(
