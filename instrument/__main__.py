@@ -1,0 +1,7 @@
+"""``python -m instrument COMMAND [ARGS...]``: zero-code instrumentation (``ett-instrument``)."""
+
+import sys
+
+from ._auto import main
+
+sys.exit(main())

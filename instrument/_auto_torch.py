@@ -1,0 +1,207 @@
+"""What zero-code instrumentation times in a plain PyTorch program, hooked as torch is imported.
+
+Each hook reuses the library's own integrations (:mod:`instrument.torch_hooks`) and runs when
+its torch module has been imported (:class:`~instrument._import_watch.ImportWatch`):
+
+- ``torch``: the start-up phase ``imports``, from process start to the end of ``import torch``;
+- ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init``;
+- ``torch.distributed.checkpoint``: ``save``, ``async_save`` and ``load`` as
+  ``ett.checkpoint.save`` (+ ``ett.checkpoint.persist``) and the phase ``checkpoint_load``;
+- ``torch.distributed.checkpoint.state_dict``: the optimizer step that ``get_state_dict`` takes
+  to initialise an empty optimizer's state is not counted as training;
+- ``torch.optim.optimizer``: a global optimizer step post-hook: each step of the first optimizer
+  that steps is one ``Session.step()``, and its first step is the first batch;
+- ``torch._dynamo``: ``install_compile_hooks`` (an ``ett.compile`` span per compilation).
+
+The global step of a checkpoint is the integer at key ``step`` (or ``global_step``,
+``iteration``) of the saved or restored state dict when it has one (a restore then also sets the
+step training resumes at), else the steps counted so far.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from . import semconv
+from ._config import process_start_time
+from ._errors import log_once
+from ._import_watch import Callback, ImportWatch
+from ._session import Session, span_sink
+
+STEP_KEYS = ("step", "global_step", "iteration")
+"""State-dict keys read as the checkpoint's global step."""
+
+
+def step_of(state_dict: Any) -> int | None:
+    """The global step a state dict records at one of :data:`STEP_KEYS` (an int or a
+    one-element integer tensor), else None."""
+    if not isinstance(state_dict, Mapping):
+        return None
+    for key in STEP_KEYS:
+        value = state_dict.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        numel = getattr(value, "numel", None)
+        is_float = getattr(value, "is_floating_point", None)
+        item = getattr(value, "item", None)
+        if not (callable(numel) and callable(is_float) and callable(item)):
+            continue
+        if numel() == 1 and not is_float():
+            return int(item())
+    return None
+
+
+class AutoTorch:
+    """The hooks of one zero-code session (see the module docstring)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._local = threading.local()
+        self._optimizer: weakref.ref[Any] | None = None
+        self._resume_step = 0
+        self._started_ns = int(process_start_time() * 1e9)
+        self.watch = ImportWatch(self.callbacks())
+
+    def callbacks(self) -> dict[str, Callback]:
+        """Module name → the hook to run once it is imported."""
+        return {
+            "torch": self._torch_imported,
+            "torch.distributed": self._patch_distributed,
+            "torch.distributed.checkpoint": self._patch_checkpoint,
+            "torch.distributed.checkpoint.state_dict": self._patch_state_dict,
+            "torch.optim.optimizer": self._hook_optimizer,
+            "torch._dynamo": self._hook_compile,
+        }
+
+    def install(self) -> None:
+        """Start watching torch's imports."""
+        self.watch.install()
+
+    # --- imports and process group ---------------------------------------------------------------
+
+    def _torch_imported(self, module: ModuleType) -> None:
+        sink = span_sink(self.session)
+        phase = semconv.StartupPhaseValues.IMPORTS
+        attrs = {semconv.COMPONENT: semconv.default_component(phase)}
+        span = sink.start(semconv.startup_span_name(phase), dict(attrs), self._started_ns)
+        sink.end(span, end_ns=time.time_ns())
+
+    def _patch_distributed(self, module: ModuleType) -> None:
+        original = getattr(module, "init_process_group", None)
+        if not callable(original):
+            return
+        session = self.session
+
+        @functools.wraps(original)
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            with session.startup(semconv.StartupPhaseValues.PG_INIT):
+                return original(*args, **kwargs)
+
+        setattr(module, "init_process_group", init_process_group)  # noqa: B010
+
+    # --- checkpoints -----------------------------------------------------------------------------
+
+    def _inside(self) -> bool:
+        return bool(getattr(self._local, "inside", False))
+
+    def _passthrough(self, original: Callable[..., Any], timed: Callable[..., Any]) -> Any:
+        """``original`` wrapped: the first call on a thread goes to ``timed`` (which calls the
+        module's function again: that nested call, and any positional use, is ``original``)."""
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self._inside() or len(args) != 1:
+                return original(*args, **kwargs)
+            self._local.inside = True
+            try:
+                return timed(args[0], **kwargs)
+            finally:
+                self._local.inside = False
+
+        return wrapper
+
+    def _save_step(self, state_dict: Any) -> int:
+        step = step_of(state_dict)
+        if step is None:
+            step = self.session.current_step
+        return step or 0
+
+    def _patch_checkpoint(self, module: ModuleType) -> None:
+        from . import torch_hooks
+
+        session = self.session
+
+        def save(state_dict: Any, **kwargs: Any) -> Any:
+            step = self._save_step(state_dict)
+            return torch_hooks.dcp_save(state_dict, step=step, session=session, **kwargs)
+
+        def async_save(state_dict: Any, **kwargs: Any) -> Any:
+            step = self._save_step(state_dict)
+            return torch_hooks.dcp_async_save(state_dict, step=step, session=session, **kwargs)
+
+        def load(state_dict: Any, **kwargs: Any) -> Any:
+            with session.checkpoint_load() as phase:
+                result = module.load(state_dict, **kwargs)  # the original: we are inside
+                step = step_of(state_dict)
+                if step is not None:
+                    phase.set_step(step)
+                    self._resume_step = step
+            return result
+
+        for name, timed in (("save", save), ("async_save", async_save), ("load", load)):
+            original = getattr(module, name, None)
+            if callable(original):
+                setattr(module, name, self._passthrough(original, timed))
+
+    def _patch_state_dict(self, module: ModuleType) -> None:
+        original = getattr(module, "_init_optim_state", None)
+        if not callable(original):
+            return
+
+        @functools.wraps(original)
+        def init_optim_state(*args: Any, **kwargs: Any) -> Any:
+            self._local.no_step = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._local.no_step = False
+
+        setattr(module, "_init_optim_state", init_optim_state)  # noqa: B010
+
+    # --- training progress and compile -----------------------------------------------------------
+
+    def _hook_optimizer(self, module: ModuleType) -> None:
+        register = getattr(module, "register_optimizer_step_post_hook", None)
+        if not callable(register):
+            log_once("auto.optimizer", "torch has no global optimizer step hook: no training")
+            return
+        register(self._on_optimizer_step)
+
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            if getattr(self._local, "no_step", False):
+                return
+            counted = self._optimizer() if self._optimizer is not None else None
+            if counted is None:
+                self._optimizer = weakref.ref(optimizer)
+            elif counted is not optimizer:
+                return  # only the first optimizer's steps count (one step per iteration)
+            session = self.session
+            if session.current_step is None:
+                session.first_batch(step=self._resume_step)
+            session.step()
+        except Exception:
+            log_once("auto.step", "optimizer step hook failed", exc_info=True)
+
+    def _hook_compile(self, module: ModuleType) -> None:
+        from . import torch_hooks
+
+        torch_hooks.install_compile_hooks(self.session)

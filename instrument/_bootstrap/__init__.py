@@ -1,0 +1,1 @@
+"""The directory ``ett-instrument`` puts first on ``PYTHONPATH``: it holds ``sitecustomize``."""

@@ -1,0 +1,208 @@
+"""Zero-code instrumentation end to end: ``ett-instrument torchrun ... plain_ddp_train.py``.
+
+``plain_ddp_train.py`` is a plain PyTorch DDP trainer with no ETT code. Run by real torchrun
+with 2 CPU ranks (gloo) under ``ett-instrument``, it fails on attempt 0 at step 25, torchrun
+restarts it once, and it resumes from its step-20 DCP checkpoint. The figures a real
+``ett serve`` computed from the spans are checked against the trainer's own clock
+(``rank<R>.jsonl``): TTS, TTR, failures and cause, checkpoint blocking, unsaved and wall.
+
+torch (with ``torch.distributed.run``) must be installed: the test skips without it and fails
+under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.storage import Store
+from instrument import semconv
+from tests.support.collector_process import Collector
+
+pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TRAINER = HERE / "plain_ddp_train.py"
+STEPS, CKPT_EVERY, FAIL_AT, RESUMED_AT = 40, 10, 25, 20
+
+
+def _launcher() -> list[str]:
+    """``ett-instrument`` beside this interpreter (the console script), else ``-m instrument``."""
+    script = shutil.which("ett-instrument", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "instrument"]
+
+
+def _require_torchrun() -> None:
+    try:
+        found = importlib.util.find_spec("torch.distributed.run") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        message = "torch (torch.distributed.run) is not installed: `make setup` installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+class Clock:
+    """The plain trainer's own account: its JSON lines, all ranks."""
+
+    def __init__(self, directory: Path) -> None:
+        self.rows = [
+            json.loads(line)
+            for path in sorted(directory.glob("rank*.jsonl"))
+            for line in path.read_text().splitlines()
+            if line.strip()
+        ]
+
+    def events(self, event: str, attempt: int) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["event"] == event and r["attempt"] == attempt]
+
+    def latest(self, event: str, attempt: int) -> float:
+        return max(r["time"] for r in self.events(event, attempt))
+
+    def blocking(self) -> dict[tuple[int, int], tuple[float, float]]:
+        """(attempt, step) → [earliest start, latest end] of ``dcp.save`` over the ranks."""
+        spans: dict[tuple[int, int], tuple[float, float]] = {}
+        for r in self.rows:
+            if r["event"] == "save":
+                key = (r["attempt"], r["step"])
+                lo, hi = spans.get(key, (r["start"], r["end"]))
+                spans[key] = (min(lo, r["start"]), max(hi, r["end"]))
+        return spans
+
+    def step_s(self) -> float:
+        """The median time between two optimizer steps of one rank."""
+        gaps = []
+        for rank in {r["rank"] for r in self.rows}:
+            for attempt in (0, 1):
+                times = [r["time"] for r in self.events("step", attempt) if r["rank"] == rank]
+                gaps += [b - a for a, b in itertools.pairwise(times)]
+        return statistics.median(gaps)
+
+
+def _figures(collector: Collector, job_id: str, timeout_s: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = collector.get(f"/api/v1/jobs/{job_id}")
+        if r.status_code == 200 and r.json()["state"] in ("completed", "failed"):
+            return dict(r.json())
+        assert time.monotonic() < deadline, f"the collector never saw {job_id} end: {r.text}"
+        time.sleep(0.2)
+
+
+def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Collector) -> None:
+    _require_torchrun()
+    job_id = f"zc-{uuid.uuid4().hex[:8]}"
+    cmd = [
+        *_launcher(), sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node=2", "--max-restarts=1", "--monitor-interval=0.2", str(TRAINER),
+        "--steps", str(STEPS), "--ckpt-every", str(CKPT_EVERY), "--fail-at-step", str(FAIL_AT),
+        "--ckpt-dir", str(tmp_path / "ckpt"), "--clock-dir", str(tmp_path / "clock"),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "ETT_JOB_ID": job_id,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OMP_NUM_THREADS": "1",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    output = proc.stdout + proc.stderr
+    (tmp_path / "torchrun.log").write_text(output)
+    assert proc.returncode == 0, output[-6000:]
+    clock = Clock(tmp_path / "clock")
+    assert {r["step"] for r in clock.events("load", 1)} == {RESUMED_AT}
+    assert len(clock.events("end", 1)) == 2  # both ranks finished attempt 1
+
+    job = _figures(collector, job_id)
+    a0, a1 = job["attempts"]
+    alloc = min(r["time"] for r in clock.events("start", 0))
+    first0, first1 = clock.latest("first_batch", 0), clock.latest("first_batch", 1)
+    failed = clock.latest("failure", 0)
+    # TTS: process start to the first optimizer step (the slower rank's)
+    assert a0["alloc"] == pytest.approx(alloc, abs=0.03)
+    assert a0["first_batch"] == pytest.approx(first0, abs=0.05)
+    assert job["tts_s"] == pytest.approx(first0 - alloc, abs=0.05)
+    # failures and cause: the exception both ranks raised
+    assert (job["state"], job["failures"], job["failure_causes"]) == (
+        "completed",
+        1,
+        {"exception": 1},
+    )
+    assert (a0["end_reason"], a0["failure_cause"], a1["end_reason"]) == (
+        "failed",
+        "exception",
+        "completed",
+    )
+    # TTR: from the failure to attempt 1's first optimizer step (its end follows the raise)
+    assert 0 <= a0["end"] - failed < 0.2
+    [ttr] = job["ttr_s"]
+    assert ttr == pytest.approx(first1 - failed, abs=0.2)
+    assert a1["first_batch"] == pytest.approx(first1, abs=0.05)
+    # checkpoint blocking: every save, [earliest start, latest end] over the ranks
+    blocking = clock.blocking()
+    assert sorted(blocking) == [(0, 10), (0, 20), (1, 30), (1, 40)]
+    # the save after the last step is the completed attempt's shutdown, not a training cut-out
+    during = [hi - lo for (a, _), (lo, hi) in blocking.items() if lo < clock.latest("step", a)]
+    assert len(during) == 3
+    assert job["checkpoint_blocking_s"] == pytest.approx(sum(during), abs=0.05), (blocking, job)
+    # unsaved: attempt 0's training after the step-20 snapshot, less that save's blocking
+    lo, hi = blocking[(0, RESUMED_AT)]
+    unsaved = clock.latest("step", 0) - lo - (hi - lo)
+    assert job["unsaved_s"] == pytest.approx(unsaved, abs=clock.step_s())
+    # wall: attempt 0's first process start to the last rank's exit
+    assert job["wall_s"] == pytest.approx(clock.latest("end", 1) - alloc, abs=0.2)
+
+    # what named the time: the hooks, not the trainer
+    store = Store(collector.db_url)
+    try:
+        spans = store.load_spans(job_id)
+    finally:
+        store.close()
+    for attempt in (0, 1):
+        for rank in (0, 1):
+            names = {s.name for s in spans if (s.attempt, s.rank) == (attempt, rank)}
+            assert {
+                semconv.SPAN_ATTEMPT,
+                semconv.SPAN_FIRST_BATCH,
+                semconv.SPAN_TRAIN_WINDOW,
+                semconv.SPAN_CHECKPOINT_SAVE,
+                semconv.startup_span_name("imports"),
+                semconv.startup_span_name("pg_init"),
+            } <= names, (attempt, rank)
+    loads = [s for s in spans if s.name == semconv.startup_span_name("checkpoint_load")]
+    assert {(s.attempt, s.attr(semconv.CHECKPOINT_STEP)) for s in loads} == {(1, RESUMED_AT)}
+    firsts = {
+        (s.attempt, s.attr(semconv.STEP)) for s in spans if s.name == semconv.SPAN_FIRST_BATCH
+    }
+    assert firsts == {(0, 0), (1, RESUMED_AT)}  # get_state_dict's initialising step not counted
+    windows = [s for s in spans if s.name == semconv.SPAN_TRAIN_WINDOW]
+    last = {a: max(s.attr(semconv.STEP_LAST) for s in windows if s.attempt == a) for a in (0, 1)}
+    assert last == {0: FAIL_AT - 1, 1: STEPS - 1}  # one counted step per optimizer step
+    saved = {(s.attempt, s.attr(semconv.CHECKPOINT_STEP))
+             for s in spans if s.name == semconv.SPAN_CHECKPOINT_SAVE}  # fmt: skip
+    assert saved == set(blocking)
+    lost = job["lost_by_component"]
+    assert lost["runtime"] > 0 and lost["comms"] > 0 and lost["checkpoint"] > 0
+    print(
+        f"\nzero-code vs the trainer's clock: TTS {job['tts_s']:.3f} vs {first0 - alloc:.3f} s, "
+        f"TTR {ttr:.3f} vs {first1 - failed:.3f} s, blocking {job['checkpoint_blocking_s']:.3f} "
+        f"vs {sum(during):.3f} s, unsaved {job['unsaved_s']:.3f} "
+        f"vs {unsaved:.3f} s (step {clock.step_s():.3f} s), wall {job['wall_s']:.3f} vs "
+        f"{clock.latest('end', 1) - alloc:.3f} s; lost by component {lost}"
+    )

@@ -1,0 +1,170 @@
+"""Zero-code instrumentation's parts: which interpreter becomes a rank, the launcher's
+environment, post-import hooks, the checkpoint step read from a state dict, and the
+``sitecustomize`` chain (real interpreters started through ``python -m instrument``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from instrument import _auto
+from instrument._auto_torch import step_of
+from instrument._import_watch import ImportWatch
+
+PY = "/usr/bin/python3"
+TORCHRUN = "/venv/bin/torchrun"
+ELASTIC = {"ETT_AUTO": "1", "TORCHELASTIC_RESTART_COUNT": "0", "LOCAL_RANK": "1", "RANK": "1"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "launcher"),
+    [
+        ([PY, TORCHRUN, "--nproc-per-node=2", "train.py"], True),
+        ([PY, "-u", "-m", "torch.distributed.run", "train.py"], True),
+        ([PY, "-mtorch.distributed.launch", "train.py"], True),
+        ([PY, "-u", "train.py", "--torchrun"], False),
+        ([PY, "-m", "trainer.train"], False),
+        ([PY, "-c", "import torchrun"], False),
+        ([PY], False),
+    ],
+)
+def test_torchrun_is_recognised_as_the_launcher(argv: list[str], launcher: bool) -> None:
+    assert _auto.is_launcher(argv) is launcher
+
+
+def test_role_of_each_interpreter() -> None:
+    train = [PY, "train.py"]
+    assert _auto.role({}, train, 10) == "off"
+    assert _auto.role({"ETT_AUTO": "1"}, train, 10) == "rank"  # a plain `python train.py`
+    assert _auto.role({"ETT_AUTO": "1"}, [PY, TORCHRUN, "train.py"], 10) == "launcher"
+    assert _auto.role(ELASTIC, train, 10) == "rank"  # a torchrun worker
+    # an interpreter a rank started (compile worker, DCP checkpoint process): not a rank
+    assert _auto.role({**ELASTIC, _auto.ENV_OWNER: "9"}, train, 10) == "child"
+    assert _auto.role({**ELASTIC, _auto.ENV_OWNER: "10"}, train, 10) == "rank"  # itself (exec)
+
+
+def test_launch_env_puts_the_bootstrap_first() -> None:
+    env = _auto.launch_env({"PYTHONPATH": "/a:/b", _auto.ENV_OWNER: "7", "X": "1"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(_auto.BOOTSTRAP_DIR), "/a", "/b"]
+    assert (env["ETT_AUTO"], env["X"]) == ("1", "1") and _auto.ENV_OWNER not in env
+    assert (_auto.BOOTSTRAP_DIR / "sitecustomize.py").is_file()
+    assert _auto.launch_env({})["PYTHONPATH"] == str(_auto.BOOTSTRAP_DIR)
+
+
+class _Scalar:
+    """A one-element tensor's duck type."""
+
+    def __init__(self, value: float, floating: bool) -> None:
+        self.value, self.floating = value, floating
+
+    def numel(self) -> int:
+        return 1
+
+    def is_floating_point(self) -> bool:
+        return self.floating
+
+    def item(self) -> float:
+        return self.value
+
+
+def test_step_of_a_state_dict() -> None:
+    assert step_of({"model": {}, "step": 20}) == 20
+    assert step_of({"global_step": _Scalar(7, floating=False)}) == 7
+    assert step_of({"step": _Scalar(7.5, floating=True)}) is None  # a float is not a step
+    assert step_of({"step": True, "iteration": 3}) == 3
+    assert step_of({"model": {}}) is None
+    assert step_of(["step"]) is None
+
+
+def test_import_watch_calls_back_after_the_module_ran(tmp_path: Path) -> None:
+    pkg = tmp_path / "zc_watch_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("VALUE = 41\n")
+    seen: list[int] = []
+
+    def hook(module: types.ModuleType) -> None:
+        seen.append(module.VALUE)
+        module.VALUE += 1
+
+    def broken(module: types.ModuleType) -> None:
+        raise RuntimeError("a hook that fails")
+
+    watch = ImportWatch({"zc_watch_pkg.mod": hook, "zc_watch_pkg": broken})
+    sys.path.insert(0, str(tmp_path))
+    try:
+        watch.install()
+        import zc_watch_pkg.mod as mod  # the failing hook does not break the import
+
+        assert (seen, mod.VALUE) == ([41], 42)
+        assert watch not in sys.meta_path  # every hook ran: the watch left
+        assert mod.__spec__ is not None and type(mod.__spec__.loader).__name__ == "SourceFileLoader"
+        ImportWatch({"zc_watch_pkg.mod": hook}).install()  # already imported: called at once
+        assert seen == [41, 42]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("zc_watch_pkg.mod", "zc_watch_pkg"):
+            sys.modules.pop(name, None)
+        watch.uninstall()
+
+
+def _run_instrumented(tmp_path: Path, code: str, env: dict[str, str]) -> str:
+    script = tmp_path / "probe.py"
+    script.write_text(textwrap.dedent(code))
+    cmd = [sys.executable, "-m", "instrument", sys.executable, str(script)]
+    root = str(Path(__file__).resolve().parents[3])
+    full = {
+        **os.environ,
+        "ETT_DISABLED": "1",  # a session that records nothing: no collector needed
+        "ETT_EXIT_TIMEOUT_S": "0",
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [env.get("PYTHONPATH"), root])),
+    }
+    full.pop(_auto.ENV_OWNER, None)
+    proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_a_plain_python_process_becomes_the_rank_and_its_children_do_not(
+    tmp_path: Path,
+) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import os\nos.environ['HIDDEN_RAN'] = '1'\n")
+    out = _run_instrumented(
+        tmp_path,
+        """
+        import os, subprocess, sys
+        import instrument
+        print("rank", os.environ.get("ETT_AUTO_PID") == str(os.getpid()))
+        print("session", instrument.current() is instrument._setup._current)
+        print("hidden", os.environ.get("HIDDEN_RAN"))
+        child = "import os, instrument; print(instrument._setup._current is None)"
+        print("child-idle", subprocess.run([sys.executable, "-c", child],
+              capture_output=True, text=True).stdout.strip())
+        """,
+        {"PYTHONPATH": str(hidden)},
+    )
+    assert out.split("\n")[:4] == ["rank True", "session True", "hidden 1", "child-idle True"]
+
+
+def test_the_launcher_reports_a_missing_command() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "instrument", "no-such-command-zc"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 127
+    assert proc.stderr.strip() == "ett-instrument: no-such-command-zc: command not found"
+    usage = subprocess.run(
+        [sys.executable, "-m", "instrument"], capture_output=True, text=True, timeout=60
+    )
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: ett-instrument")
