@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -212,7 +213,11 @@ def _serve(args: argparse.Namespace) -> int:
     Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
     where = f"http://{settings.host}:{settings.port} (db: {args.target.shown}"
     if args.workers == 1:
-        config = uvicorn.Config(build_app(settings), log_level="warning")
+        config = uvicorn.Config(
+            build_app(settings),
+            log_level="warning",
+            timeout_keep_alive=math.ceil(settings.keep_alive_s),
+        )
         _announcing_server(config, f"ett collector listening on {where}, 1 worker)").run(
             sockets=[sock]
         )
@@ -227,6 +232,7 @@ def _serve(args: argparse.Namespace) -> int:
     uvicorn.run(
         "collector.api._factory:app_from_env", factory=True, workers=args.workers,
         host=settings.host, port=settings.port, log_level="warning",
+        timeout_keep_alive=math.ceil(settings.keep_alive_s),
     )  # fmt: skip
     return 0
 

@@ -48,6 +48,17 @@ class CollectorMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
             registry=self.registry,
         )
+        self.recompute_failures = Counter(
+            "ett_recompute_failures",
+            "Recomputes that raised (the job is marked failed with the reason until a new span).",
+            registry=self.registry,
+        )
+
+    def observe_recompute_failure(self, job_id: str, reason: str) -> None:
+        """Count one failed recompute (job id and reason go to the log and the job, not to a
+        label: both are unbounded)."""
+        del job_id, reason
+        self.recompute_failures.inc()
 
     def observe_recompute(self, job_id: str, seconds: float) -> None:
         """Record one recompute (the job id is not a label: it is unbounded)."""

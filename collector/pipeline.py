@@ -1,13 +1,23 @@
 """Ingest and recompute: spans are stored, their jobs marked dirty, and figures re-derived.
 
-A background worker recomputes dirty jobs promptly and live jobs periodically (their wall time
-and state depend on the clock). Reads never recompute a list: they return the stored figures. A
-read of one dirty job may wait, with a bound, for that job's recompute (:meth:`Pipeline.fresh`).
-Recomputes are single-flight: a recompute asked for while the same job's is running joins it.
+A background worker recomputes dirty jobs promptly and running jobs periodically (their wall
+time and state depend on the clock; a presumed-dead job's figures do not, so it is recomputed
+once when it is found dead and then only when a span for it arrives). Reads never recompute a
+list: they return the stored figures. A read of one dirty job may wait, with a bound, for that
+job's recompute (:meth:`Pipeline.fresh`).
+
+Concurrency: recomputes of different jobs never wait for each other. One job's recompute is
+single-flight: in a process, a recompute asked for while the same job's is running joins it;
+across processes (``--workers``, or several collectors on one PostgreSQL) the job's advisory
+lock lets one run and the others skip it (``Store.locks``). Whatever the interleaving, a summary
+is saved only over figures of an older ingest sequence, and clears ``dirty`` only when no span
+came after the ones it read (``Store.save_summary``). A recompute that raises (not a database
+outage) marks the job failed with the reason; a new span for the job retries it.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -18,9 +28,27 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from instrument import semconv
 
 from .domain import SpanRecord, summarize
-from .storage import Store
+from .storage import Store, is_passing
 
 log = logging.getLogger("ett_collector")
+
+BUSY_POLL_S = 0.05
+"""How often a read polls a job that another process is recomputing."""
+
+
+class Outcome(enum.Enum):
+    """How one recompute ended."""
+
+    SAVED = "saved"
+    """Figures computed and stored (or figures of a newer sequence were there already)."""
+    CLEAN = "clean"
+    """Nothing to do: only dirty jobs were asked for, and this one was clean by then."""
+    EMPTY = "empty"
+    """The job has no spans."""
+    BUSY = "busy"
+    """Another process holds the job's recompute lock."""
+    FAILED = "failed"
+    """The recompute raised; the job is marked failed with the reason."""
 
 
 class Pipeline:
@@ -35,19 +63,20 @@ class Pipeline:
         on_recompute: Callable[[str, float], None] | None = None,
         settle_s: float = 1.0,
         leader: Callable[[], bool] | None = None,
+        on_failure: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.window_s = window_s
         self.live_refresh_s = live_refresh_s
         self.clock = clock
         self._on_recompute = on_recompute
+        self._on_failure = on_failure
         self.settle_s = settle_s
         self._leader = leader
-        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._flights: dict[str, Future[bool]] = {}
+        self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
@@ -58,25 +87,29 @@ class Pipeline:
         self._wake.set()
         return jobs
 
-    def recompute(self, job_id: str, seen_seq: int | None = None) -> bool:
-        """Re-derive one job from its raw spans; False when it has none.
+    def recompute(self, job_id: str) -> bool:
+        """Re-derive one job from its raw spans; False when it has none, when another process
+        is recomputing it, or when the recompute failed (the job is then marked failed).
 
-        Single-flight: when the job's recompute is already running (a reader's, or the
-        worker's), this waits for that one and returns its answer instead of starting another.
+        Single-flight: when the job's recompute is already running in this process (a
+        reader's, or the worker's), this waits for that one and returns its answer.
         """
+        return self._recompute(job_id, only_dirty=False) is Outcome.SAVED
+
+    def _recompute(self, job_id: str, only_dirty: bool) -> Outcome:
         flight, mine = self._claim(job_id)
         if not mine:
             return flight.result()
-        return self._fly(job_id, seen_seq, flight)
+        return self._fly(job_id, only_dirty, flight)
 
     def fresh(self, job_id: str, wait_s: float) -> bool:
         """Wait up to ``wait_s`` seconds until the job's stored figures include every
-        acknowledged span; True when they do (or the job is unknown), False when the bound
-        passed or the recompute failed (the stored figures are then older).
+        acknowledged span; True when they do (or the job is unknown, or its recompute failed:
+        see ``Store.recompute_failure``), False when the bound passed.
 
         Joins the job's recompute in flight, or starts one in a thread of its own (so the wait
         stays bounded whatever the recompute takes): K readers of one dirty job cause one
-        recompute, not K.
+        recompute, not K. While another process recomputes the job, this polls for its result.
         """
         deadline = time.monotonic() + wait_s
         while self.store.is_dirty(job_id):
@@ -92,14 +125,16 @@ class Pipeline:
                     daemon=True,
                 ).start()
             try:
-                flight.result(timeout=left)
+                outcome = flight.result(timeout=left)
             except FutureTimeout:
                 return False
             except Exception:
                 return False  # logged by the flight's thread; the stored figures stand
+            if outcome is Outcome.BUSY or outcome is Outcome.EMPTY:
+                time.sleep(min(BUSY_POLL_S, max(0.0, deadline - time.monotonic())))
         return True
 
-    def _claim(self, job_id: str) -> tuple[Future[bool], bool]:
+    def _claim(self, job_id: str) -> tuple[Future[Outcome], bool]:
         """The job's recompute in flight, or a new one; True when the caller must run it."""
         with self._flights_lock:
             flight = self._flights.get(job_id)
@@ -109,33 +144,22 @@ class Pipeline:
             self._flights[job_id] = flight
             return flight, True
 
-    def _fly(self, job_id: str, seen_seq: int | None, flight: Future[bool]) -> bool:
+    def _fly(self, job_id: str, only_dirty: bool, flight: Future[Outcome]) -> Outcome:
         """Run the claimed recompute and settle ``flight`` with its answer (or its error)."""
         try:
-            ok = self._recompute_now(job_id, seen_seq)
+            outcome = self._locked_recompute(job_id, only_dirty)
         except BaseException as exc:
             self._land(job_id)
             flight.set_exception(exc)
             raise
         self._land(job_id)
-        flight.set_result(ok)
-        return ok
+        flight.set_result(outcome)
+        return outcome
 
-    def _fly_logged(self, job_id: str, flight: Future[bool]) -> None:
-        """A reader's flight: recompute unless a flight that just landed made the job clean."""
+    def _fly_logged(self, job_id: str, flight: Future[Outcome]) -> None:
+        """A reader's flight: recompute the job if it is still dirty."""
         try:
-            dirty = self.store.is_dirty(job_id)
-        except Exception as exc:
-            self._land(job_id)
-            flight.set_exception(exc)
-            log.exception("recompute of job %r failed", job_id)
-            return
-        if not dirty:
-            self._land(job_id)
-            flight.set_result(True)
-            return
-        try:
-            self._fly(job_id, None, flight)
+            self._fly(job_id, True, flight)
         except Exception:
             log.exception("recompute of job %r failed", job_id)
 
@@ -143,27 +167,61 @@ class Pipeline:
         with self._flights_lock:
             del self._flights[job_id]
 
-    def _recompute_now(self, job_id: str, seen_seq: int | None) -> bool:
+    def _locked_recompute(self, job_id: str, only_dirty: bool) -> Outcome:
+        """The recompute under the job's cross-process lock (BUSY when another holds it)."""
+        if not self.store.locks.try_lock(job_id):
+            return Outcome.BUSY
+        try:
+            return self._recompute_now(job_id, only_dirty)
+        finally:
+            self.store.locks.unlock(job_id)
+
+    def _recompute_now(self, job_id: str, only_dirty: bool) -> Outcome:
         started = time.perf_counter()
-        with self._lock:
-            if seen_seq is None:
-                seen_seq = self.store.dirty_seq(job_id)
+        if only_dirty and not self.store.is_dirty(job_id):
+            return Outcome.CLEAN  # another recompute got there first
+        seen_seq = self.store.dirty_seq(job_id)  # read before the spans: see save_summary
+        try:
             spans = self.store.load_spans(job_id)
             if not spans:
-                return False
+                return Outcome.EMPTY
             now = self.clock()
             summary = summarize(spans, now, self.window_s)
             self.store.save_summary(summary, seen_seq, now)
+        except Exception as exc:
+            if is_passing(exc):
+                raise  # an outage: the job stays dirty and is retried, nothing is wrong with it
+            self._failed(job_id, seen_seq, exc)
+            return Outcome.FAILED
         if self._on_recompute is not None:
             self._on_recompute(job_id, time.perf_counter() - started)
-        return True
+        return Outcome.SAVED
+
+    def _failed(self, job_id: str, seen_seq: int, exc: Exception) -> None:
+        lines = str(exc).strip().splitlines()
+        reason = type(exc).__name__ + (f": {lines[0]}" if lines else "")
+        reason = reason[:500]
+        log.error("recompute of job %r failed: %s", job_id, reason, exc_info=exc)
+        try:
+            self.store.mark_failed(job_id, seen_seq, reason)
+        except Exception:
+            log.exception("could not mark job %r failed", job_id)
+        if self._on_failure is not None:
+            self._on_failure(job_id, reason)
 
     def recompute_dirty(self, limit: int = 100) -> int:
-        """Recompute up to ``limit`` dirty jobs; returns how many."""
+        """Recompute up to ``limit`` dirty jobs; returns how many are settled (computed, or
+        found clean). A job another process is recomputing is left for it, and the worker looks
+        again after ``settle_s``; a failed one is marked failed and not counted."""
         done = 0
-        for job_id, seq in self.store.dirty_jobs(limit):
-            if self.recompute(job_id, seq):
+        busy = False
+        for job_id, _seq in self.store.dirty_jobs(limit):
+            outcome = self._recompute(job_id, only_dirty=True)
+            if outcome is Outcome.SAVED or outcome is Outcome.CLEAN:
                 done += 1
+            busy = busy or outcome is Outcome.BUSY
+        if busy:
+            self._wake.set()
         return done
 
     def recompute_all(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -176,10 +234,11 @@ class Pipeline:
         return len(ids)
 
     def refresh_live(self) -> int:
-        """Recompute running and presumed-dead jobs (their figures move with the clock)."""
+        """Recompute running jobs (their figures move with the clock); returns how many. A
+        job found presumed dead here drops out of the next refresh."""
         ids = self.store.live_job_ids()
         for job_id in ids:
-            self.recompute(job_id)
+            self._recompute(job_id, only_dirty=False)
         return len(ids)
 
     def start(self) -> None:

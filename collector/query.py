@@ -35,6 +35,11 @@ class NotReady(LookupError):
     API answers 503 with Retry-After)."""
 
 
+class RecomputeFailed(RuntimeError):
+    """The job's figures could not be computed (its last recompute raised; the API answers 500
+    with the reason). A new span for the job retries it."""
+
+
 def parse_instant(text: str | None, now: float) -> float | None:
     """``7d``/``12h``/``30m`` before ``now``, ISO 8601, or unix seconds; None if empty."""
     if text is None or text.strip() == "":
@@ -73,19 +78,25 @@ class Query:
         self.read_wait_s = read_wait_s
 
     def job(self, job_id: str) -> JobJSON:
-        """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``."""
+        """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``.
+
+        When the job's last recompute failed, the figures from before it (if any) come with
+        ``fresh: false`` and ``error`` saying why; with none, :class:`RecomputeFailed`."""
         fresh = self.pipeline.fresh(job_id, self.read_wait_s)
         job = self.store.get_job(job_id)
+        failure = self.store.recompute_failure(job_id)
         if job is None:
-            raise self._missing(job_id, fresh)
-        job["fresh"] = fresh
+            raise self._missing(job_id, fresh, failure)
+        job["fresh"] = fresh and failure is None
+        if failure is not None:
+            job["error"] = f"the newest figures could not be computed: {failure}"
         return job
 
     def segments(self, job_id: str) -> list[SegmentJSON]:
         """A job's segments in time order (for timelines), waiting for it as :meth:`job` does."""
         fresh = self.pipeline.fresh(job_id, self.read_wait_s)
         if self.store.get_job(job_id) is None:
-            raise self._missing(job_id, fresh)
+            raise self._missing(job_id, fresh, self.store.recompute_failure(job_id))
         return self.store.get_segments(job_id)
 
     def jobs(
@@ -126,7 +137,11 @@ class Query:
         """How many jobs have spans newer than their stored figures (the worker's backlog)."""
         return self.store.span_counts()["dirty_jobs"]
 
-    def _missing(self, job_id: str, fresh: bool) -> LookupError:
+    def _missing(self, job_id: str, fresh: bool, failure: str | None) -> Exception:
+        if failure is not None:
+            return RecomputeFailed(
+                f"the figures of job {job_id!r} could not be computed: {failure}"
+            )
         if fresh:
             return NotFound(f"no job {job_id!r}")
         return NotReady(

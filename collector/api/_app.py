@@ -16,7 +16,7 @@ from starlette.routing import Route
 from .. import otlp
 from ..metrics import CONTENT_TYPE, CollectorMetrics
 from ..pipeline import Pipeline
-from ..query import NotFound, NotReady, Query, QueryError
+from ..query import NotFound, NotReady, Query, QueryError, RecomputeFailed
 from ..settings import Settings
 from ..storage import RETRY_AFTER_S, is_passing
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
@@ -253,6 +253,8 @@ async def _answer(fn: Callable[..., Any], *args: Any) -> Response:
         return _error(404, str(exc.args[0]))
     except NotReady as exc:
         return _error(503, str(exc.args[0]), {"Retry-After": "1"})
+    except RecomputeFailed as exc:  # the job's recompute raised: a bug, with its reason
+        return _error(500, str(exc))
     except QueryError as exc:
         return _error(400, str(exc))
     except Exception as exc:

@@ -63,6 +63,7 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
         settings.live_refresh_s,
         on_recompute=metrics.observe_recompute,
         leader=leader,
+        on_failure=metrics.observe_recompute_failure,
     )
     app = create_app(settings, pipeline, metrics)
     install_alerts(app, store.engine, settings.token, metrics.register_shared, leader)

@@ -27,6 +27,7 @@ class Statements:
     touch_jobs: str
     recount_job: str
     settle_job: str
+    mark_failed: str
     delete_segments: str
     insert_segments: str
     upsert_figures: str
@@ -67,11 +68,23 @@ class Statements:
                 f"UPDATE jobs SET span_count = (SELECT count(*) FROM spans WHERE job_id = {ph})"
                 f" WHERE job_id = {ph}"
             ),
-            # Locks the job row first, so concurrent saves of one job queue up (PostgreSQL), and
-            # clears dirty only when no ingest came after the spans the summary was computed from.
+            # Locks the job row first, so concurrent saves of one job queue up (PostgreSQL);
+            # updates nothing (rowcount 0) when figures of a newer sequence are stored already,
+            # and clears dirty only when no ingest came after the spans the summary saw.
             settle_job=(
-                f"{upsert_job} dirty = CASE WHEN jobs.dirty_seq = excluded.dirty_seq"
-                " THEN excluded.dirty ELSE jobs.dirty END"
+                "INSERT INTO jobs (job_id, model, team, dirty, dirty_seq, span_count,"
+                " dirty_since, first_seen, last_seen, computed_seq)"
+                f" VALUES ({marks(10)}) ON CONFLICT (job_id) DO UPDATE SET"
+                " dirty = CASE WHEN jobs.dirty_seq = excluded.dirty_seq"
+                " THEN excluded.dirty ELSE jobs.dirty END,"
+                " computed_seq = excluded.computed_seq, failure = NULL, failed_seq = NULL"
+                " WHERE jobs.computed_seq <= excluded.computed_seq"
+            ),
+            # a failed recompute: the reason kept, dirty cleared unless spans came since
+            mark_failed=(
+                f"UPDATE jobs SET failure = {ph}, failed_seq = {ph},"
+                f" dirty = CASE WHEN dirty_seq = {ph} THEN {ph} ELSE dirty END"
+                f" WHERE job_id = {ph} AND computed_seq <= {ph}"
             ),
             delete_segments=f"DELETE FROM segments WHERE job_id = {ph}",
             insert_segments=(

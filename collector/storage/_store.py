@@ -14,10 +14,9 @@ from typing import cast
 
 from sqlalchemy import Engine, func, select, true
 
-from collector.domain.model import JobSummary, SpanRecord
+from collector.domain.model import JobState, JobSummary, SpanRecord
 from collector.schemas import (
     JOB_ROW_FIELDS,
-    LIVE_STATES,
     JobJSON,
     JobRowJSON,
     LostTimeJSON,
@@ -25,6 +24,7 @@ from collector.schemas import (
 )
 from collector.storage import _lost_time, _migrate
 from collector.storage._engine import make_engine
+from collector.storage._job_locks import JobLocks
 from collector.storage._rows import (
     figures_row,
     job_identities,
@@ -51,6 +51,8 @@ class Store:
         self.dialect = self._engine.dialect.name
         """``sqlite`` or ``postgresql``."""
         self._sql = Statements.for_paramstyle(self._engine.dialect.paramstyle)
+        self.locks = JobLocks(self._engine)
+        """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
 
     @property
     def engine(self) -> Engine:
@@ -99,15 +101,17 @@ class Store:
                 )
         return set(touched)
 
-    def save_summary(self, summary: JobSummary, seen_seq: int, computed_at: float) -> None:
-        """Replace the job's figures and segments with ``summary``, in one transaction.
+    def save_summary(self, summary: JobSummary, seen_seq: int, computed_at: float) -> bool:
+        """Replace the job's figures and segments with ``summary``, in one transaction; False
+        (nothing changed) when figures computed at a newer sequence are stored already.
 
         ``seen_seq`` is the ``dirty_seq`` read (from :meth:`dirty_jobs`) before the spans were
-        loaded: the job stays dirty when spans arrived since.
+        loaded: the job stays dirty when spans arrived since, and a slower recompute of the same
+        job (another collector's) that read an older sequence never overwrites these figures.
         """
         job_id = summary.job_id
         with self._engine.begin() as conn:
-            conn.exec_driver_sql(
+            settled = conn.exec_driver_sql(
                 self._sql.settle_job,
                 (
                     job_id,
@@ -119,13 +123,31 @@ class Store:
                     computed_at,
                     computed_at,
                     computed_at,
+                    seen_seq,
                 ),
-            )
+            ).rowcount
+            if settled == 0:
+                return False
             conn.exec_driver_sql(self._sql.delete_segments, (job_id,))
             seg_rows = segment_rows(summary)
             if seg_rows:
                 conn.exec_driver_sql(self._sql.insert_segments, seg_rows)
             conn.exec_driver_sql(self._sql.upsert_figures, figures_row(summary, computed_at))
+        return True
+
+    def mark_failed(self, job_id: str, seen_seq: int, reason: str) -> None:
+        """Record that the recompute of ``job_id`` at ``seen_seq`` raised: ``reason`` is kept
+        (read by :meth:`recompute_failure`), the stored figures stay, and the job is no longer
+        awaiting recompute unless spans came since (a new span retries it)."""
+        with self._engine.begin() as conn:
+            conn.exec_driver_sql(
+                self._sql.mark_failed, (reason, seen_seq, seen_seq, False, job_id, seen_seq)
+            )
+
+    def recompute_failure(self, job_id: str) -> str | None:
+        """Why the job's last recompute failed; None when it succeeded (or never ran)."""
+        with self._engine.connect() as conn:
+            return conn.execute(select(jobs.c.failure).where(jobs.c.job_id == job_id)).scalar()
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -225,17 +247,22 @@ class Store:
             return list(conn.execute(select(jobs.c.job_id).order_by(jobs.c.job_id)).scalars())
 
     def live_job_ids(self) -> list[str]:
-        """Jobs whose stored state is running or presumed dead, sorted."""
+        """Jobs whose stored state is running, sorted: their figures move with the clock (a
+        presumed-dead job's do not: it is recomputed when a span for it arrives). A job whose
+        last recompute failed is left out until a new span retries it."""
         query = (
             select(job_figures.c.job_id)
-            .where(job_figures.c.state.in_(LIVE_STATES))
+            .join(jobs, jobs.c.job_id == job_figures.c.job_id)
+            .where(job_figures.c.state == JobState.RUNNING.value)
+            .where(jobs.c.failure.is_(None))
             .order_by(job_figures.c.job_id)
         )
         with self._engine.connect() as conn:
             return list(conn.execute(query).scalars())
 
     def span_counts(self) -> dict[str, int]:
-        """``{"spans": stored spans, "jobs": jobs seen, "dirty_jobs": jobs awaiting recompute}``.
+        """``{"spans": stored spans, "jobs": jobs seen, "dirty_jobs": jobs awaiting recompute,
+        "failed_jobs": jobs whose last recompute failed}``.
 
         Cheap at any size: spans are counted per job at ingest, not by scanning ``spans``."""
         with self._engine.connect() as conn:
@@ -244,7 +271,15 @@ class Store:
             n_dirty = conn.execute(
                 select(func.count()).select_from(jobs).where(jobs.c.dirty == true())
             ).scalar_one()
-        return {"spans": int(n_spans or 0), "jobs": int(n_jobs), "dirty_jobs": int(n_dirty)}
+            n_failed = conn.execute(
+                select(func.count()).select_from(jobs).where(jobs.c.failure.is_not(None))
+            ).scalar_one()
+        return {
+            "spans": int(n_spans or 0),
+            "jobs": int(n_jobs),
+            "dirty_jobs": int(n_dirty),
+            "failed_jobs": int(n_failed),
+        }
 
     def check_writable(self) -> None:
         """Raise unless the database takes a write now (readiness): rewrites the schema
@@ -262,4 +297,5 @@ class Store:
                     conn.commit()
             except Exception:  # best effort: closing must not fail
                 pass
+        self.locks.close()
         self._engine.dispose()

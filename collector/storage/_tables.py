@@ -95,11 +95,18 @@ jobs = Table(
     Column("dirty_since", Double, nullable=False),
     Column("first_seen", Double, nullable=False),
     Column("last_seen", Double, nullable=False),
+    Column("computed_seq", Integer, nullable=False, server_default=text("0")),
+    Column("failed_seq", Integer),
+    Column("failure", Text),
     Index("ix_jobs_dirty", "dirty", "dirty_since"),
 )
 """Jobs seen. ``dirty_seq`` grows with every ingest that brings the job new spans; ``dirty`` is
 cleared by a summary computed at the latest ``dirty_seq``; ``span_count`` counts its stored spans.
-Times here are the collector's clock."""
+``computed_seq`` is the ``dirty_seq`` the stored figures were computed at: a summary computed at
+an older one is never saved over them (several collectors may recompute one job at once).
+``failure`` is why the last recompute failed (NULL after a success) and ``failed_seq`` the
+``dirty_seq`` it failed at: the job is retried once a new span arrives. Times here are the
+collector's clock."""
 
 job_figures = Table(
     "job_figures",
