@@ -93,8 +93,12 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
             snap = [r["time"] - r["blocking_s"] for r in of(rows, "ckpt_save", 0)
                     if r["step"] == resumed[0]]  # fmt: skip
             last_step = max(r["time"] for r in of(rows, "step", 0))
-            later = [r for r in of(rows, "ckpt_save", 0) if r["step"] > resumed[0]]
-            blocked = max((r["blocking_s"] for r in later), default=0.0)
+            # the restored save's own blocking and any later save's are cut out of the
+            # lost time (ETT-SPEC section 3: unsaved never includes checkpoint blocking);
+            # ranks block together, so per step take the slowest rank's blocking
+            blocked = 0.0
+            for step in {r["step"] for r in of(rows, "ckpt_save", 0) if r["step"] >= resumed[0]}:
+                blocked += max(r["blocking_s"] for r in of(rows, "ckpt_save", 0) if r["step"] == step)
             if snap:
                 log_unsaved = last_step - min(snap) - blocked
                 out["resumed_from"] = resumed[0]
