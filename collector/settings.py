@@ -19,8 +19,34 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 exporter keeps one connection instead of reconnecting for every export."""
 
 
+DEFAULT_RAW_WINDOW_RETENTION_S = 600.0
+"""Raw heartbeat windows kept per job before they are folded into runs (the store's default)."""
+
+
 class ConfigError(ValueError):
     """Bad configuration: the service refuses to start and says why."""
+
+
+def raw_window_retention_s() -> float | None:
+    """``ETT_RAW_WINDOW_RETENTION_S``: seconds (on each job's own span clock) that heartbeat
+    windows stay raw before they are folded into runs; ``0`` folds them at once, ``keep`` never
+    (every raw window is kept). Default 600."""
+    raw = os.environ.get("ETT_RAW_WINDOW_RETENTION_S", "").strip()
+    if raw == "":
+        return DEFAULT_RAW_WINDOW_RETENTION_S
+    if raw.lower() == "keep":
+        return None
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(
+            f"ETT_RAW_WINDOW_RETENTION_S={raw!r} is not a number of seconds or 'keep'"
+        ) from exc
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(
+            f"ETT_RAW_WINDOW_RETENTION_S must be a finite number >= 0 or 'keep', got {raw!r}"
+        )
+    return value
 
 
 def ett_home() -> Path:
@@ -58,7 +84,8 @@ class Settings:
     ``semconv.DEFAULT_WINDOW_S``; ``semconv.PRESUMED_DEAD_WINDOWS`` silent windows presume an
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
     (how long a read of one job whose spans are newer than its figures waits for them),
-    ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open)."""
+    ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
+    ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -79,6 +106,7 @@ class Settings:
     read_wait_s: float = field(
         default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)
     )
+    raw_window_retention_s: float | None = field(default_factory=raw_window_retention_s)
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )

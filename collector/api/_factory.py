@@ -55,7 +55,7 @@ def leader_lock_for(db_url: str) -> LeaderLock:
 def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette:
     """The app, with its pipeline and metrics, over a store that is already migrated:
     ``ett serve`` migrates once, before it starts the server or any worker process."""
-    store = Store(settings.db_url)
+    store = Store(settings.db_url, raw_window_retention_s=settings.raw_window_retention_s)
     metrics = CollectorMetrics()
     pipeline = Pipeline(
         store,

@@ -66,6 +66,7 @@ class Statements:
             ),
             recount_job=(
                 f"UPDATE jobs SET span_count = (SELECT count(*) FROM spans WHERE job_id = {ph})"
+                f' + (SELECT COALESCE(SUM("count"), 0) FROM window_runs WHERE job_id = {ph})'
                 f" WHERE job_id = {ph}"
             ),
             # Locks the job row first, so concurrent saves of one job queue up (PostgreSQL);

@@ -23,6 +23,7 @@ from collector.schemas import (
     SegmentJSON,
 )
 from collector.storage import _lost_time, _migrate
+from collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from collector.storage._engine import make_engine
 from collector.storage._job_locks import JobLocks
 from collector.storage._rows import (
@@ -33,6 +34,7 @@ from collector.storage._rows import (
     span_rows,
     spans_from_rows,
 )
+from collector.storage._runs import WINDOW, with_runs
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
 
@@ -43,14 +45,22 @@ class Store:
     ``url`` is ``sqlite:///path.db`` (the folder is created) or
     ``postgresql+psycopg://user@host:port/db``. Thread-safe: each call takes its own connection
     from the pool. Call :meth:`upgrade` once before use (``ett db upgrade`` and service start do).
+
+    ``raw_window_retention_s``: how long (on each job's own span clock) heartbeat windows stay
+    raw before they are folded into runs (``collector/storage/_compaction.py``); None keeps every
+    raw window and folds only when loading.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, raw_window_retention_s: float | None = DEFAULT_RETENTION_S
+    ) -> None:
         """Connect lazily to ``url``; nothing is created until :meth:`upgrade`."""
         self._engine = make_engine(url)
         self.dialect = self._engine.dialect.name
         """``sqlite`` or ``postgresql``."""
         self._sql = Statements.for_paramstyle(self._engine.dialect.paramstyle)
+        self.compactor = Compactor(self._engine, self._sql.ph, raw_window_retention_s)
+        """Folds old raw heartbeat windows into runs after each batch (see :mod:`._compaction`)."""
         self.locks = JobLocks(self._engine)
         """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
 
@@ -78,6 +88,8 @@ class Store:
         gets its ``dirty_seq`` incremented and ``dirty`` set, and keeps the newest model and team
         seen (``semconv.MODEL``, ``semconv.TEAM``). Returns the touched job ids: the jobs of the
         batch, or an empty set when every span was a duplicate (nothing new to compute).
+        Then, in transactions of their own, the jobs due have their old raw windows folded into
+        runs (:class:`~collector.storage._compaction.Compactor`).
         """
         if not records:
             return set()
@@ -97,8 +109,15 @@ class Store:
             )
             if inserted != len(rows):  # some were duplicates: count the touched jobs' spans
                 conn.exec_driver_sql(
-                    self._sql.recount_job, [(job_id, job_id) for job_id in sorted(touched)]
+                    self._sql.recount_job,
+                    [(job_id, job_id, job_id) for job_id in sorted(touched)],
                 )
+        if self.compactor.retention_s is not None:
+            windows: dict[str, list[SpanRecord]] = {}
+            for r in records:
+                if r.name == WINDOW:
+                    windows.setdefault(r.job_id, []).append(r)
+            self.compactor.after_ingest(windows)
         return set(touched)
 
     def save_summary(self, summary: JobSummary, seen_seq: int, computed_at: float) -> bool:
@@ -151,8 +170,12 @@ class Store:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def load_spans(self, job_id: str) -> list[SpanRecord]:
-        """Every stored span of ``job_id``, by start time (a span id seen twice: the first)."""
+    def load_spans(self, job_id: str, raw: bool = False) -> list[SpanRecord]:
+        """The spans of ``job_id`` the domain is fed, by start time (a span id seen twice: the
+        first): its stored spans with heartbeat windows as runs, the folded runs and the raw
+        windows not folded yet alike (``collector/storage/_runs.py``; the figures equal those
+        of the raw windows). ``raw=True``: only the raw rows stored, windows one by one (those
+        compacted into runs are not among them)."""
         with self._engine.connect() as conn:
             cursor = conn.connection.cursor()  # the driver's plain tuples: no Row objects
             try:
@@ -160,7 +183,9 @@ class Store:
                 rows = cursor.fetchall()
             finally:
                 cursor.close()
-        return spans_from_rows(rows)
+            stored = [] if raw else self.compactor.load_runs(conn, job_id)
+        spans = spans_from_rows(rows)
+        return spans if raw else with_runs(spans, stored)
 
     def dirty_jobs(self, limit: int = 100) -> list[tuple[str, int]]:
         """``(job_id, dirty_seq)`` of jobs needing a recompute, longest dirty first."""

@@ -1,10 +1,11 @@
 """The collector's SQL schema as SQLAlchemy Core tables (the migrations create the same).
 
-Four tables:
+Six tables:
 
 - ``spans``: every raw span, kept so that history can be recomputed (see its key below).
 - ``jobs``: one row per job seen, with the bookkeeping of recomputation (``dirty``, ``dirty_seq``).
 - ``job_figures``: the last computed summary of a job (indexed columns plus the full JSON).
+- ``window_runs`` and ``window_compaction``: heartbeat windows folded into runs (see below).
 - ``segments``: one row per (segment, component) of the last computed summary, with its ``share``
   of the segment's seconds, and the job's model and team copied in so lost time groups without a
   join.
@@ -16,6 +17,7 @@ SQL must quote ``"end"`` (a reserved word).
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Double,
@@ -187,3 +189,38 @@ index of its component (productive segments: one part, ``component`` NULL, ``sha
 The ``ix_segments_lost_by_*`` partial covering indexes serve lost time: one per grouping key, in
 GROUP BY order, over idle and failure rows only, so SQLite aggregates in index order without a
 temporary sort (about 3x faster over a fleet)."""
+
+window_runs = Table(
+    "window_runs",
+    metadata,
+    Column("job_id", String(), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("start", Double, nullable=False),
+    Column("trace_id", String(), nullable=False),
+    Column("span_id", String(), nullable=False),
+    Column("end", Double, nullable=False),
+    Column("step_first", BigInteger),
+    Column("step_last", BigInteger),
+    Column("samples", BigInteger),
+    Column("count", Integer, nullable=False),
+    Column("attributes", Text, nullable=False),
+    PrimaryKeyConstraint(
+        "job_id", "attempt", "rank", "start", "trace_id", "span_id", name="pk_window_runs"
+    ),
+    sqlite_with_rowid=False,
+)
+"""Runs of contiguous ``ett.train.window`` spans of one (job, attempt, rank): ``[start, end]``
+from the first window's start to the last one's end, ``step_first``/``step_last`` of the first and
+last windows, ``samples`` summed, ``count`` windows. ``trace_id``, ``span_id`` and ``attributes``
+are the first window's (its other attributes are those of every window of the run). The domain
+reads a run as one window (``collector/storage/_runs.py``)."""
+
+window_compaction = Table(
+    "window_compaction",
+    metadata,
+    Column("job_id", String(), nullable=False),
+    Column("compacted_to", Double, nullable=False),
+    PrimaryKeyConstraint("job_id", name="pk_window_compaction"),
+)
+"""Per job, the instant up to which raw windows (ending before it) were folded into runs."""

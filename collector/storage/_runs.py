@@ -1,0 +1,234 @@
+"""Compact heartbeats: contiguous ``ett.train.window`` spans of a rank folded into runs.
+
+A rank's windows tile its training time: each starts where the previous one ended and its first
+step follows the previous one's last. Such a chain is stored as one ``window_runs`` row and given
+to the domain as one window record spanning ``[first start, last end]``, with the first window's
+ids and attributes, the last window's ``ett.step.last``, the summed ``ett.samples`` and
+``count`` (the windows it stands for). Every rule of ETT-SPEC section 3 that reads windows reads
+only the latest end (``progress(a)``, ``end(a)``, liveness), the earliest start, the ranks and
+the attributes other than the three counters, so the figures from runs equal the figures from
+the raw windows; a break in time, in steps or in any other attribute starts a new run, so every
+gap is kept.
+
+Folding is order-free: the runs of a set of windows are the same whatever order they arrived in
+and however many times compaction ran over them. A window that lies inside a stored run is a
+replay of one of its windows (a rank's windows never overlap) and is dropped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.domain.model import AttrValue, SpanRecord
+from collector.storage._rows import encode_json
+from instrument import semconv
+
+WINDOW = semconv.SPAN_TRAIN_WINDOW
+"""The span name that is folded."""
+
+CONTIGUOUS_EPS_S = 1e-3
+"""How far a window's start may be from its predecessor's end and still continue its run
+(emitters end one window and start the next at the same nanosecond; the float seconds of that
+instant can differ in the last bits)."""
+
+_COUNTERS = frozenset({semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES})
+
+RUN_COLUMNS = (
+    "job_id",
+    "attempt",
+    "rank",
+    "start",
+    "trace_id",
+    "span_id",
+    "end",
+    "step_first",
+    "step_last",
+    "samples",
+    "count",
+    "attributes",
+)
+"""Columns of a ``window_runs`` row, in the order of :func:`run_rows`."""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(slots=True)
+class _Run:
+    """A run being folded; ``base`` is the record of its first window (or stored run)."""
+
+    base: SpanRecord
+    end: float
+    step_first: int | None
+    step_last: int | None
+    samples: int | None
+    count: int
+    _others: dict[str, AttrValue] | None = field(default=None)
+
+    @classmethod
+    def of(cls, record: SpanRecord) -> _Run:
+        a = record.attributes
+        return cls(
+            record,
+            record.end,
+            _int(a.get(semconv.STEP_FIRST)),
+            _int(a.get(semconv.STEP_LAST)),
+            _int(a.get(semconv.SAMPLES)),
+            record.count,
+        )
+
+    @property
+    def start(self) -> float:
+        return self.base.start
+
+    def others(self) -> dict[str, AttrValue]:
+        """The first window's attributes but the three counters (computed once)."""
+        if self._others is None:
+            self._others = {k: v for k, v in self.base.attributes.items() if k not in _COUNTERS}
+        return self._others
+
+    def continued_by(self, nxt: _Run) -> bool:
+        """True when ``nxt`` starts where this run ends, its steps follow on, and it says the
+        same about everything else."""
+        return (
+            abs(nxt.start - self.end) <= CONTIGUOUS_EPS_S
+            and self.step_last is not None
+            and nxt.step_first == self.step_last + 1
+            and nxt.step_last is not None
+            and (self.samples is None) == (nxt.samples is None)
+            and self.others() == nxt.others()
+        )
+
+    def absorb(self, nxt: _Run) -> None:
+        self.end = nxt.end
+        self.step_last = nxt.step_last
+        if self.samples is not None and nxt.samples is not None:
+            self.samples += nxt.samples
+        self.count += nxt.count
+
+    def record(self) -> SpanRecord:
+        """The run as one window record (the first window itself when nothing was merged)."""
+        b = self.base
+        if self.count == b.count and self.end == b.end:
+            return b
+        attrs = dict(b.attributes)
+        attrs[semconv.STEP_LAST] = self.step_last
+        if self.samples is not None:
+            attrs[semconv.SAMPLES] = self.samples
+        return SpanRecord(
+            b.trace_id, b.span_id, b.name, b.start, self.end, b.job_id, b.attempt, b.rank,
+            attrs, self.count,
+        )  # fmt: skip
+
+
+def _key(r: _Run) -> tuple[float, float, str, str]:
+    return (r.start, r.end, r.base.trace_id, r.base.span_id)
+
+
+def fold(
+    stored: Iterable[SpanRecord], windows: Iterable[SpanRecord]
+) -> tuple[list[SpanRecord], int]:
+    """Fold raw ``windows`` into the ``stored`` runs of the same job; returns every resulting
+    run as a window record (stored runs of ranks without a new window included, unchanged) and
+    how many windows were dropped as replays (lying inside a stored run of their rank).
+
+    ``stored`` runs of one (attempt, rank) must not overlap (those :func:`fold` returns never do
+    when the windows of a rank do not).
+    """
+    groups: dict[tuple[int, int], tuple[list[_Run], list[_Run]]] = {}
+    for rec in stored:
+        groups.setdefault((rec.attempt, rec.rank), ([], []))[0].append(_Run.of(rec))
+    for rec in windows:
+        groups.setdefault((rec.attempt, rec.rank), ([], []))[1].append(_Run.of(rec))
+    out: list[SpanRecord] = []
+    dropped = 0
+    for runs, fresh in groups.values():
+        runs.sort(key=_key)
+        if runs and fresh:
+            starts = [r.start for r in runs]
+            kept: list[_Run] = []
+            for w in fresh:
+                i = bisect.bisect_right(starts, w.start) - 1
+                if i >= 0 and w.end <= runs[i].end:
+                    dropped += 1
+                else:
+                    kept.append(w)
+            fresh = kept
+        pieces = sorted(runs + fresh, key=_key) if fresh else runs
+        folded: list[_Run] = []
+        for p in pieces:
+            if folded and folded[-1].continued_by(p):
+                folded[-1].absorb(p)
+            else:
+                folded.append(p)
+        out += [r.record() for r in folded]
+    return out, dropped
+
+
+def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list[SpanRecord]:
+    """A job's raw ``spans`` (in storage order) with their windows folded into the ``stored``
+    runs: what the domain is fed. Ordered by start, trace id and span id, as storage loads."""
+    windows = [s for s in spans if s.name == WINDOW]
+    stored = list(stored)
+    if not windows and not stored:
+        return list(spans)
+    runs, _ = fold(stored, windows)
+    out = [s for s in spans if s.name != WINDOW] + runs
+    out.sort(key=lambda s: (s.start, s.trace_id, s.span_id))
+    return out
+
+
+def run_rows(runs: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
+    """``window_runs`` rows (:data:`RUN_COLUMNS` order) of run records from :func:`fold`.
+
+    The attributes stored are the first window's, counters included; :func:`runs_from_rows`
+    puts the run's last step and summed samples back."""
+    rows = []
+    for r in runs:
+        a = r.attributes
+        first = a.get(semconv.STEP_FIRST)
+        attrs = dict(a)
+        if r.count > 1:  # the first window's own counters are not known any more: drop them
+            attrs.pop(semconv.STEP_LAST, None)
+            attrs.pop(semconv.SAMPLES, None)
+        rows.append(
+            (
+                r.job_id,
+                r.attempt,
+                r.rank,
+                r.start,
+                r.trace_id,
+                r.span_id,
+                r.end,
+                _int(first),
+                _int(a.get(semconv.STEP_LAST)),
+                _int(a.get(semconv.SAMPLES)),
+                r.count,
+                encode_json(attrs),
+            )
+        )
+    return rows
+
+
+def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
+    """Run records from ``window_runs`` rows selected in :data:`RUN_COLUMNS` order."""
+    if not rows:
+        return []
+    decoded = json.loads("[" + ",".join([row[11] for row in rows]) + "]")
+    out = []
+    for row, attrs in zip(rows, decoded, strict=True):
+        job_id, attempt, rank, start, trace_id, span_id, end, _, last, samples, count, _ = row
+        if count > 1:
+            if last is not None:
+                attrs[semconv.STEP_LAST] = last
+            if samples is not None:
+                attrs[semconv.SAMPLES] = samples
+        out.append(
+            SpanRecord(trace_id, span_id, WINDOW, start, end, job_id, attempt, rank, attrs, count)
+        )
+    return out
