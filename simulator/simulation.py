@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypedDict, Unpack
 
 from ._jobs import JobSpec, SimJob
 from .fleet import FleetSpec, generate, job_specs
@@ -186,60 +186,58 @@ def _run_live(
         _write_truth(out, truth)
 
 
-def _fleet(
-    jobs: int,
-    days: float,
-    seed: int,
-    start: float | None,
-    regress: Iterable[str | Regression],
-    profile: str | Path | None,
-    models: list[str] | None,
-    teams: list[str] | None,
-    overrides: dict[str, Any] | None,
-) -> FleetSpec:
-    prof = load_profile(profile, overrides, models, teams)
-    regs = tuple(r if isinstance(r, Regression) else parse_regression(r) for r in regress)
-    return FleetSpec(prof, jobs=jobs, days=days, seed=seed, start=start, regressions=regs)
+class FleetArgs(TypedDict, total=False):
+    """The fleet a simulation generates: the keyword arguments of :func:`simulate_into_db` and
+    :func:`simulate_to_endpoint`, with their defaults in :func:`fleet_spec`."""
+
+    jobs: int
+    """How many jobs (default 20)."""
+    days: float
+    """Over how many days (default 7)."""
+    seed: int
+    """The random seed; job ids are ``sim{seed}-{i:05d}`` (default 0)."""
+    start: float | None
+    """Unix seconds of the fleet's start (default: now - days)."""
+    regress: Iterable[str | Regression]
+    """``--regress`` strings or :class:`Regression` values (default none)."""
+    profile: str | Path | None
+    """A profile TOML (default: the built-in profile)."""
+    models: list[str] | None
+    """Only these model families (default: the profile's)."""
+    teams: list[str] | None
+    """Only these teams (default: the profile's)."""
+    overrides: dict[str, Any] | None
+    """A dict shaped like the profile TOML, merged over it."""
 
 
-def simulate_into_db(
-    db_url: str,
-    *,
-    jobs: int = 20,
-    days: float = 7.0,
-    seed: int = 0,
-    start: float | None = None,
-    regress: Iterable[str | Regression] = (),
-    profile: str | Path | None = None,
-    models: list[str] | None = None,
-    teams: list[str] | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> list[Truth]:
+def fleet_spec(**args: Unpack[FleetArgs]) -> FleetSpec:
+    """The :class:`FleetSpec` for these arguments, with the defaults filled in."""
+    prof = load_profile(
+        args.get("profile"), args.get("overrides"), args.get("models"), args.get("teams")
+    )
+    regs = tuple(
+        r if isinstance(r, Regression) else parse_regression(r) for r in args.get("regress", ())
+    )
+    return FleetSpec(
+        prof,
+        jobs=args.get("jobs", 20),
+        days=args.get("days", 7.0),
+        seed=args.get("seed", 0),
+        start=args.get("start"),
+        regressions=regs,
+    )
+
+
+def simulate_into_db(db_url: str, **fleet: Unpack[FleetArgs]) -> list[Truth]:
     """Write a simulated fleet into the collector database at ``db_url`` (migrated first) and
-    recompute its figures; returns each job's truth. ``start`` is unix seconds (default: now -
-    days); ``regress`` holds ``--regress`` strings or :class:`Regression` values; ``overrides``
-    is a dict shaped like the profile TOML, merged over it."""
-    fleet = _fleet(jobs, days, seed, start, regress, profile, models, teams, overrides)
-    return simulate(fleet, DatabaseSink(db_url)).truths
+    recompute its figures; returns each job's truth. The fleet's arguments: :class:`FleetArgs`."""
+    return simulate(fleet_spec(**fleet), DatabaseSink(db_url)).truths
 
 
 def simulate_to_endpoint(
-    endpoint: str,
-    *,
-    jobs: int = 20,
-    days: float = 7.0,
-    seed: int = 0,
-    start: float | None = None,
-    regress: Iterable[str | Regression] = (),
-    profile: str | Path | None = None,
-    models: list[str] | None = None,
-    teams: list[str] | None = None,
-    overrides: dict[str, Any] | None = None,
-    gzip: bool = False,
-    token: str | None = None,
+    endpoint: str, *, gzip: bool = False, token: str | None = None, **fleet: Unpack[FleetArgs]
 ) -> list[Truth]:
     """Send a simulated fleet to the collector at ``endpoint`` (``http://host:4318``) over
-    OTLP/HTTP; returns each job's truth. Other arguments as :func:`simulate_into_db`."""
-    fleet = _fleet(jobs, days, seed, start, regress, profile, models, teams, overrides)
+    OTLP/HTTP, gzipped if asked, with a bearer ``token`` if given; returns each job's truth."""
     sink = EndpointSink(endpoint, gzip_level=6 if gzip else None, token=token)
-    return simulate(fleet, sink).truths
+    return simulate(fleet_spec(**fleet), sink).truths
