@@ -59,9 +59,15 @@ def _int64(value: Any, what: str) -> int:
     if type(value) is int:
         number = value
     elif _is_integral(value):
-        if isinstance(value, str) and len(value.lstrip("+-0")) > 20:  # int() of a huge one raises
-            raise _malformed(f"{what} {value[:40]!r}... does not fit in 64 bits")
-        number = int(value)
+        if isinstance(value, str):
+            # int() refuses strings past 4300 digits, leading zeros included: drop them first
+            sign = "-" if value.startswith("-") else ""
+            digits = value.lstrip("+-").lstrip("0") or "0"
+            if len(digits) > 20:
+                raise _malformed(f"{what} {value[:40]!r}... does not fit in 64 bits")
+            number = int(sign + digits)
+        else:
+            number = int(value)
     elif value is None:
         return 0
     else:

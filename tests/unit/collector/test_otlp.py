@@ -330,6 +330,19 @@ def test_json_malformed_attribute_values_are_400(value: dict[str, Any]) -> None:
     assert status_of(lambda: decode(json.dumps(doc).encode(), JSON)).status == 400
 
 
+def test_json_integer_strings_of_thousands_of_digits() -> None:
+    """int() refuses strings past 4300 digits: leading zeros are dropped first, and a number too
+    large for 64 bits is a 400 (both were a 500, found by the fuzz)."""
+    ok = request([{"attrs": {"user.n": 0}}])
+    doc = json.loads(json_body(ok))
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+    attrs[-1]["value"] = {"intValue": "-" + "0" * 5000 + "12"}
+    (record,) = decode(json.dumps(doc).encode(), JSON).records
+    assert record.attributes["user.n"] == -12
+    attrs[-1]["value"] = {"intValue": "9" * 5000}
+    assert status_of(lambda: decode(json.dumps(doc).encode(), JSON)).status == 400
+
+
 def test_malformed_attribute_inside_protobuf_is_400() -> None:
     req = request([{}])
     span_bytes = req.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
