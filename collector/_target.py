@@ -87,6 +87,18 @@ class Target:
         return found is None
 
 
+def add_db_option(parser: Any) -> None:
+    """The ``--db URL`` option every command that opens the database takes (:func:`resolve`
+    reads it)."""
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="database URL or SQLite file (default: $ETT_DB_URL, else SQLite at "
+        "$ETT_HOME/collector.db)",
+    )
+
+
 def resolve(raw: str | None) -> Target:
     """The database ``--db`` (or the environment) names; ``TargetError`` (exit 2) when unusable."""
     if raw:

@@ -17,17 +17,9 @@ from typing import Any
 from cli import CliError
 from instrument import semconv
 
+from ._target import add_db_option as _db_arg
 from .domain.model import GroupBy, JobState
 from .settings import DEFAULT_PORT, ConfigError, Settings
-
-
-def _db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="URL",
-        help="database URL (default: $ETT_DB_URL, else SQLite at $ETT_HOME/collector.db)",
-    )
 
 
 def register(sub: Any) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from cli import CliError
 
+from .._target import add_db_option as _db_arg
+
 _STATES = ("pending", "firing", "resolved")
 _SERVE_ENV = {
     "alert_rules": "ETT_ALERT_RULES",
@@ -22,15 +24,6 @@ _SERVE_ENV = {
     "alertmanager": "ETT_ALERTMANAGER_URL",
     "dashboard_url": "ETT_DASHBOARD_URL",
 }
-
-
-def _db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="URL",
-        help="database URL (default: $ETT_DB_URL, else SQLite at $ETT_HOME/collector.db)",
-    )
 
 
 def _rules_arg(p: argparse.ArgumentParser) -> None:
