@@ -24,6 +24,8 @@ from ._failure import error_type as _error_type
 from ._persist import PersistTracker, resolve_persist_wait
 from ._spans import CheckpointSave, SpanBlock, SpanSink
 from ._stalls import DATA_WAIT_MIN_S, DataWait, blocking_block, timed_batches
+from ._startup import emit_process_startup, process_start_ns
+from ._torchrun import warn_restart_store
 from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
 from ._watchdog import ExitWatchdog
 from ._windows import STARTUP_POLL_S, PollThread, WindowClock, poll_interval
@@ -84,6 +86,9 @@ class Session:
         )
         self._window_thread: PollThread | None = None
         self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
+        if enabled:  # the seconds before init(), named now (exported with the next batch,
+            # within a second): live figures count them, and they survive a later SIGKILL
+            emit_process_startup(self._spans, self._alloc_ns, time.time_ns(), process_start_ns())
         self.exit_watchdog = ExitWatchdog(
             exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
         )
@@ -166,11 +171,27 @@ class Session:
 
     # --- one method per span ---------------------------------------------------------------------
 
-    def startup(self, phase: str, component: str | None = None) -> SpanBlock:
-        """``ett.startup.<phase>``: one start-up phase; ``component`` defaults by phase."""
+    def startup(
+        self, phase: str, component: str | None = None, *, barrier: bool = False
+    ) -> SpanBlock:
+        """``ett.startup.<phase>``: one start-up phase; ``component`` defaults by phase.
+        ``barrier=True`` marks a phase no rank leaves before every rank has entered it (a
+        warm-up collective, say: ``ett.barrier``), so the collector charges the others' wait to
+        the rank that arrived last (``rendezvous`` and ``pg_init`` are barriers anyway)."""
         comp = component or semconv.default_component(phase)
         name = semconv.startup_span_name(phase)
-        return SpanBlock(self._spans, name, {semconv.COMPONENT: str(comp)})
+        attrs: dict[str, AttributeValue] = {semconv.COMPONENT: str(comp)}
+        if barrier:
+            attrs[semconv.BARRIER] = True
+        return SpanBlock(self._spans, name, attrs)
+
+    @never_raises("Session.set_backend", None)
+    def set_backend(self, backend: str) -> None:
+        """Tell the session the process-group backend (``gloo``, ``nccl``, ...). On a torchrun
+        restart with gloo and without ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` it logs a
+        warning, once (``instrument._torchrun``). :func:`instrument.torch_hooks.init_process_group`
+        calls it for you."""
+        warn_restart_store(str(backend))
 
     def shutdown(self, step: str, component: str | None = None) -> SpanBlock:
         """``ett.shutdown.<step>``: what a completed attempt waits for on its way out, after

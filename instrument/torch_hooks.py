@@ -12,7 +12,10 @@ free, and a program without torch can still import it.
   with ``ett.checkpoint.save`` (the call: what blocks the loop), ``ett.checkpoint.persist`` (until
   the returned future, or the response's ``upload_completion``, completes) and the start-up phase
   ``checkpoint_load``.
-- :func:`init_process_group`: the start-up phase ``pg_init``.
+- :func:`init_process_group`: the start-up phase ``pg_init`` (a barrier); it warns once on a
+  torchrun restart on gloo without ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``.
+- :func:`destroy_process_group`: ``ett.shutdown.pg_teardown`` of a completed attempt.
+- :func:`init_cuda`: the first CUDA context creation as the start-up phase ``cuda_init``.
 
 Where this torch lacks a hook, the function degrades to what exists and logs it once.
 """
@@ -34,6 +37,8 @@ __all__ = [
     "dcp_async_save",
     "dcp_load",
     "dcp_save",
+    "destroy_process_group",
+    "init_cuda",
     "init_process_group",
     "install_compile_hooks",
     "load_compile_cache",
@@ -146,11 +151,60 @@ def save_compile_cache(path: str | os.PathLike[str]) -> bool:
 
 
 def init_process_group(*args: Any, session: Session | None = None, **kwargs: Any) -> None:
-    """``torch.distributed.init_process_group(*args, **kwargs)`` as start-up phase ``pg_init``."""
+    """``torch.distributed.init_process_group(*args, **kwargs)`` as start-up phase ``pg_init``
+    (marked ``ett.barrier``). Before it, on a torchrun restart with gloo (the backend asked
+    for, or torch's default, which includes gloo) and no store of the caller's own, warns once
+    unless ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (see ``docs/instrument.md``)."""
     import torch.distributed as dist
 
-    with _session(session).startup(semconv.StartupPhaseValues.PG_INIT):
+    sess = _session(session)
+    if kwargs.get("store") is None and len(args) < 4:  # (backend, init_method, timeout, ...)
+        backend = kwargs.get("backend", args[0] if args else None)
+        sess.set_backend(str(backend) if backend is not None else "gloo")
+    with sess.startup(semconv.StartupPhaseValues.PG_INIT, barrier=True):
         dist.init_process_group(*args, **kwargs)
+
+
+def destroy_process_group(*args: Any, session: Session | None = None, **kwargs: Any) -> None:
+    """``torch.distributed.destroy_process_group(*args, **kwargs)`` timed as
+    ``ett.shutdown.pg_teardown`` (component ``comms``): call it before the session ends."""
+    import torch.distributed as dist
+
+    with _session(session).shutdown(semconv.ShutdownStepValues.PG_TEARDOWN):
+        dist.destroy_process_group(*args, **kwargs)
+
+
+def _create_cuda_context(device: Any) -> None:
+    import torch
+
+    torch.cuda.set_device(device)
+    torch.empty(1, device=device)  # the first allocation creates the context
+    torch.cuda.synchronize(device)
+
+
+def init_cuda(device: Any = None, session: Session | None = None) -> bool:
+    """Create this process's CUDA context now (``torch.cuda.set_device`` and a first
+    allocation), timed as the start-up phase ``cuda_init`` (component ``runtime``): call it
+    early, before the process group. ``device``: a ``torch.device``, ``"cuda:1"``, an index,
+    or None for ``LOCAL_RANK`` (else 0). Returns False, and emits nothing, without CUDA, for a
+    device that is not CUDA, or when torch already initialised CUDA in this process."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return False
+    if device is None:
+        device = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if dev.type != "cuda":
+        return False
+    return _time_cuda_init(_session(session), lambda: _create_cuda_context(dev))
+
+
+def _time_cuda_init(session: Session, create: Any) -> bool:
+    """Run ``create()`` (what creates the CUDA context) inside the ``cuda_init`` phase."""
+    with session.startup(semconv.StartupPhaseValues.CUDA_INIT):
+        create()
+    return True
 
 
 def state_dict_nbytes(state_dict: Any) -> int:
