@@ -41,9 +41,12 @@ def _kv(key: str, value: str | int) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def window_body(job_id: str, spans: int, first_span_id: int = 1, rank: int = 0) -> bytes:
-    """One ``ExportTraceServiceRequest`` of ``spans`` train-window spans of ``job_id`` (attempt
-    0, ``rank``), one second each, span ids ``first_span_id`` onwards (about 112 bytes a span)."""
+def window_body(
+    job_id: str, spans: int, first_span_id: int = 1, rank: int = 0, jobs: int = 1
+) -> bytes:
+    """One ``ExportTraceServiceRequest`` of ``spans`` train-window spans (attempt 0, ``rank``),
+    one second each, span ids ``first_span_id`` onwards (about 132 bytes a span). With ``jobs``
+    above 1 the spans are dealt over that many resources, jobs ``{job_id}-0`` onwards."""
     template = Span(
         trace_id=(rank + 1).to_bytes(16, "big"),
         span_id=_SPAN_ID_MARK,
@@ -53,16 +56,21 @@ def window_body(job_id: str, spans: int, first_span_id: int = 1, rank: int = 0) 
         attributes=[_kv(sc.STEP_FIRST, 1000), _kv(sc.STEP_LAST, 1009), _kv(sc.SAMPLES, 640)],
     ).SerializeToString()
     entry = _field(2, template)  # ScopeSpans.spans
-    parts = []
-    for i in range(spans):
-        start = BASE_NS + i * 10**9
-        parts.append(
-            entry.replace(_SPAN_ID_MARK, (first_span_id + i).to_bytes(8, "big"))
-            .replace(_START_MARK, start.to_bytes(8, "little"))
-            .replace(_END_MARK, (start + 10**9).to_bytes(8, "little"))
-        )
-    resource = Resource(
-        attributes=[_kv(sc.JOB_ID, job_id), _kv(sc.ATTEMPT, 0), _kv(sc.RANK, rank)]
-    ).SerializeToString()
-    resource_spans = _field(1, resource) + _field(2, b"".join(parts))
-    return _field(1, resource_spans)  # ExportTraceServiceRequest.resource_spans
+    per_job = -(-spans // jobs)
+    out = []
+    for j in range(jobs):
+        parts = []
+        for i in range(j * per_job, min(spans, (j + 1) * per_job)):
+            start = BASE_NS + i * 10**9
+            parts.append(
+                entry.replace(_SPAN_ID_MARK, (first_span_id + i).to_bytes(8, "big"))
+                .replace(_START_MARK, start.to_bytes(8, "little"))
+                .replace(_END_MARK, (start + 10**9).to_bytes(8, "little"))
+            )
+        name = job_id if jobs == 1 else f"{job_id}-{j}"
+        resource = Resource(
+            attributes=[_kv(sc.JOB_ID, name), _kv(sc.ATTEMPT, 0), _kv(sc.RANK, rank)]
+        ).SerializeToString()
+        resource_spans = _field(1, resource) + _field(2, b"".join(parts))
+        out.append(_field(1, resource_spans))  # ExportTraceServiceRequest.resource_spans
+    return b"".join(out)
