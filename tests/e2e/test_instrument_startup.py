@@ -1,0 +1,90 @@
+"""Live jobs from their first second (issue 10, 16): a real trainer process's seconds before
+``ett.init()`` (``scheduling`` from ``ETT_ALLOCATED_AT`` to the OS's process start, then
+``imports``) reach a real `ett serve` while it runs, and stay after it is SIGKILLed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.support.collector_process import Collector
+
+pytestmark = pytest.mark.e2e
+
+CHILD = """
+import json, sys, time
+from instrument._startup import process_start_ns
+started = process_start_ns() / 1e9
+import instrument as ett
+sess = ett.init(model="tiny", window_s=0.2)
+t_init = time.time()
+time.sleep(0.5)
+sess.first_batch(step=0)
+t_first = time.time()
+print(json.dumps({"started": started, "init": t_init, "first": t_first}), flush=True)
+while True:
+    time.sleep(0.01)
+    sess.step()
+"""
+
+
+def wait_for(collector: Collector, job_id: str, predicate: Any, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = collector.get(f"/api/v1/jobs/{job_id}")
+        if r.status_code == 200 and predicate(r.json()):
+            return dict(r.json())
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
+        time.sleep(0.2)
+
+
+def test_live_figures_count_the_seconds_before_init_and_survive_sigkill(
+    collector: Collector,
+) -> None:
+    job_id = f"startup-{uuid.uuid4().hex[:8]}"
+    allocated = time.time() - 3.0  # the scheduler allocated the job 3 s before the process
+    env = {
+        **os.environ,
+        "ETT_JOB_ID": job_id,
+        "ETT_ALLOCATED_AT": f"{allocated:.6f}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+    }
+    for name in ("TORCHELASTIC_RESTART_COUNT", "ETT_ATTEMPT", "ETT_DISABLED"):
+        env.pop(name, None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        clock = json.loads(child.stdout.readline())
+        live = wait_for(collector, job_id, lambda j: j["state"] == "running" and j["tts_s"])
+        assert live["attempts"][0]["alloc"] == pytest.approx(allocated, abs=0.01)
+        assert live["tts_s"] == pytest.approx(clock["first"] - allocated, abs=0.05)
+        lost = live["lost_by_component"]
+        assert lost["scheduler"] == pytest.approx(clock["started"] - allocated, abs=0.05)
+        assert lost["runtime"] == pytest.approx(clock["init"] - clock["started"], abs=0.05)
+        assert live["wall_s"] == pytest.approx(live["computed_at"] - allocated, abs=0.5)
+        time.sleep(0.5)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        killed_at = time.time()
+        time.sleep(1.5)  # whatever the killed process had queued is lost with it
+        job = wait_for(collector, job_id, lambda j: j["computed_at"] > killed_at + 1.0)
+        assert job["attempts"][0]["alloc"] == pytest.approx(allocated, abs=0.01)
+        assert job["tts_s"] == pytest.approx(clock["first"] - allocated, abs=0.05)
+        assert job["lost_by_component"]["runtime"] == pytest.approx(lost["runtime"], abs=0.01)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
