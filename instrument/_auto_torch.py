@@ -1,9 +1,10 @@
 """What zero-code instrumentation times in a plain PyTorch program, hooked as torch is imported.
 
-Each hook reuses the library's own integrations (:mod:`instrument.torch_hooks`) and runs when
-its torch module has been imported (:class:`~instrument._import_watch.ImportWatch`):
+Until the first batch, the main thread's imports are timed as the start-up phase ``imports``
+(:class:`ImportPhases`). Each hook reuses the library's own integrations
+(:mod:`instrument.torch_hooks`) and runs when its torch module has been imported
+(:class:`~instrument._import_watch.ImportWatch`):
 
-- ``torch``: the start-up phase ``imports``, from process start to the end of ``import torch``;
 - ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init``;
 - ``torch.distributed.checkpoint``: ``save``, ``async_save`` and ``load`` as
   ``ett.checkpoint.save`` (+ ``ett.checkpoint.persist``) and the phase ``checkpoint_load``;
@@ -28,11 +29,14 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from opentelemetry.util.types import AttributeValue
+
 from . import semconv
 from ._config import process_start_time
 from ._errors import log_once
 from ._import_watch import Callback, ImportWatch
 from ._session import Session, span_sink
+from ._spans import SpanSink
 
 STEP_KEYS = ("step", "global_step", "iteration")
 """State-dict keys read as the checkpoint's global step."""
@@ -59,6 +63,47 @@ def step_of(state_dict: Any) -> int | None:
     return None
 
 
+JOIN_S = 0.02
+"""Imports less than this apart are one ``imports`` span."""
+
+
+class ImportPhases:
+    """The start-up phase ``imports`` from timed imports: the first span starts at process start
+    (the interpreter's own start-up and ``sitecustomize`` are runtime too); imports less than
+    :data:`JOIN_S` apart join one span; a span is emitted once the next import starts later,
+    or at :meth:`flush`."""
+
+    def __init__(self, sink: SpanSink, start_ns: int) -> None:
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._pending: list[int] | None = [start_ns, time.time_ns()]
+        self._join_ns = int(JOIN_S * 1e9)
+
+    def add(self, start_ns: int, end_ns: int) -> None:
+        """One outermost import ran from ``start_ns`` to ``end_ns``."""
+        with self._lock:
+            pending = self._pending
+            if pending is not None and start_ns - pending[1] <= self._join_ns:
+                pending[1] = max(pending[1], end_ns)
+                return
+            self._pending = [start_ns, end_ns]
+        if pending is not None:
+            self._emit(pending)
+
+    def flush(self) -> None:
+        """Emit the span in progress (start-up is over)."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self._emit(pending)
+
+    def _emit(self, interval: list[int]) -> None:
+        phase = semconv.StartupPhaseValues.IMPORTS
+        attrs: dict[str, AttributeValue] = {semconv.COMPONENT: semconv.default_component(phase)}
+        span = self._sink.start(semconv.startup_span_name(phase), attrs, interval[0])
+        self._sink.end(span, end_ns=interval[1])
+
+
 class AutoTorch:
     """The hooks of one zero-code session (see the module docstring)."""
 
@@ -67,13 +112,14 @@ class AutoTorch:
         self._local = threading.local()
         self._optimizer: weakref.ref[Any] | None = None
         self._resume_step = 0
-        self._started_ns = int(process_start_time() * 1e9)
-        self.watch = ImportWatch(self.callbacks())
+        start_ns = int(process_start_time() * 1e9)
+        self.imports = ImportPhases(span_sink(session), start_ns)
+        self.watch = ImportWatch(self.callbacks(), timer=self.imports.add)
+        session.add_end_callback(self._startup_over)
 
     def callbacks(self) -> dict[str, Callback]:
         """Module name → the hook to run once it is imported."""
         return {
-            "torch": self._torch_imported,
             "torch.distributed": self._patch_distributed,
             "torch.distributed.checkpoint": self._patch_checkpoint,
             "torch.distributed.checkpoint.state_dict": self._patch_state_dict,
@@ -82,17 +128,14 @@ class AutoTorch:
         }
 
     def install(self) -> None:
-        """Start watching torch's imports."""
+        """Start watching (and timing) imports."""
         self.watch.install()
 
-    # --- imports and process group ---------------------------------------------------------------
+    def _startup_over(self) -> None:
+        self.watch.stop_timing()
+        self.imports.flush()
 
-    def _torch_imported(self, module: ModuleType) -> None:
-        sink = span_sink(self.session)
-        phase = semconv.StartupPhaseValues.IMPORTS
-        attrs = {semconv.COMPONENT: semconv.default_component(phase)}
-        span = sink.start(semconv.startup_span_name(phase), dict(attrs), self._started_ns)
-        sink.end(span, end_ns=time.time_ns())
+    # --- process group ---------------------------------------------------------------------------
 
     def _patch_distributed(self, module: ModuleType) -> None:
         original = getattr(module, "init_process_group", None)
@@ -197,6 +240,7 @@ class AutoTorch:
             session = self.session
             if session.current_step is None:
                 session.first_batch(step=self._resume_step)
+                self._startup_over()
             session.step()
         except Exception:
             log_once("auto.step", "optimizer step hook failed", exc_info=True)

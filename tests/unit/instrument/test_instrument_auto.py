@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from instrument import _auto
-from instrument._auto_torch import step_of
+from instrument import _auto, semconv
+from instrument._auto_torch import ImportPhases, step_of
 from instrument._import_watch import ImportWatch
 
 PY = "/usr/bin/python3"
@@ -112,6 +112,66 @@ def test_import_watch_calls_back_after_the_module_ran(tmp_path: Path) -> None:
         for name in ("zc_watch_pkg.mod", "zc_watch_pkg"):
             sys.modules.pop(name, None)
         watch.uninstall()
+
+
+def test_import_watch_times_the_outermost_imports_of_the_main_thread(tmp_path: Path) -> None:
+    pkg = tmp_path / "zc_timed_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "inner.py").write_text("import time\ntime.sleep(0.05)\n")
+    (pkg / "outer.py").write_text("from . import inner\n")
+    timed: list[tuple[int, int]] = []
+    watch = ImportWatch({}, timer=lambda start, end: timed.append((start, end)))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        watch.install()
+        import zc_timed_pkg.outer  # noqa: F401
+
+        # the package, then outer (with inner inside it: not reported on its own)
+        assert len(timed) == 2 and all(start <= end for start, end in timed)
+        assert timed[1][1] - timed[1][0] >= 50_000_000
+        watch.stop_timing()
+        assert watch not in sys.meta_path
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("zc_timed_pkg.outer", "zc_timed_pkg.inner", "zc_timed_pkg"):
+            sys.modules.pop(name, None)
+        watch.uninstall()
+
+
+class _Sink:
+    """A span sink that keeps (name, attributes, start, end)."""
+
+    def __init__(self) -> None:
+        self.spans: list[list[object]] = []
+
+    def start(
+        self, name: str, attributes: dict[str, object], start_ns: int | None = None
+    ) -> object:
+        self.spans.append([name, attributes, start_ns, None])
+        return len(self.spans) - 1
+
+    def end(self, span: object, exc: object = None, end_ns: int | None = None) -> None:
+        self.spans[int(span)][3] = end_ns  # type: ignore[call-overload]
+
+
+def test_import_phases_join_close_imports_from_process_start() -> None:
+    sink = _Sink()
+    ms = 1_000_000
+    phases = ImportPhases(sink, start_ns=0)  # type: ignore[arg-type]
+    now = phases._pending[1]  # type: ignore[index]
+    phases.add(now + 5 * ms, now + 100 * ms)  # 5 ms after the interpreter's start-up: joined
+    phases.add(now + 110 * ms, now + 300 * ms)  # 10 ms later: joined
+    phases.add(now + 1300 * ms, now + 1400 * ms)  # a second later: a span of its own
+    assert len(sink.spans) == 1
+    phases.flush()
+    phases.flush()
+    assert [(s[2], s[3]) for s in sink.spans] == [
+        (0, now + 300 * ms),
+        (now + 1300 * ms, now + 1400 * ms),
+    ]
+    assert {s[0] for s in sink.spans} == {semconv.startup_span_name("imports")}
+    assert all(s[1] == {semconv.COMPONENT: "runtime"} for s in sink.spans)
 
 
 def _run_instrumented(tmp_path: Path, code: str, env: dict[str, str]) -> str:
