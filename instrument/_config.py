@@ -24,6 +24,10 @@ Environment variables (an explicit argument to :func:`instrument.init` always wi
 ``ETT_EXIT_TIMEOUT_S``                    exit watchdog: seconds a failed rank may take to exit
                                           after its failure is flushed before it is ended with
                                           ``os._exit(124)`` (default 5; ``0`` disables it)
+``ETT_PERSIST_WAIT_S``                    seconds the end of an attempt, however it ends,
+                                          waits for checkpoint persists in flight, emitting
+                                          each with its real end (default 5; ``0``: no wait;
+                                          ``instrument._persist``)
 ========================================  ===================================================
 """
 
