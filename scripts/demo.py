@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -181,6 +182,7 @@ def main() -> int:
             time.sleep(2)
             if job_id:
                 _ett("report", job_id, check=False)
+                _share_of_other(url, job_id)
 
         _fleet(url)
         print(f"\nexplore: curl {url}/api/v1/jobs   (the collector stops when the demo ends)")
@@ -190,6 +192,34 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=15)
     return 0
+
+
+def _share_of_other(url: str, job_id: str) -> float | None:
+    """Print the share of ``other`` in the job's lost time (idle + failure seconds by component,
+    from the collector's figures) beside the goal of issue 16, at most 5 %; return it (None when
+    the collector has no figures for the job)."""
+    from urllib.parse import quote
+
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/jobs/{quote(job_id, safe='')}", timeout=30) as r:
+            job = json.loads(r.read())
+    except OSError as exc:
+        print(f"(no figures for {job_id}: {exc})")
+        return None
+    lost = {k: float(v) for k, v in (job.get("lost_by_component") or {}).items()}
+    total = sum(lost.values())
+    if total <= 0:
+        print("share of `other` in lost time: no lost time")
+        return 0.0
+    share = 100.0 * lost.get("other", 0.0) / total
+    verdict = "met" if share <= 5.0 else "NOT met"
+    print(
+        f"\nshare of `other` in lost time: {share:.1f} % "
+        f"({lost.get('other', 0.0):.2f} s of {total:.2f} s; goal at most 5 %: {verdict})"
+    )
+    named = sorted(lost.items(), key=lambda kv: -kv[1])
+    print("  lost by component: " + ", ".join(f"{k} {v:.2f} s" for k, v in named if v > 0))
+    return share
 
 
 def _fleet(url: str) -> None:
