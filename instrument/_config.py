@@ -1,6 +1,7 @@
 """Who is emitting, and where to: identity and endpoint, from arguments, then the environment.
 
-Environment variables (an explicit argument to :func:`instrument.init` always wins):
+Environment variables (an explicit argument to :func:`instrument.init` always wins; the
+exporter and protocol conventions are in ``instrument._conventions``):
 
 ========================================  ===================================================
 ``ETT_JOB_ID``                            job id; else ``TORCHELASTIC_RUN_ID`` (unless
@@ -18,9 +19,15 @@ Environment variables (an explicit argument to :func:`instrument.init` always wi
 ``OTEL_EXPORTER_OTLP_ENDPOINT``           base URL; ``/v1/traces`` is appended
                                           (default ``http://127.0.0.1:4318``)
 ``OTEL_SERVICE_NAME``                     ``service.name`` (default ``ett-trainer``)
-``ETT_TOKEN``                             bearer token for a collector started with one
-                                          (``OTEL_EXPORTER_OTLP_HEADERS`` also works)
+``ETT_TOKEN``                             bearer token for a collector started with one;
+                                          beats an ``authorization`` header in
+                                          ``OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`` (a warning
+                                          when both are set), whose other headers are kept
 ``ETT_DISABLED``                          ``1``/``true``: the session records nothing
+``OTEL_SDK_DISABLED``                     ``true``: the same (the OpenTelemetry convention)
+``ETT_FLUSH_TIMEOUT_S``                   seconds ``end()`` and the hooks wait for the export
+                                          (default 5; at most 0.5 while the collector was
+                                          unreachable at the last attempt)
 ``ETT_EXIT_TIMEOUT_S``                    exit watchdog: seconds a failed rank may take to exit
                                           after its failure is flushed before it is ended with
                                           ``os._exit(124)`` (default 5; ``0`` disables it)
@@ -36,6 +43,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -198,16 +206,71 @@ def resolve_exit_timeout(
     return DEFAULT_EXIT_TIMEOUT_S if value is None else value
 
 
+DEFAULT_FLUSH_TIMEOUT_S = 5.0
+"""Seconds ``end()`` waits for the export by default (``ETT_FLUSH_TIMEOUT_S``)."""
+
+
+def resolve_flush_timeout(
+    timeout_s: float | None = None, env: Mapping[str, str] | None = None
+) -> float:
+    """How long ``end()`` and the hooks wait for the export: ``timeout_s``, else
+    ``ETT_FLUSH_TIMEOUT_S``, else :data:`DEFAULT_FLUSH_TIMEOUT_S` (never negative)."""
+    if timeout_s is None:
+        env = os.environ if env is None else env
+        timeout_s = _float(env, "ETT_FLUSH_TIMEOUT_S")
+    return DEFAULT_FLUSH_TIMEOUT_S if timeout_s is None else max(0.0, float(timeout_s))
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
 def env_disabled(env: Mapping[str, str] | None = None) -> bool:
-    """True when ``ETT_DISABLED`` asks for a session that records nothing."""
+    """True when ``ETT_DISABLED`` (``1``/``true``/...) or ``OTEL_SDK_DISABLED=true`` (the
+    OpenTelemetry SDK's own switch) asks for a session that records nothing."""
     env = os.environ if env is None else env
-    return env.get("ETT_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return True
+    return env.get("ETT_DISABLED", "").strip().lower() in _TRUE
+
+
+def _otlp_headers(raw: str) -> dict[str, str]:
+    """The ``OTEL_EXPORTER_OTLP_HEADERS`` format: ``key=value`` pairs separated by commas, both
+    URL-encoded; keys lower-cased. A malformed pair is ignored with a warning."""
+    headers: dict[str, str] = {}
+    for pair in raw.split(","):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        key = urllib.parse.unquote(key).strip().lower()
+        if not sep or not key:
+            log_once("config.headers", "ignoring a malformed OTLP header %r (want key=value)", pair)
+            continue
+        headers[key] = urllib.parse.unquote(value).strip()
+    return headers
 
 
 def resolve_headers(
     token: str | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Extra OTLP request headers: ``Authorization: Bearer`` from ``token`` or ``ETT_TOKEN``."""
+    """The OTLP request headers: those of ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` (else
+    ``OTEL_EXPORTER_OTLP_HEADERS``), with ``authorization: Bearer <token>`` from ``token`` or
+    ``ETT_TOKEN`` over theirs (a warning when both name one and they differ)."""
     env = os.environ if env is None else env
+    raw = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "").strip()
+    source = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+    if not raw:
+        raw = env.get("OTEL_EXPORTER_OTLP_HEADERS", "").strip()
+        source = "OTEL_EXPORTER_OTLP_HEADERS"
+    headers = _otlp_headers(raw) if raw else {}
     token = token or env.get("ETT_TOKEN", "").strip() or None
-    return {"authorization": f"Bearer {token}"} if token else {}
+    if token:
+        bearer = f"Bearer {token}"
+        if headers.get("authorization", bearer) != bearer:
+            log_once(
+                "config.token_vs_headers",
+                "both ETT_TOKEN (or init(token=...)) and an authorization header in %s are set: "
+                "ETT uses ETT_TOKEN's",
+                source,
+            )
+        headers["authorization"] = bearer
+    return headers

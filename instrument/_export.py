@@ -8,14 +8,18 @@ it does not say how many spans it lost. :class:`ExportQueue` is the same idea wi
 - the training thread only appends to a bounded deque (``on_end``), never waits;
 - a batch the exporter could not deliver goes back to the head of the queue and is retried with
   a back-off (1 s doubling to 30 s), so spans outlive a collector outage and arrive in order
-  afterwards; a batch still failing after ``retry_budget_s`` (default 5 min: a poisoned batch,
-  a wrong token) is dropped so it cannot block the queue for ever;
+  afterwards; a batch still failing after ``retry_budget_s`` (default 5 min: a poisoned batch)
+  is dropped so it cannot block the queue for ever;
+- what cannot succeed is not retried: the OTLP specification retries only HTTP 429, 502, 503
+  and 504 (and no answer at all); any other refusal (401/403: the token, 404: the path) drops
+  the batch at once and says why in a one-time warning naming the collector and the setting;
 - when the queue is full the *newest* span is dropped (the start-up spans that TTS needs are the
   oldest), except the once-per-attempt spans (``ett.attempt``, ``ett.failure``,
   ``ett.first_batch``, ``ett.startup.*``), which may use a small reserve beyond the bound; every
   lost span is counted in :attr:`ExportQueue.dropped` (queue full, given up, or still queued or
   in flight at shutdown, or ended after it);
-- ``force_flush`` and ``shutdown`` honour their timeouts.
+- ``force_flush`` and ``shutdown`` honour their timeouts; :attr:`ExportQueue.unreachable`
+  says whether the last attempt found no collector (the exit then waits less).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -34,6 +38,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from . import semconv
+from ._answers import RETRYABLE_STATUS, HttpStatus, refusal
 from ._config import Identity
 from ._errors import log_once
 
@@ -44,6 +49,8 @@ DEFAULT_RETRY_BUDGET_S = 300.0
 MAX_BACKOFF_S = 30.0
 PRIORITY_RESERVE = 256
 """Extra queue room for the once-per-attempt spans when the queue is full."""
+DEFAULT_UNREACHABLE_WAIT_S = 0.5
+"""The most a flush waits while the collector is unreachable (``ExportQueue.unreachable``)."""
 
 _PRIORITY = frozenset({semconv.SPAN_ATTEMPT, semconv.SPAN_FAILURE, semconv.SPAN_FIRST_BATCH})
 
@@ -65,8 +72,18 @@ class ExportQueue(SpanProcessor):
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
         retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
         min_backoff_s: float = 1.0,
+        status: HttpStatus | None = None,
+        endpoint: str = "",
+        unreachable_wait_s: float = DEFAULT_UNREACHABLE_WAIT_S,
     ) -> None:
         self._exporter = exporter
+        self._status = status
+        self._endpoint = endpoint or "(exporter)"
+        self._unreachable = False
+        self._stalled = False
+        self._unreachable_spent = 0.0
+        self._exports_done = 0
+        self._unreachable_wait_s = unreachable_wait_s
         self._max_queue_size = max(1, max_queue_size)
         self._max_batch = max(1, max_batch)
         self._delay = schedule_delay_s
@@ -92,6 +109,37 @@ class ExportQueue(SpanProcessor):
     def dropped(self) -> int:
         """Spans lost so far (see the module docstring for when a span is lost)."""
         return self._dropped
+
+    @property
+    def unreachable(self) -> bool:
+        """True when the last export attempt (or the latest request of the one in progress)
+        failed for want of a collector (no answer, or a retryable 429/502/503/504), or the last
+        flush timed out (a collector that does not answer). A flush then waits at most
+        ``unreachable_wait_s``."""
+        failing = self._status is not None and self._status.failing
+        return self._unreachable or self._stalled or failing
+
+    def _answers(self) -> int:
+        """How many exports ended, and requests were answered (or failed), so far."""
+        return self._exports_done + (0 if self._status is None else self._status.count)
+
+    def _wait(self, done: Callable[[float], bool], timeout_s: float) -> bool:
+        """Wait for ``done(slice_s)`` up to ``timeout_s``. While the collector is unreachable
+        the flushes wait ``unreachable_wait_s`` in all (until an export succeeds again); when
+        the flush starts an export (the thread was idle), only once that one fails too."""
+        start = time.monotonic()
+        spent = self._unreachable_spent
+        fresh, answers = self._in_flight == 0, self._answers()
+        while True:
+            waited = time.monotonic() - start
+            left = timeout_s - waited
+            if self.unreachable and (not fresh or self._answers() > answers):
+                self._unreachable_spent = spent + waited
+                left = min(left, self._unreachable_wait_s - spent - waited)
+            if left <= 0:
+                return False
+            if done(min(left, 0.05)):
+                return True
 
     def _start_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name="ett-export", daemon=True)
@@ -124,8 +172,10 @@ class ExportQueue(SpanProcessor):
     def _run(self) -> None:
         backoff = 0.0
         while True:
-            if backoff:
-                self._backoff.wait(backoff)  # set by shutdown only: new spans do not cut it short
+            if backoff:  # a flush cuts it short (and shutdown); new spans do not
+                self._backoff.wait(backoff)
+                if not self._stopping:
+                    self._backoff.clear()
             else:
                 self._wake.wait(self._delay)
             self._wake.clear()
@@ -142,33 +192,61 @@ class ExportQueue(SpanProcessor):
                 backoff = min(max(2 * backoff, self._min_backoff_s), MAX_BACKOFF_S)
 
     def _drain(self) -> bool:
-        """Export the queue batch by batch; False (the batch requeued) at the first failure."""
+        """Export the queue batch by batch; False at the first batch requeued for a retry, or
+        when a batch was refused for good (dropped)."""
+        delivered = True
         while self._queue:
             batch: list[ReadableSpan] = []
             while self._queue and len(batch) < self._max_batch:
                 batch.append(self._queue.popleft())
-            if not self._retry_or_drop(batch, self._export(batch)):
+            ok, status = self._export(batch)
+            if not ok and status is not None and status not in RETRYABLE_STATUS:
+                self._refused(batch, status)
+                delivered = False
+                continue
+            if not self._retry_or_drop(batch, ok, status):
                 return False
-        return True
+        return delivered
 
-    def _export(self, batch: Sequence[ReadableSpan]) -> bool:
+    def _export(self, batch: Sequence[ReadableSpan]) -> tuple[bool, int | None]:
+        """One export: (delivered, the HTTP status of the collector's last answer or None)."""
         with self._lock:
             self._in_flight = len(batch)
+        if self._status is not None:
+            self._status.last = None  # not .failing: an exit may be waiting on it
         try:
-            return self._exporter.export(batch) == SpanExportResult.SUCCESS
+            ok = self._exporter.export(batch) == SpanExportResult.SUCCESS
+            self._exports_done += 1
         except Exception:
-            log_once("export.exception", "ETT span export raised", exc_info=True)
-            return False
+            self._exports_done += 1
+            if self._status is None or self._status.last is not None or not self._status.failing:
+                # an older exporter raises on no answer: that is said below, without a traceback
+                log_once("export.exception", "ETT span export raised", exc_info=True)
+            ok = False
+        return ok, (None if self._status is None else self._status.last)
 
-    def _retry_or_drop(self, batch: list[ReadableSpan], ok: bool) -> bool:
+    def _refused(self, batch: list[ReadableSpan], status: int) -> None:
+        """A final refusal (not retryable): the batch is dropped and counted, and said once."""
+        with self._lock:
+            counted = self._in_flight == 0
+            self._in_flight = 0
+            self._dropped += 0 if counted else len(batch)
+            self._failing_since = None
+            self._unreachable = False
+        log_once(f"export.refused.{status}", refusal(self._endpoint, status))
+
+    def _retry_or_drop(self, batch: list[ReadableSpan], ok: bool, status: int | None) -> bool:
         """After one export: True to go on draining; False when the batch went back to the head
         of the queue, to be retried after a back-off."""
         now = time.monotonic()
         with self._lock:
             counted = self._in_flight == 0  # shutdown already counted this batch as lost
             self._in_flight = 0
+            self._unreachable = not ok
             if ok:
                 self._failing_since = None
+                self._stalled = False
+                self._unreachable_spent = 0.0
                 return True
             if self._failing_since is None:
                 self._failing_since = now
@@ -177,7 +255,13 @@ class ExportQueue(SpanProcessor):
                 self._failing_since = None  # the next batch gets its own budget
                 return True
             self._queue.extendleft(reversed(batch))
-        log_once("export.failed", "ETT span export failed: collector unreachable? (retrying)")
+        why = "no answer: collector unreachable?" if status is None else f"HTTP {status}"
+        log_once(
+            "export.failed",
+            "ETT span export to %s failed (%s): retrying with back-off",
+            self._endpoint,
+            why,
+        )
         return False
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -189,23 +273,32 @@ class ExportQueue(SpanProcessor):
         with self._lock:
             self._waiters.append(done)
         self._wake.set()
-        return done.wait(max(0, timeout_millis) / 1000) and self._delivered
+        self._backoff.set()  # try now, not after the back-off
+        finished = self._wait(done.wait, max(0, timeout_millis) / 1000)
+        self._stalled = not finished and timeout_millis > 0
+        return finished and self._delivered
 
     def shutdown(self, timeout_millis: int = 5000) -> None:
         """Flush for at most ``timeout_millis``, then stop the exporter (and wait up to 0.5 s
-        more); spans still queued or in a stuck export count as dropped."""
+        more, 0.1 s when the collector is unreachable); spans still queued or in a stuck export
+        count as dropped."""
         if self._closed:
             return
         self._stopping = True
         self._wake.set()
         self._backoff.set()
-        self._thread.join(max(0, timeout_millis) / 1000)
+
+        def joined(slice_s: float) -> bool:
+            self._thread.join(slice_s)
+            return not self._thread.is_alive()
+
+        self._wait(joined, max(0, timeout_millis) / 1000)
         self._closed = True
         try:
             self._exporter.shutdown()  # aborts the exporter's retry back-off, if any
         except Exception:
             log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
-        self._thread.join(0.5)
+        self._thread.join(0.1 if self._unreachable else 0.5)
         with self._lock:  # a batch still stuck in export, and what is queued, are lost
             self._dropped += self._in_flight + len(self._queue)
             self._in_flight = 0
@@ -230,14 +323,20 @@ def build_provider(
     headers: dict[str, str] | None = None,
 ) -> tuple[TracerProvider, ExportQueue]:
     """A tracer provider that owns the identity resource, sampling every span, exporting through
-    an :class:`ExportQueue` to ``exporter`` (default: OTLP/HTTP protobuf to ``endpoint``)."""
+    an :class:`ExportQueue` to ``exporter`` (default: OTLP/HTTP protobuf to ``endpoint``, its
+    answers' status codes watched so that a final refusal is not retried)."""
+    status: HttpStatus | None = None
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        status = HttpStatus()
         exporter = OTLPSpanExporter(
-            endpoint=endpoint, timeout=export_timeout_s, headers=headers or None
+            endpoint=endpoint,
+            timeout=export_timeout_s,
+            headers=headers or None,
+            session=status.session(),
         )
-    queue = ExportQueue(exporter, max_queue_size=max_queue_size)
+    queue = ExportQueue(exporter, max_queue_size=max_queue_size, status=status, endpoint=endpoint)
     provider = TracerProvider(
         resource=Resource.create(identity.attributes()),
         sampler=ALWAYS_ON,

@@ -1,12 +1,16 @@
 """Starting a session: :func:`init`, :func:`attempt` and :func:`current`.
 
 The OpenTelemetry SDK and the OTLP exporter are imported here, lazily, only when the library
-builds its own pipeline: ``import instrument`` needs only ``opentelemetry-api``.
+builds its own pipeline: ``import instrument`` needs only ``opentelemetry-api``. The spans go
+through that pipeline of the library's own, never through the program's global provider (its
+sampler could drop them, and its exporter ignores ETT's endpoint); ``tracer_provider=`` chooses
+another provider explicitly.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from types import TracebackType
 from typing import Any
@@ -18,9 +22,11 @@ from ._config import (
     env_disabled,
     resolve_endpoint,
     resolve_exit_timeout,
+    resolve_flush_timeout,
     resolve_headers,
     resolve_identity,
 )
+from ._conventions import check_protocol, keeps_every_span, traces_exporter
 from ._errors import LOGGER_NAME, log_once
 from ._hooks import ProcessHooks
 from ._session import Session
@@ -68,20 +74,36 @@ def _build(kwargs: dict[str, Any]) -> Session:
     enabled = kwargs["enabled"]
     if enabled is None:
         enabled = not env_disabled()
+    provider = kwargs["tracer_provider"]
+    own_pipeline = provider is None and kwargs["exporter"] is None
+    if enabled and own_pipeline and traces_exporter() == "none":
+        log_once("setup.exporter_none", "OTEL_TRACES_EXPORTER=none: ETT records nothing")
+        enabled = False
     if not enabled:
         return Session(identity, trace.NoOpTracer(), enabled=False)
     common: dict[str, Any] = {
         "window_s": kwargs["window_s"],
-        "flush_timeout_s": kwargs["flush_timeout_s"],
+        "flush_timeout_s": resolve_flush_timeout(kwargs["flush_timeout_s"]),
         "exit_timeout_s": resolve_exit_timeout(kwargs["exit_timeout_s"]),
     }
-    provider = kwargs["tracer_provider"]
     sdk_class = _sdk_provider_class()
-    if provider is None and sdk_class is not None:
-        global_provider = trace.get_tracer_provider()
-        if isinstance(global_provider, sdk_class):
-            provider = global_provider  # the user's own SDK setup: keep it
+    global_sdk = sdk_class is not None and isinstance(trace.get_tracer_provider(), sdk_class)
+    if provider is None and kwargs["exporter"] is None and global_sdk:
+        log_once(
+            "setup.global_provider",
+            "ETT sends its spans through its own pipeline (endpoint %s), not the program's "
+            "global TracerProvider, so that none is sampled out; pass "
+            "init(tracer_provider=...) to use yours",
+            resolve_endpoint(kwargs["endpoint"]),
+        )
     if provider is not None:
+        if not keeps_every_span(provider):
+            log_once(
+                "setup.sampler",
+                "the tracer_provider given to ETT samples (%s): ETT spans it drops are lost "
+                "to the figures; give it an always-on sampler",
+                getattr(getattr(provider, "sampler", None), "get_description", lambda: "?")(),
+            )
         flush = getattr(provider, "force_flush", None)
 
         def flush_foreign(timeout_s: float) -> None:
@@ -100,11 +122,18 @@ def _build(kwargs: dict[str, Any]) -> Session:
         return Session(identity, trace.NoOpTracer(), enabled=False)
     from ._export import build_provider
 
+    exporter = kwargs["exporter"]
+    if exporter is None and traces_exporter() == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        exporter = ConsoleSpanExporter(out=sys.stdout)  # today's stdout, not import time's
+    elif exporter is None:
+        check_protocol()
     own, queue = build_provider(
         identity,
         resolve_endpoint(kwargs["endpoint"]),
         max_queue_size=kwargs["max_queue_size"],
-        exporter=kwargs["exporter"],
+        exporter=exporter,
         headers=resolve_headers(kwargs["token"]),
     )
     holder: list[Session] = []
@@ -158,7 +187,7 @@ def init(
     exporter: Any = None,
     enabled: bool | None = None,
     service_name: str | None = None,
-    flush_timeout_s: float = 5.0,
+    flush_timeout_s: float | None = None,
     max_queue_size: int = 2048,
     token: str | None = None,
     exit_timeout_s: float | None = None,
@@ -166,10 +195,12 @@ def init(
 ) -> Session:
     """Start instrumenting this attempt on this rank and return its :class:`Session`.
 
-    Arguments left ``None`` come from the environment (see ``instrument._config``). The spans
-    go to ``tracer_provider`` if given, else to a global SDK ``TracerProvider`` the program set
-    up, else to a pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or
-    ``exporter`` if given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector).
+    Arguments left ``None`` come from the environment (see ``instrument._config`` and
+    ``instrument._conventions``). The spans go to ``tracer_provider`` if given, else to a
+    pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or ``exporter`` if
+    given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector), never to the
+    program's global provider. ``flush_timeout_s`` (else ``ETT_FLUSH_TIMEOUT_S``, default 5):
+    how long ``end()`` waits for the export; at most 0.5 s while the collector does not answer.
     ``install_handlers`` installs the exception, SIGTERM and exit hooks; on SIGTERM the attempt
     ends ``preempted``, then the process dies by the signal, or, with ``raise_on_sigterm``,
     :class:`instrument.Preempted` is raised in the main thread (also when the session records
