@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from collector.domain.model import SpanRecord
-from collector.otlp._limits import attributes_problem, identity_problem
+from collector.otlp._limits import MAX_INDEX, attributes_problem, identity_problem
 from collector.otlp._result import DecodeResult
 from instrument import semconv
 
@@ -29,11 +29,12 @@ Identity = tuple[str, int, int] | str
 
 
 def _index(value: Any) -> int | None:
-    """A non-negative int from an int attribute or a decimal string; None otherwise."""
+    """An int in ``0..MAX_INDEX`` from an int attribute or a decimal string; None otherwise."""
     if type(value) is int:
-        return value if value >= 0 else None
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
+        return value if 0 <= value <= MAX_INDEX else None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        number = int(value)
+        return number if number <= MAX_INDEX else None
     return None
 
 
@@ -51,7 +52,7 @@ def resolve_identity(attrs: Attributes) -> Identity:
             return f"lacks {key}"
         value = _index(raw)
         if value is None:
-            return f"has {key} {raw!r}, not a non-negative integer"
+            return f"has {key} {raw!r:.40}, not a non-negative integer (limit {MAX_INDEX})"
         indexes.append(value)
     return job_id, indexes[0], indexes[1]
 

@@ -24,6 +24,10 @@ MAX_VALUE_CHARS: Final = 16_384
 MAX_ATTRIBUTES: Final = 256
 """Most attribute values of one resource, and of one span's own attributes (nested values count)."""
 
+MAX_INDEX: Final = 2**31 - 1
+"""Largest ``ett.attempt`` and ``ett.rank``: the 32-bit integer columns of both databases (a
+larger one passed SQLite and failed PostgreSQL, and past 2**63 failed SQLite too)."""
+
 _IDENTITY_KEYS: Final = (semconv.JOB_ID, semconv.MODEL, semconv.TEAM, semconv.COMPONENT)
 
 

@@ -57,6 +57,8 @@ HOSTILE = {
     "NUL in value": {"user.note": "a\x00b"},
     "surrogate in model": {sc.MODEL: "dlrm\ud800"},
     "surrogate in key": {"user.\udc00": "x"},
+    "attempt past int32": {sc.ATTEMPT: 2**40},  # PostgreSQL's integer column refused it
+    "rank past int64": {sc.RANK: 2**64 - 1},  # SQLite's refused it
 }
 
 

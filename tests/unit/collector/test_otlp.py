@@ -385,6 +385,9 @@ def test_partial_rejection_keeps_the_good_spans_and_names_the_problems() -> None
     [
         ({semconv.ATTEMPT: True}, semconv.ATTEMPT),
         ({semconv.ATTEMPT: -1}, semconv.ATTEMPT),
+        ({semconv.ATTEMPT: 2**31}, "limit 2147483647"),  # PostgreSQL's integer column
+        ({semconv.RANK: 2**63 - 1}, semconv.RANK),  # JSON may carry up to 2**64 - 1
+        ({semconv.RANK: "9" * 30}, semconv.RANK),
         ({semconv.RANK: " 1"}, semconv.RANK),
         ({semconv.RANK: [1]}, semconv.RANK),
         ({semconv.JOB_ID: ""}, semconv.JOB_ID),
