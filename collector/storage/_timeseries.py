@@ -1,5 +1,5 @@
 """The fleet over time: ETT, idle and failure per time bucket, lost GPU-hours by component, and
-the worst jobs of a window, from one scan of the segments that fall in the window.
+the worst jobs of a window, summed in the database (:mod:`collector.storage._fleet_scan`).
 
 Seconds are clipped to the window and to each bucket (a segment across midnight counts on both
 days). GPU-seconds are seconds times the ranks of the segment's attempt (the ``ranks`` of that
@@ -9,7 +9,6 @@ attempt in the job's summary; at least 1), so a 64-rank job's idle minute weighs
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -17,56 +16,11 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from collector.domain.model import Category
-from collector.storage._tables import job_figures, segments
+from collector.storage._fleet_scan import FleetScan
+from collector.storage._tables import job_figures
 
 FLEET_BY = ("fleet", "model", "team")
 """What the ETT series can be split by (``fleet``: one series for the whole fleet)."""
-
-_Row = tuple[str, int, float, float, str, str | None, float, str | None, str | None]
-
-
-def _scan(
-    engine: Engine,
-    since: float,
-    until: float,
-    model: str | None,
-    team: str | None,
-    state: str | None,
-) -> tuple[list[_Row], dict[str, dict[str, Any]]]:
-    """Segment parts overlapping ``[since, until]`` and, per job, its state, ETT% and ranks."""
-    seg = segments.c
-    fig = job_figures.c
-    q = select(
-        seg.job_id,
-        seg.attempt,
-        seg.start,
-        seg.end,
-        seg.category,
-        seg.component,
-        seg.share,
-        seg.model,
-        seg.team,
-    ).where(seg.end > since, seg.start < until)
-    jq = select(fig.job_id, fig.state, fig.ett_pct, fig.model, fig.team, fig.summary).where(
-        fig.end > since, fig.alloc < until
-    )
-    if model is not None:
-        q = q.where(seg.model == model)
-        jq = jq.where(fig.model == model)
-    if team is not None:
-        q = q.where(seg.team == team)
-        jq = jq.where(fig.team == team)
-    if state is not None:
-        q = q.join(job_figures, job_figures.c.job_id == seg.job_id).where(fig.state == state)
-        jq = jq.where(fig.state == state)
-    with engine.connect() as conn:
-        rows: list[_Row] = [tuple(r) for r in conn.execute(q)]
-        jobs: dict[str, dict[str, Any]] = {}
-        for job_id, st, ett, mdl, tm, summary in conn.execute(jq):
-            attempts = json.loads(summary).get("attempts", [])
-            ranks = {int(a["attempt"]): max(1, len(a.get("ranks") or ())) for a in attempts}
-            jobs[job_id] = {"state": st, "ett_pct": ett, "model": mdl, "team": tm, "ranks": ranks}
-    return rows, jobs
 
 
 def bucket_seconds(since: float, until: float, bucket: str | None) -> int:
@@ -124,35 +78,38 @@ def fleet_overview(
     if by not in FLEET_BY:
         raise ValueError(f"by must be one of {', '.join(FLEET_BY)}; got {by!r}")
     size = bucket_seconds(since, until, bucket)
-    rows, jobs = _scan(engine, since, until, model, team, state)
+    with engine.connect() as conn:
+        scan = FleetScan(conn, since, until, size, model, team, state)
+        in_buckets = scan.in_buckets()
+        crossing = scan.crossing_rows()
+        worst = scan.worst_jobs(max(limit, 0))
     series: dict[tuple[float, str | None], dict[str, Any]] = {}
     lost: dict[tuple[float, str], list[float]] = {}
-    per_job: dict[str, list[float]] = {}
-    for job_id, attempt, start, end, category, component, share, mdl, tm in rows:
-        ranks = jobs.get(job_id, {}).get("ranks", {}).get(attempt, 1)
+
+    def add(t: float, mdl: str | None, tm: str | None, category: str, component: str | None,
+            seconds: float, ranks: float) -> None:  # fmt: skip
         key = mdl if by == "model" else tm if by == "team" else None
-        acc = per_job.setdefault(job_id, [0.0, 0.0, 0.0])
-        for t, seconds in _split(max(start, since), min(end, until), size):
-            part = seconds * share
-            row = series.setdefault(
-                (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
-            )
-            row[f"{category}_s"] += part
-            acc[0] += part
-            if category == Category.PRODUCTIVE.value:
-                continue
-            acc[1] += part
-            acc[2] += part * ranks
-            cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
-            cell[0 if category == Category.IDLE.value else 1] += part
-            cell[2] += part * ranks
+        row = series.setdefault(
+            (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
+        )
+        row[f"{category}_s"] += seconds
+        if category == Category.PRODUCTIVE.value:
+            return
+        cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
+        cell[0 if category == Category.IDLE.value else 1] += seconds
+        cell[2] += seconds * ranks
+
+    for t, mdl, tm, category, component, ranks, seconds in in_buckets:
+        add(float(t), mdl, tm, category, component, float(seconds), float(ranks))
+    for a, b, category, component, share, mdl, tm, ranks in crossing:
+        for t, seconds in _split(a, b, size):
+            add(t, mdl, tm, category, component, seconds * share, float(ranks))
     by_component: dict[str, list[float]] = {}
     for (_, comp), (idle, failure, gpu) in lost.items():
         total = by_component.setdefault(comp, [0.0, 0.0, 0.0])
         total[0] += idle
         total[1] += failure
         total[2] += gpu
-    worst = sorted(per_job.items(), key=lambda kv: (-kv[1][2], kv[0]))[: max(limit, 0)]
     return {
         "since": since,
         "until": until,
@@ -182,15 +139,15 @@ def fleet_overview(
         "worst_jobs": [
             {
                 "job_id": job_id,
-                "state": jobs.get(job_id, {}).get("state"),
-                "model": jobs.get(job_id, {}).get("model"),
-                "team": jobs.get(job_id, {}).get("team"),
-                "ett_pct": jobs.get(job_id, {}).get("ett_pct"),
-                "window_s": v[0],
-                "lost_s": v[1],
-                "lost_gpu_h": v[2] / 3600.0,
+                "state": st,
+                "model": mdl,
+                "team": tm,
+                "ett_pct": ett,
+                "window_s": float(window_s),
+                "lost_s": float(lost_s),
+                "lost_gpu_h": float(gpu_s) / 3600.0,
             }
-            for job_id, v in worst
+            for job_id, window_s, lost_s, gpu_s, st, mdl, tm, ett in worst
         ],
     }
 

@@ -1,0 +1,138 @@
+"""The SQL behind the fleet overview: sums grouped in the database, so one answer costs a few
+grouped scans of the window's segments instead of moving every segment row into Python.
+
+Every segment row is clipped to the window, ``a = max(start, since)``, ``b = min(end, until)``,
+and weighs ``(b - a) * share`` seconds; GPU-seconds multiply that by the ranks of the row's
+attempt (from the job's stored summary; at least 1, and 1 when the job's figures are not in the
+window). Rows inside one time bucket are grouped by the database; the few that cross a bucket
+edge come back whole (:func:`crossing_rows`) and are cut in Python. Per-job sums need no buckets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from collector.domain.model import Category
+
+_PRODUCTIVE = Category.PRODUCTIVE.value
+
+
+class FleetScan:
+    """The window, bucket size and filters of one fleet answer, as SQL over one connection."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        since: float,
+        until: float,
+        size: int,
+        model: str | None,
+        team: str | None,
+        state: str | None,
+    ) -> None:
+        self.conn = conn
+        self.pg = conn.dialect.name == "postgresql"
+        self.size = size
+        self.params: dict[str, Any] = {"lo": since, "hi": until, "w": size}
+        jobs = ['f."end" > :lo', "f.alloc < :hi"]
+        segs = ['s."end" > :lo', "s.start < :hi"]
+        for column, value in (("model", model), ("team", team), ("state", state)):
+            if value is not None:
+                self.params[column] = value
+                jobs.append(f"f.{column} = :{column}")
+                if column != "state":
+                    segs.append(f"s.{column} = :{column}")
+        if state is not None:
+            segs.append("s.job_id IN (SELECT g.job_id FROM job_figures g WHERE g.state = :state)")
+        self.jobs_where = " AND ".join(jobs)
+        self.segs_where = " AND ".join(segs)
+
+    # -- SQL pieces -------------------------------------------------------------------------
+
+    def _ranks(self) -> str:
+        """``(job_id, attempt, ranks)`` of the jobs in the window, from their summaries."""
+        if self.pg:
+            return (
+                "SELECT f.job_id, (e.value ->> 'attempt')::int AS attempt, GREATEST(1, "
+                "COALESCE(jsonb_array_length(e.value -> 'ranks'), 0)) AS ranks FROM job_figures f "
+                "CROSS JOIN LATERAL jsonb_array_elements(f.summary::jsonb -> 'attempts') e "
+                f"WHERE {self.jobs_where}"
+            )
+        return (
+            "SELECT f.job_id, CAST(json_extract(e.value, '$.attempt') AS INTEGER) AS attempt, "
+            "MAX(1, COALESCE(json_array_length(e.value, '$.ranks'), 0)) AS ranks "
+            "FROM job_figures f, json_each(f.summary, '$.attempts') e "
+            f"WHERE {self.jobs_where}"
+        )
+
+    def _bucket(self, expr: str) -> str:
+        """The bucket number of an instant (floor of ``expr / w``; instants are positive)."""
+        return f"FLOOR(({expr}) / :w)" if self.pg else f"CAST(({expr}) / :w AS INTEGER)"
+
+    def _rows(self, where: str = "") -> str:
+        """Clipped rows ``a``, ``b``, their columns and their attempt's ``ranks`` (rows that
+        ``where``, over the clipped ``a`` and ``b``, keeps; the join comes after it)."""
+        a = "CASE WHEN s.start < :lo THEN :lo ELSE s.start END"
+        b = 'CASE WHEN s."end" > :hi THEN :hi ELSE s."end" END'
+        cols = "s.job_id, s.attempt, s.category, s.component, s.share, s.model, s.team"
+        inner = f"SELECT {cols}, {a} AS a, {b} AS b FROM segments s WHERE {self.segs_where}"
+        if where:
+            inner = f"SELECT * FROM ({inner}) y WHERE {where}"
+        return (
+            "SELECT c.*, COALESCE(r.ranks, 1) AS ranks "
+            f"FROM ({inner}) c LEFT JOIN ({self._ranks()}) r "
+            "ON r.job_id = c.job_id AND r.attempt = c.attempt"
+        )
+
+    def _run(self, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.conn.execute(text(sql), self.params)]
+
+    # -- the answers ------------------------------------------------------------------------
+
+    def in_buckets(self) -> list[tuple[Any, ...]]:
+        """``(bucket start, model, team, category, component, ranks, seconds)`` of the rows
+        inside one bucket: grouped by the ranks' value, not by job, so the answer's size
+        depends on buckets and keys, never on the number of jobs."""
+        k = self._bucket("x.a")
+        return self._run(
+            f"SELECT {k} * :w, x.model, x.team, x.category, x.component, x.ranks, "
+            f"SUM((x.b - x.a) * x.share) FROM ({self._rows()}) x "
+            f"WHERE {k} = {self._bucket('x.b')} "
+            "GROUP BY 1, 2, 3, 4, 5, 6"  # ordinals: one spelling of the bucket on both dialects
+        )
+
+    def crossing_rows(self) -> list[tuple[Any, ...]]:
+        """Whole rows that cross a bucket edge: ``(a, b, category, component, share, model,
+        team, ranks)``."""
+        crossing = f"{self._bucket('y.a')} <> {self._bucket('y.b')}"
+        return self._run(
+            "SELECT x.a, x.b, x.category, x.component, x.share, x.model, x.team, x.ranks "
+            f"FROM ({self._rows(crossing)}) x"
+        )
+
+    def worst_jobs(self, limit: int) -> list[tuple[Any, ...]]:
+        """``(job_id, window seconds, lost seconds, lost GPU-seconds, state, model, team,
+        ETT%)`` of the ``limit`` jobs that lost the most GPU-seconds (ties: by job id)."""
+        lost = f"CASE WHEN s.category <> '{_PRODUCTIVE}' THEN (b - a) * s.share ELSE 0 END"
+        a = "CASE WHEN s.start < :lo THEN :lo ELSE s.start END"
+        b = 'CASE WHEN s."end" > :hi THEN :hi ELSE s."end" END'
+        lost = lost.replace("(b - a)", f"(({b}) - ({a}))")
+        per_attempt = (
+            f"SELECT s.job_id, s.attempt, SUM((({b}) - ({a})) * s.share) AS window_s, "
+            f"SUM({lost}) AS lost_s FROM segments s WHERE {self.segs_where} "
+            "GROUP BY s.job_id, s.attempt"
+        )  # grouped first, so the ranks join sees one row per attempt
+        top = (
+            "SELECT g.job_id, SUM(g.window_s) AS window_s, SUM(g.lost_s) AS lost_s, "
+            f"SUM(g.lost_s * COALESCE(r.ranks, 1)) AS gpu_s FROM ({per_attempt}) g "
+            f"LEFT JOIN ({self._ranks()}) r ON r.job_id = g.job_id AND r.attempt = g.attempt "
+            "GROUP BY g.job_id ORDER BY gpu_s DESC, g.job_id LIMIT :limit"
+        )
+        self.params["limit"] = limit
+        return self._run(
+            "SELECT t.job_id, t.window_s, t.lost_s, t.gpu_s, f.state, f.model, f.team, f.ett_pct "
+            f"FROM ({top}) t LEFT JOIN job_figures f ON f.job_id = t.job_id AND {self.jobs_where} "
+            "ORDER BY t.gpu_s DESC, t.job_id"
+        )
