@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -38,8 +39,20 @@ log = logging.getLogger("ett_collector")
 DEFAULT_RETENTION_S = 600.0
 """Raw windows are kept for the newest 10 minutes of each job (``ETT_RAW_WINDOW_RETENTION_S``)."""
 
-COMPACT_EVERY_S = 60.0
-"""A job is compacted once its newest window is this much past its last compaction line."""
+COMPACT_EVERY_S = 300.0
+"""A job is compacted once its newest window is this much past its last compaction line: each
+compaction rewrites one run per rank, so it folds 30 windows per rank at a time (raw windows
+are kept between ``retention_s`` and ``retention_s + COMPACT_EVERY_S``)."""
+
+
+def _fetch(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    """Every row of ``sql`` as the driver's plain tuples (no SQLAlchemy Row objects)."""
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def _cols(columns: Iterable[str]) -> str:
@@ -55,6 +68,7 @@ class CompactionSql:
     raw_windows: str
     runs_from: str
     delete_run: str
+    extend_run: str
     insert_run: str
     delete_raw: str
     uncount: str
@@ -80,6 +94,11 @@ class CompactionSql:
             ),
             delete_run=(
                 f"DELETE FROM window_runs WHERE job_id = {ph} AND attempt = {ph} AND rank = {ph}"
+                f" AND start = {ph} AND trace_id = {ph} AND span_id = {ph}"
+            ),
+            extend_run=(
+                f'UPDATE window_runs SET "end" = {ph}, step_last = {ph}, samples = {ph},'
+                f' "count" = {ph} WHERE job_id = {ph} AND attempt = {ph} AND rank = {ph}'
                 f" AND start = {ph} AND trace_id = {ph} AND span_id = {ph}"
             ),
             insert_run=(
@@ -145,9 +164,7 @@ class Compactor:
             if conn.exec_driver_sql(self.sql.advance, (job_id, cutoff)).rowcount == 0:
                 return 0
             if windows is None:
-                raw = conn.exec_driver_sql(
-                    self.sql.raw_windows, (job_id, cutoff, WINDOW, cutoff)
-                ).all()
+                raw = _fetch(conn, self.sql.raw_windows, (job_id, cutoff, WINDOW, cutoff))
                 windows = spans_from_rows(raw)
             else:
                 windows = list({(w.trace_id, w.span_id): w for w in windows}.values())
@@ -159,19 +176,32 @@ class Compactor:
         lo = min(w.start for w in windows) - CONTIGUOUS_EPS_S
         stored = [
             r
-            for r in runs_from_rows(conn.exec_driver_sql(sql.runs_from, (job_id, lo)).all())
+            for r in runs_from_rows(_fetch(conn, sql.runs_from, (job_id, lo)))
             if (r.attempt, r.rank) in ranks
         ]
         deleted = conn.exec_driver_sql(
             sql.delete_raw, [(job_id, w.start, w.trace_id, w.span_id) for w in windows]
         ).rowcount
         runs, _ = fold(stored, windows)
-        if stored:
+        # a stored run that kept its first window is updated in place (its attributes hold
+        # only the first window's); one absorbed into an earlier run is deleted; others are new
+        old = {(r.attempt, r.rank, r.start, r.trace_id, r.span_id): r for r in stored}
+        fresh, moved = [], []
+        for r in runs:
+            was = old.pop((r.attempt, r.rank, r.start, r.trace_id, r.span_id), None)
+            if was is None:
+                fresh.append(r)
+            elif was.end != r.end or was.count != r.count:
+                moved.append(r)
+        if old:
+            conn.exec_driver_sql(sql.delete_run, [(job_id, *key) for key in old])
+        if moved:
             conn.exec_driver_sql(
-                sql.delete_run,
-                [(r.job_id, r.attempt, r.rank, r.start, r.trace_id, r.span_id) for r in stored],
+                sql.extend_run,
+                [(row[6], row[8], row[9], row[10], *row[:6]) for row in run_rows(moved)],
             )
-        conn.exec_driver_sql(sql.insert_run, run_rows(runs))
+        if fresh:
+            conn.exec_driver_sql(sql.insert_run, run_rows(fresh))
         gone = deleted + sum(r.count for r in stored) - sum(r.count for r in runs)
         if gone:  # replays of folded windows, counted when they arrived: not spans any more
             conn.exec_driver_sql(sql.uncount, (gone, job_id))
@@ -179,4 +209,4 @@ class Compactor:
 
     def load_runs(self, conn: Connection, job_id: str) -> list[SpanRecord]:
         """The job's stored runs as window records, by (attempt, rank, start)."""
-        return runs_from_rows(conn.exec_driver_sql(self.sql.load_runs, (job_id,)).all())
+        return runs_from_rows(_fetch(conn, self.sql.load_runs, (job_id,)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from collector.domain.model import AttrValue, SpanRecord
@@ -34,8 +34,6 @@ CONTIGUOUS_EPS_S = 1e-3
 """How far a window's start may be from its predecessor's end and still continue its run
 (emitters end one window and start the next at the same nanosecond; the float seconds of that
 instant can differ in the last bits)."""
-
-_COUNTERS = frozenset({semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES})
 
 RUN_COLUMNS = (
     "job_id",
@@ -55,53 +53,54 @@ RUN_COLUMNS = (
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if type(value) is int else None
+
+
+_SF, _SL, _SM = semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES
 
 
 @dataclass(slots=True)
 class _Run:
-    """A run being folded; ``base`` is the record of its first window (or stored run)."""
+    """A run being folded; ``base`` is the record of its first window (or stored run), and
+    ``others`` its attributes but the three counters."""
 
     base: SpanRecord
+    start: float
     end: float
     step_first: int | None
     step_last: int | None
     samples: int | None
     count: int
-    _others: dict[str, AttrValue] | None = field(default=None)
+    others: dict[str, AttrValue]
 
     @classmethod
     def of(cls, record: SpanRecord) -> _Run:
-        a = record.attributes
+        others = dict(record.attributes)
+        first = others.pop(_SF, None)
+        last = others.pop(_SL, None)
+        samples = others.pop(_SM, None)
         return cls(
             record,
+            record.start,
             record.end,
-            _int(a.get(semconv.STEP_FIRST)),
-            _int(a.get(semconv.STEP_LAST)),
-            _int(a.get(semconv.SAMPLES)),
+            first if type(first) is int else None,
+            last if type(last) is int else None,
+            samples if type(samples) is int else None,
             record.count,
+            others,
         )
-
-    @property
-    def start(self) -> float:
-        return self.base.start
-
-    def others(self) -> dict[str, AttrValue]:
-        """The first window's attributes but the three counters (computed once)."""
-        if self._others is None:
-            self._others = {k: v for k, v in self.base.attributes.items() if k not in _COUNTERS}
-        return self._others
 
     def continued_by(self, nxt: _Run) -> bool:
         """True when ``nxt`` starts where this run ends, its steps follow on, and it says the
         same about everything else."""
+        last = self.step_last
         return (
-            abs(nxt.start - self.end) <= CONTIGUOUS_EPS_S
-            and self.step_last is not None
-            and nxt.step_first == self.step_last + 1
+            last is not None
+            and nxt.step_first == last + 1
+            and -CONTIGUOUS_EPS_S <= nxt.start - self.end <= CONTIGUOUS_EPS_S
             and nxt.step_last is not None
-            and (self.samples is None) == (nxt.samples is None)
-            and self.others() == nxt.others()
+            and (self.samples is None) is (nxt.samples is None)
+            and self.others == nxt.others
         )
 
     def absorb(self, nxt: _Run) -> None:
@@ -117,9 +116,9 @@ class _Run:
         if self.count == b.count and self.end == b.end:
             return b
         attrs = dict(b.attributes)
-        attrs[semconv.STEP_LAST] = self.step_last
+        attrs[_SL] = self.step_last
         if self.samples is not None:
-            attrs[semconv.SAMPLES] = self.samples
+            attrs[_SM] = self.samples
         return SpanRecord(
             b.trace_id, b.span_id, b.name, b.start, self.end, b.job_id, b.attempt, b.rank,
             attrs, self.count,
@@ -186,16 +185,14 @@ def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list
 def run_rows(runs: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
     """``window_runs`` rows (:data:`RUN_COLUMNS` order) of run records from :func:`fold`.
 
-    The attributes stored are the first window's, counters included; :func:`runs_from_rows`
-    puts the run's last step and summed samples back."""
+    The attributes stored are the first window's without ``ett.step.last`` and
+    ``ett.samples``, which the columns hold for the whole run (:func:`runs_from_rows` puts them
+    back), so extending a run never rewrites its attributes."""
     rows = []
     for r in runs:
-        a = r.attributes
-        first = a.get(semconv.STEP_FIRST)
-        attrs = dict(a)
-        if r.count > 1:  # the first window's own counters are not known any more: drop them
-            attrs.pop(semconv.STEP_LAST, None)
-            attrs.pop(semconv.SAMPLES, None)
+        attrs = dict(r.attributes)
+        last = attrs.pop(_SL, None)
+        samples = attrs.pop(_SM, None)
         rows.append(
             (
                 r.job_id,
@@ -205,9 +202,9 @@ def run_rows(runs: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
                 r.trace_id,
                 r.span_id,
                 r.end,
-                _int(first),
-                _int(a.get(semconv.STEP_LAST)),
-                _int(a.get(semconv.SAMPLES)),
+                _int(attrs.get(_SF)),
+                _int(last),
+                _int(samples),
                 r.count,
                 encode_json(attrs),
             )
@@ -223,11 +220,10 @@ def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
     out = []
     for row, attrs in zip(rows, decoded, strict=True):
         job_id, attempt, rank, start, trace_id, span_id, end, _, last, samples, count, _ = row
-        if count > 1:
-            if last is not None:
-                attrs[semconv.STEP_LAST] = last
-            if samples is not None:
-                attrs[semconv.SAMPLES] = samples
+        if last is not None:
+            attrs[_SL] = last
+        if samples is not None:
+            attrs[_SM] = samples
         out.append(
             SpanRecord(trace_id, span_id, WINDOW, start, end, job_id, attempt, rank, attrs, count)
         )
