@@ -247,10 +247,18 @@ def dcp_save(
     nbytes: int | None = None,
     **kwargs: Any,
 ) -> Any:
-    """``torch.distributed.checkpoint.save`` as a ``sync`` ``ett.checkpoint.save`` of ``step``."""
+    """``torch.distributed.checkpoint.save`` as a ``sync`` ``ett.checkpoint.save`` of ``step``
+    (the span covers all the call blocks: the first call's import of DCP too)."""
+    with _session(session).checkpoint_save(step, mode="sync") as save:
+        dcp = _dcp()
+        _set_bytes(save, state_dict, nbytes)
+        return dcp.save(state_dict, **kwargs)
+
+
+def _set_bytes(save: Any, state_dict: Any, nbytes: int | None) -> None:
     size = _nbytes(state_dict, nbytes)
-    with _session(session).checkpoint_save(step, mode="sync", nbytes=size):
-        return _dcp().save(state_dict, **kwargs)
+    if size is not None:
+        save.set_bytes(size)
 
 
 def dcp_async_save(
@@ -266,13 +274,14 @@ def dcp_async_save(
     the wait for ``staging_completion`` when ``wait_staging``); ``ett.checkpoint.persist`` ends
     when the upload completes. Returns what ``async_save`` returned. Without ``async_save`` in
     this torch: a sync save."""
-    dcp = _dcp()
     sess = _session(session)
-    if not hasattr(dcp, "async_save"):
-        log_once("torch.async_save", "torch has no dcp.async_save: saving synchronously")
-        return dcp_save(state_dict, step=step, session=sess, nbytes=nbytes, **kwargs)
-    size = _nbytes(state_dict, nbytes)
-    with sess.checkpoint_save(step, mode="async", nbytes=size) as save:
+    with sess.checkpoint_save(step, mode="async") as save:  # what blocks, the import included
+        dcp = _dcp()
+        _set_bytes(save, state_dict, nbytes)
+        if not hasattr(dcp, "async_save"):
+            log_once("torch.async_save", "torch has no dcp.async_save: saving synchronously")
+            save.set_attribute(semconv.CHECKPOINT_MODE, semconv.CheckpointModeValues.SYNC.value)
+            return dcp.save(state_dict, **kwargs)
         response = dcp.async_save(state_dict, **kwargs)
         staging = getattr(response, "staging_completion", None)
         if wait_staging and staging is not None:
@@ -287,4 +296,5 @@ def dcp_load(
     """``torch.distributed.checkpoint.load`` as the start-up phase ``checkpoint_load`` of
     checkpoint ``step``."""
     with _session(session).checkpoint_load(step):
-        _dcp().load(state_dict, **kwargs)
+        dcp = _dcp()
+        dcp.load(state_dict, **kwargs)
