@@ -28,6 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from instrument import semconv
 
 from .domain import SpanRecord, summarize
+from .periodic import Periodic
 from .storage import Store, is_passing
 
 log = logging.getLogger("ett_collector")
@@ -72,10 +73,8 @@ class Pipeline:
         self._on_recompute = on_recompute
         self._on_failure = on_failure
         self.settle_s = settle_s
-        self._leader = leader
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Periodic("ett-recompute", self._tick, live_refresh_s, log, leader)
+        self._last_live = -float("inf")
         self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
 
@@ -84,7 +83,7 @@ class Pipeline:
         if not records:
             return set()
         jobs = self.store.ingest(records)
-        self._wake.set()
+        self._worker.wake()
         return jobs
 
     def recompute(self, job_id: str) -> bool:
@@ -221,7 +220,7 @@ class Pipeline:
                 done += 1
             busy = busy or outcome is Outcome.BUSY
         if busy:
-            self._wake.set()
+            self._worker.wake()
         return done
 
     def recompute_all(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -242,38 +241,22 @@ class Pipeline:
         return len(ids)
 
     def start(self) -> None:
-        """Start the background worker (idempotent)."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="ett-recompute", daemon=True)
-        self._thread.start()
+        """Start the background worker (idempotent): it runs at once, then after each ingest
+        (``settle_s`` later) and every ``live_refresh_s``."""
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop the background worker and wait for it."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
+        self._worker.stop()
 
-    def _run(self) -> None:
-        last_live = 0.0
-        while not self._stop.is_set():
-            self._wake.wait(timeout=self.live_refresh_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            if self._leader is not None and not self._leader():
-                continue  # another worker process runs the background recompute
-            try:
-                # let a burst of requests land first: one recompute per job per burst, and the
-                # ingest path keeps the CPU while requests are arriving
-                self._stop.wait(self.settle_s)
-                while self.recompute_dirty() > 0 and not self._stop.is_set():
-                    pass
-                if time.monotonic() - last_live >= self.live_refresh_s:
-                    self.refresh_live()
-                    last_live = time.monotonic()
-            except Exception:  # keep serving; the next wake retries
-                log.exception("recompute failed")
+    def _tick(self) -> None:
+        # let a burst of requests land first: one recompute per job per burst, and the ingest
+        # path keeps the CPU while requests are arriving
+        stopping = self._worker.stopping
+        if stopping.wait(self.settle_s):
+            return
+        while self.recompute_dirty() > 0 and not stopping.is_set():
+            pass
+        if time.monotonic() - self._last_live >= self.live_refresh_s:
+            self.refresh_live()
+            self._last_live = time.monotonic()

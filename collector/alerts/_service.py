@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
+from ..periodic import Periodic
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
 from ._fleet import Fleet, load_facts
@@ -50,6 +51,7 @@ class AlertService:
         self._stop = threading.Event()
         self._deliver_now = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._eval = Periodic("ett-alerts-eval", self._evaluate_tick, interval_s, log, leader)
         self.backoff = Backoff()
 
     def evaluate_once(self, t: float | None = None) -> list[Alert]:
@@ -83,19 +85,17 @@ class AlertService:
 
     def start(self) -> None:
         """Start the evaluation thread (and the delivery thread with an Alertmanager URL)."""
-        if self._threads:
+        self._eval.start()
+        if self._threads or not self.alertmanager_url:
             return
         self._stop.clear()
-        targets = [("ett-alerts-eval", self._run_eval)]
-        if self.alertmanager_url:
-            targets.append(("ett-alerts-send", self._run_send))
-        for name, target in targets:
-            th = threading.Thread(target=target, name=name, daemon=True)
-            th.start()
-            self._threads.append(th)
+        th = threading.Thread(target=self._run_send, name="ett-alerts-send", daemon=True)
+        th.start()
+        self._threads.append(th)
 
     def stop(self) -> None:
         """Stop both threads and wait for them."""
+        self._eval.stop()
         self._stop.set()
         self._deliver_now.set()
         for th in self._threads:
@@ -105,15 +105,8 @@ class AlertService:
     def _is_leader(self) -> bool:
         return self._leader is None or self._leader()
 
-    def _run_eval(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            if self._is_leader():
-                try:
-                    self.evaluate_once()
-                except Exception:  # keep evaluating; the next tick retries
-                    log.exception("alert evaluation failed")
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+    def _evaluate_tick(self) -> None:
+        self.evaluate_once()
 
     def _run_send(self) -> None:
         while not self._stop.is_set():
