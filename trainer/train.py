@@ -20,7 +20,8 @@ from typing import Any, NoReturn
 import torch
 
 import instrument as ett
-from instrument.semconv import EndReasonValues, FailureCauseValues
+from instrument import torch_hooks
+from instrument.semconv import EndReasonValues, FailureCauseValues, ShutdownStepValues
 from trainer import faults, model
 from trainer.checkpoint import Checkpointer
 from trainer.compile_cache import CompileCache, compile_model, use_fresh_local_cache
@@ -60,6 +61,8 @@ def start_up(cfg: TrainConfig, ident: Identity, sess: Any, log: StepLog) -> Job:
     """Every start-up phase, in order, each in its ``ett.startup.<phase>`` span."""
     device = model.resolve_device(cfg.device)
     sharding = model.resolve_sharding(cfg.sharding, device)
+    if device.type == "cuda":  # the first CUDA context is its own phase (CPU: nothing)
+        torch_hooks.init_cuda(torch.device("cuda", ident.local_rank), session=sess)
     with timed_phase(sess, log, "pg_init", device=device.type):
         groups = init_groups(ident, device)
     torch.manual_seed(cfg.seed)  # the same dense weights on every rank
@@ -177,7 +180,8 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
             bar.update(step, loss=loss, checkpoint=job.ckpt.last_committed)
         if cfg.final_ckpt and job.ckpt.last_saved != cfg.steps:
             job.ckpt.save(cfg.steps, job.model)
-        job.ckpt.close()  # the attempt completes once its last checkpoint is committed
+        with sess.shutdown(ShutdownStepValues.PERSIST_WAIT):
+            job.ckpt.close()  # the attempt completes once its last checkpoint is committed
     finally:
         bar.close()
 
@@ -256,7 +260,8 @@ def run(cfg: TrainConfig) -> int:
         teardown(sess, log, groups, True, cfg.failure_teardown)
         leave(status, log)
     watchdog.stop()
-    teardown(sess, log, job.groups, False, cfg.failure_teardown)
+    with sess.shutdown(ShutdownStepValues.PG_TEARDOWN):
+        teardown(sess, log, job.groups, False, cfg.failure_teardown)
     sess.end(reason=EndReasonValues.COMPLETED.value)
     log.event("end", step=cfg.steps, reason=EndReasonValues.COMPLETED.value)
     log.close()
