@@ -5,7 +5,8 @@ Until the first batch, the main thread's imports are timed as the start-up phase
 (:mod:`instrument.torch_hooks`) and runs when its torch module has been imported
 (:class:`~instrument._import_watch.ImportWatch`):
 
-- ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init``;
+- ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init`` and
+  ``destroy_process_group`` as ``ett.shutdown.pg_teardown``;
 - ``torch.distributed.checkpoint``: ``save``, ``async_save`` and ``load`` as
   ``ett.checkpoint.save`` (+ ``ett.checkpoint.persist``) and the phase ``checkpoint_load``;
 - ``torch.distributed.checkpoint.state_dict``: the optimizer step that ``get_state_dict`` takes
@@ -135,41 +136,48 @@ class AutoTorch:
         self.watch.stop_timing()
         self.imports.flush()
 
-    # --- process group ---------------------------------------------------------------------------
-
-    def _patch_distributed(self, module: ModuleType) -> None:
-        original = getattr(module, "init_process_group", None)
-        if not callable(original):
-            return
-        session = self.session
-
-        @functools.wraps(original)
-        def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            with session.startup(semconv.StartupPhaseValues.PG_INIT):
-                return original(*args, **kwargs)
-
-        setattr(module, "init_process_group", init_process_group)  # noqa: B010
-
-    # --- checkpoints -----------------------------------------------------------------------------
+    # --- process group and checkpoints -----------------------------------------------------------
 
     def _inside(self) -> bool:
         return bool(getattr(self._local, "inside", False))
 
-    def _passthrough(self, original: Callable[..., Any], timed: Callable[..., Any]) -> Any:
-        """``original`` wrapped: the first call on a thread goes to ``timed`` (which calls the
-        module's function again: that nested call, and any positional use, is ``original``)."""
+    def _passthrough(
+        self, original: Callable[..., Any], timed: Callable[..., Any], max_args: int = 1
+    ) -> Any:
+        """``original`` wrapped: the first call on a thread goes to ``timed``, which calls the
+        module's function again; that nested call (and a call with more than ``max_args``
+        positional arguments) is ``original``'s."""
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self._inside() or len(args) != 1:
+            if self._inside() or len(args) > max_args:
                 return original(*args, **kwargs)
             self._local.inside = True
             try:
-                return timed(args[0], **kwargs)
+                return timed(*args, **kwargs)
             finally:
                 self._local.inside = False
 
         return wrapper
+
+    def _patch_distributed(self, module: ModuleType) -> None:
+        from . import torch_hooks
+
+        session = self.session
+
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            return torch_hooks.init_process_group(*args, session=session, **kwargs)
+
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+            return torch_hooks.destroy_process_group(*args, session=session, **kwargs)
+
+        for name, timed in (
+            ("init_process_group", init_process_group),
+            ("destroy_process_group", destroy_process_group),
+        ):
+            original = getattr(module, name, None)
+            if callable(original):
+                setattr(module, name, self._passthrough(original, timed, max_args=8))
 
     def _save_step(self, state_dict: Any) -> int:
         step = step_of(state_dict)

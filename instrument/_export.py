@@ -41,6 +41,7 @@ from . import semconv
 from ._answers import RETRYABLE_STATUS, HttpStatus, refusal
 from ._config import Identity
 from ._errors import log_once
+from ._ids import PrivateIdGenerator
 
 DEFAULT_MAX_QUEUE_SIZE = 2048
 DEFAULT_MAX_BATCH = 512
@@ -341,6 +342,7 @@ def build_provider(
         resource=Resource.create(identity.attributes()),
         sampler=ALWAYS_ON,
         shutdown_on_exit=False,
+        id_generator=PrivateIdGenerator(),  # not the program's `random` state (see _ids)
     )
     provider.add_span_processor(queue)
     return provider, queue

@@ -210,3 +210,66 @@ def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Coll
         f"vs {unsaved:.3f} s (step {clock.step_s():.3f} s), wall {job['wall_s']:.3f} vs "
         f"{clock_wall:.3f} s (final flush {flush:.3f} s); lost by component {lost}"
     )
+
+
+PROBE = """
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d", rank=0, world_size=1)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+forward = torch.compile(model, backend="eager")
+for step in range(6):
+    forward(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    if step == 2:
+        dcp.async_save({"model": model.state_dict()}, checkpoint_id=sys.argv[1]).result()
+dcp.load({"model": model.state_dict()}, checkpoint_id=sys.argv[1])
+dist.destroy_process_group()
+"""
+
+
+def test_one_plain_process_async_save_compile_and_teardown(
+    tmp_path: Path, collector: Collector
+) -> None:
+    _require_torchrun()
+    from tests.support.ports import free_port
+
+    job_id = f"zc1-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE % free_port())
+    env = {
+        **os.environ,
+        "ETT_JOB_ID": job_id,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [*_launcher(), sys.executable, str(script), str(tmp_path / "ckpt")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = _figures(collector, job_id)
+    assert (job["state"], job["failures"]) == ("completed", 0)
+    store = Store(collector.db_url)
+    try:
+        spans = store.load_spans(job_id)
+    finally:
+        store.close()
+    by_name: dict[str, list[Any]] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    assert semconv.SPAN_CHECKPOINT_SAVE in by_name, (sorted(by_name), proc.stderr[-3000:])
+    [save] = by_name[semconv.SPAN_CHECKPOINT_SAVE]
+    [persist] = by_name[semconv.SPAN_CHECKPOINT_PERSIST]
+    assert save.attr(semconv.CHECKPOINT_MODE) == "async"
+    assert save.attr(semconv.CHECKPOINT_STEP) == persist.attr(semconv.CHECKPOINT_STEP) == 3
+    assert persist.end >= save.end
+    assert by_name[semconv.SPAN_COMPILE]  # dynamo's callbacks, installed as it was imported
+    [load] = by_name[semconv.startup_span_name("checkpoint_load")]
+    assert load.attr(semconv.CHECKPOINT_STEP) is None  # no "step" key: no step named
+    teardown = semconv.shutdown_span_name(semconv.ShutdownStepValues.PG_TEARDOWN)
+    assert len(by_name[teardown]) == 1 and len(by_name[semconv.startup_span_name("pg_init")]) == 1
+    [window] = by_name[semconv.SPAN_TRAIN_WINDOW]
+    assert (window.attr(semconv.STEP_FIRST), window.attr(semconv.STEP_LAST)) == (0, 5)

@@ -228,3 +228,18 @@ def test_the_launcher_reports_a_missing_command() -> None:
         [sys.executable, "-m", "instrument"], capture_output=True, text=True, timeout=60
     )
     assert usage.returncode == 2 and usage.stderr.startswith("usage: ett-instrument")
+
+
+def test_span_ids_do_not_use_or_move_the_programs_random_state() -> None:
+    import random
+
+    from instrument._ids import PrivateIdGenerator
+
+    ids = PrivateIdGenerator()
+    random.seed(7)
+    state = random.getstate()
+    first = ids.generate_span_id()
+    assert random.getstate() == state  # the program's sequence is untouched
+    random.setstate(state)  # what torch.compile does around a compilation
+    assert ids.generate_span_id() != first
+    assert ids.generate_trace_id() != 0 and ids.generate_span_id() != 0
