@@ -23,7 +23,8 @@ from .settings import DEFAULT_PORT, ConfigError, Settings
 
 
 def register(sub: Any) -> None:
-    """Add ``serve``, ``db``, ``recompute``, ``report``, ``jobs`` and ``lost-time`` to ``ett``."""
+    """Add ``serve``, ``db``, ``recompute``, ``report``, ``jobs``, ``lost-time``, ``fleet`` and
+    ``checkpoint-advice`` to ``ett``."""
     serve = sub.add_parser(
         "serve",
         help="run the collector: OTLP/HTTP in, read API, /metrics",
@@ -122,6 +123,10 @@ def register(sub: Any) -> None:
     )
     lost.add_argument("--json", action="store_true", help="print a JSON list")
     lost.set_defaults(func=_guard(_lost_time))
+
+    from . import overview_commands  # ett fleet, ett checkpoint-advice
+
+    overview_commands.register(sub, _db_arg, _guard, _read, _console)
 
 
 _WINDOW = semconv.DEFAULT_WINDOW_S
