@@ -103,8 +103,8 @@ class Pipeline:
 
     def fresh(self, job_id: str, wait_s: float) -> bool:
         """Wait up to ``wait_s`` seconds until the job's stored figures include every
-        acknowledged span; True when they do (or the job is unknown, or its recompute failed:
-        see ``Store.recompute_failure``), False when the bound passed.
+        acknowledged span; True when they do (or the job is unknown), False when the bound
+        passed or its recompute failed (see ``Store.recompute_failure``).
 
         Joins the job's recompute in flight, or starts one in a thread of its own (so the wait
         stays bounded whatever the recompute takes): K readers of one dirty job cause one
@@ -129,6 +129,8 @@ class Pipeline:
                 return False
             except Exception:
                 return False  # logged by the flight's thread; the stored figures stand
+            if outcome is Outcome.FAILED:
+                return False  # marked failed with the reason; no retry before a new span
             if outcome is Outcome.BUSY or outcome is Outcome.EMPTY:
                 time.sleep(min(BUSY_POLL_S, max(0.0, deadline - time.monotonic())))
         return True

@@ -3,18 +3,21 @@
 A real ``ett serve``; a big job's spans are POSTed in batches while small jobs get a new span now
 and then (each makes its job dirty), and K reader threads GET one job at a time: most a random
 small job, some the big one. Prints p50/p95/max of both kinds of read, of the big job's POSTs,
-and how many recomputes the collector ran. Prints figures; it is not a timed test.
+and how many recomputes the collector ran. Then an idle collector holding presumed-dead jobs:
+recomputes per second and CPU. Prints figures; it is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_recompute [--spans N] [--readers K]
         [--postgres-url URL]
 
 Targets (issue 11): GET of any job p95 < 100 ms during the big job's ingest with K = 50 readers;
-a small job's read never waits behind the big job's recompute; ingest p95 < 1 s.
+a small job's read never waits behind the big job's recompute; ingest p95 < 1 s; idle CPU with
+presumed-dead jobs near zero.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import statistics
@@ -146,6 +149,48 @@ def run(home: Path, db_url: str | None, spans: int, readers: int, batch: int = 2
     }
 
 
+def _dead_job(job: str, base: float) -> list[SpanRecord]:
+    """A job that trained a while and went silent without an end: presumed dead from then on."""
+    out = [span(sc.startup_span_name("pg_init"), base, base + 5, 0, 0, job),
+           span(sc.SPAN_FIRST_BATCH, base + 9, base + 10, 0, 0, job)]  # fmt: skip
+    steps = {sc.STEP_FIRST: 0, sc.STEP_LAST: 9, sc.SAMPLES: 640}
+    out += [span(sc.SPAN_TRAIN_WINDOW, base + t, base + t + 10, 0, 0, job, **steps)
+            for t in range(10, 200, 10)]  # fmt: skip
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) -> dict:
+    """Recomputes and CPU of an idle collector holding ``jobs`` presumed-dead jobs (live
+    refresh every second, as ``start_collector`` sets it)."""
+    c = start_collector(home, db_url=db_url)
+    try:
+        with httpx.Client(timeout=300) as client:
+            spans = [s for i in range(jobs) for s in _dead_job(f"dead-{i}", BASE + 300 * i)]
+            for i in range(0, len(spans), 2000):
+                body = encode_request(spans[i : i + 2000])
+                assert client.post(c.url + "/v1/traces", content=body, headers=PROTO).is_success
+            c.wait_computed()
+            time.sleep(3)  # the first live refresh after the backlog
+            r0, cpu0 = _recomputes(client, c.url), _cpu_s(c.process.pid)
+            time.sleep(seconds)
+            r1, cpu1 = _recomputes(client, c.url), _cpu_s(c.process.pid)
+    finally:
+        c.stop()
+    return {"recomputes_per_s": (r1 - r0) / seconds, "cpu_pct": 100 * (cpu1 - cpu0) / seconds}
+
+
+def report_idle(label: str, r: dict, jobs: int) -> None:
+    print(f"\n{label}: idle collector with {jobs} presumed-dead jobs: "
+          f"{r['recomputes_per_s']:.1f} recomputes/s, {r['cpu_pct']:.1f} % of a core")  # fmt: skip
+    print("  target: near zero")
+
+
 def report(label: str, r: dict, spans: int, readers: int) -> None:
     print(f"\n{label}: {spans:,} spans of one job ingested in {r['seconds']:.1f} s "
           f"with {readers} readers; {r['recomputes']:.0f} recomputes")  # fmt: skip
@@ -158,6 +203,7 @@ def report(label: str, r: dict, spans: int, readers: int) -> None:
 @pytest.mark.performance
 def test_bench_recompute_sqlite(tmp_path: Path) -> None:
     report("SQLite", run(tmp_path / "home", None, 60_000, 20), 60_000, 20)
+    report_idle("SQLite", idle_dead_jobs(tmp_path / "idle", None, 300, 10), 300)
 
 
 @pytest.mark.performance
@@ -170,11 +216,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--spans", type=int, default=120_000)
     p.add_argument("--readers", type=int, default=50)
+    p.add_argument("--dead-jobs", type=int, default=300)
     p.add_argument("--postgres-url")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         r = run(Path(tmp) / "home", args.postgres_url, args.spans, args.readers)
-    report("PostgreSQL" if args.postgres_url else "SQLite", r, args.spans, args.readers)
+    label = "PostgreSQL" if args.postgres_url else "SQLite"
+    report(label, r, args.spans, args.readers)
+    with tempfile.TemporaryDirectory() as tmp:
+        idle = idle_dead_jobs(Path(tmp) / "idle", args.postgres_url, args.dead_jobs, 10)
+    report_idle(label, idle, args.dead_jobs)
     return 0
 
 
