@@ -1,4 +1,6 @@
-# The README's two commands: `make demo` and `make test`. Both set up everything they need.
+# The README's two commands: `make demo` and `make test`. Each sets up what it needs: the demo the
+# Python venv (trainer included); the tests the venv and the system packages (PostgreSQL,
+# Prometheus, Alertmanager, Chromium: scripts/setup-system.sh).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -39,7 +41,7 @@ bench: setup
 screenshots: setup  # docs/dashboard-*.png from a simulated fleet, in headless Chromium
 	$(PY) scripts/screenshots.py
 
-demo: setup
+demo: venv  # the demo needs no system package: SQLite, and the dashboard in your own browser
 	$(PY) scripts/demo.py
 
 clean:

@@ -185,13 +185,19 @@ def main() -> int:
                 _share_of_other(url, job_id)
 
         _fleet(url)
-        print(f"\nexplore: curl {url}/api/v1/jobs   (the collector stops when the demo ends)")
-        print(f"later:   .venv/bin/ett report spec-worked-example --db {DB}")
         _dashboard(url)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+    _afterwards()
     return 0
+
+
+def _afterwards() -> None:
+    """The last lines: the demo's collector has stopped, so say how to read its data again."""
+    print(f"\nthe demo's collector has stopped; its data stays in {HOME / 'collector.db'}:")
+    print(f"  .venv/bin/ett report spec-worked-example --db {DB}")
+    print(f"  .venv/bin/ett serve --db {DB}   # then: curl http://127.0.0.1:4318/api/v1/jobs")
 
 
 def _share_of_other(url: str, job_id: str) -> float | None:
@@ -258,6 +264,7 @@ def _dashboard(url: str) -> None:
     print(
         f"\n\033[1mdashboard: http://127.0.0.1:{port}\033[0m   (Ctrl-C stops it and the collector)"
     )
+    print(f"collector: curl {url}/api/v1/jobs   (running until Ctrl-C)")
     try:
         dash.wait()
     except KeyboardInterrupt:

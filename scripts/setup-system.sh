@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the system packages the tests and the demo use, where they are missing and we can:
+# Install the system packages the tests use (`make test`; the demo needs none), where missing:
 # PostgreSQL server (initdb, pg_ctl), Prometheus (prometheus, promtool), Chromium.
 set -u
 need=()
