@@ -104,7 +104,9 @@ def _figures(collector: Collector, job_id: str, timeout_s: float = 30) -> dict[s
         time.sleep(0.2)
 
 
-def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Collector) -> None:
+def test_plain_ddp_trainer_matches_its_own_clock(
+    tmp_path: Path, module_collector: Collector
+) -> None:
     _require_torchrun()
     job_id = f"zc-{uuid.uuid4().hex[:8]}"
     cmd = [
@@ -116,7 +118,7 @@ def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Coll
     env = {
         **os.environ,
         "ETT_JOB_ID": job_id,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": module_collector.url,
         "OMP_NUM_THREADS": "1",
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -129,7 +131,7 @@ def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Coll
     assert {r["step"] for r in clock.events("load", 1)} == {RESUMED_AT}
     assert len(clock.events("end", 1)) == 2  # both ranks finished attempt 1
 
-    job = _figures(collector, job_id)
+    job = _figures(module_collector, job_id)
     a0, a1 = job["attempts"]
     alloc = min(r["time"] for r in clock.events("start", 0))
     first0, first1 = clock.latest("first_batch", 0), clock.latest("first_batch", 1)
@@ -167,7 +169,7 @@ def test_plain_ddp_trainer_matches_its_own_clock(tmp_path: Path, collector: Coll
     assert job["unsaved_s"] == pytest.approx(unsaved, abs=clock.step_s())
 
     # what named the time: the hooks, not the trainer
-    store = Store(collector.db_url)
+    store = Store(module_collector.db_url)
     try:
         spans = store.load_spans(job_id)
     finally:
@@ -233,7 +235,7 @@ dist.destroy_process_group()
 
 
 def test_one_plain_process_async_save_compile_and_teardown(
-    tmp_path: Path, collector: Collector
+    tmp_path: Path, module_collector: Collector
 ) -> None:
     _require_torchrun()
     from tests.support.ports import free_port
@@ -244,15 +246,15 @@ def test_one_plain_process_async_save_compile_and_teardown(
     env = {
         **os.environ,
         "ETT_JOB_ID": job_id,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": module_collector.url,
         "OMP_NUM_THREADS": "1",
     }
     cmd = [*_launcher(), sys.executable, str(script), str(tmp_path / "ckpt")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    job = _figures(collector, job_id)
+    job = _figures(module_collector, job_id)
     assert (job["state"], job["failures"]) == ("completed", 0)
-    store = Store(collector.db_url)
+    store = Store(module_collector.db_url)
     try:
         spans = store.load_spans(job_id)
     finally:
