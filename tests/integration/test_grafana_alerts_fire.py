@@ -1,0 +1,109 @@
+"""The Grafana-managed alert rules fire, and mean what the collector's own rules mean.
+
+A simulated fleet with a checkpoint regression planted on one model (the simulator's
+``regress=``) is served by a live ``ett serve`` and scraped by a real Prometheus. Each generated
+Grafana rule (``grafana/provisioning/alerting/ett-rules.yaml``) is evaluated as Grafana would:
+query A (its PromQL) on Prometheus, then its reduce and math expressions in our small evaluator
+(``tests/support/grafana_expressions.py``, Grafana's documented semantics). The checkpoint rule's
+condition holds for the regressed model and for no other; and the set of (rule, model or team,
+component) that Grafana's conditions name equals the set the collector's built-in evaluator finds
+on the same fleet at the same moment.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from collector.alerts import Fleet, evaluate, load_facts, load_rules
+from collector.storage import Store
+from grafana._provisioning import render
+from simulator import simulate_into_db
+from tests.alerts.processes import Process, start_prometheus, start_serve, wait_for
+from tests.support.grafana_expressions import Series, evaluate_rule, firing
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.e2e]
+
+DAY = 86400.0
+MODEL, COMPONENT = "dlrm-small", "checkpoint"
+RULE = "checkpoint_blocking_regression_by_model"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(database URL, Prometheus URL): the regressed fleet, served and scraped."""
+    root = tmp_path_factory.mktemp("grafana-alerts")
+    now = time.time()
+    onset = datetime.fromtimestamp(now - 1.5 * DAY, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    url = f"sqlite:///{root / 'collector.db'}"
+    regress = [f"model={MODEL} component={COMPONENT} factor=6 at={onset}"]
+    simulate_into_db(url, jobs=120, days=8, seed=5, start=now - 8 * DAY, regress=regress)
+    rules = root / "no-rules.yml"
+    rules.write_text("groups: []\n")
+    procs: list[Process] = []
+    try:
+        serve, serve_url = start_serve(url, root)
+        procs.append(serve)
+        prom, prom_url = start_prometheus(
+            root, serve_url.removeprefix("http://"), rules, "http://127.0.0.1:9"
+        )
+        procs.append(prom)
+        wait_for(lambda: _query(prom_url, 'ett_fleet_jobs{window="7d"}'), 60, "a first scrape")
+        yield url, prom_url
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+def _query(prom_url: str, expr: str) -> Series:
+    r = httpx.get(prom_url + "/api/v1/query", params={"query": expr}, timeout=10)
+    body = r.json()
+    assert r.status_code == 200 and body["status"] == "success", (expr, r.text)
+    return {frozenset(s["metric"].items()): [float(s["value"][1])] for s in body["data"]["result"]}
+
+
+def _grafana_rules() -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = yaml.safe_load(render()["alerting/ett-rules.yaml"])["groups"][0][
+        "rules"
+    ]
+    return rules
+
+
+def _named(labels: Mapping[str, str]) -> tuple[str, str, str]:
+    key = labels.get("model") or labels.get("team") or ""
+    return labels["rule"], key, labels.get("component", "")
+
+
+def test_grafana_rules_fire_for_the_regressed_model_as_the_collector_does(
+    served: tuple[str, str],
+) -> None:
+    url, prom_url = served
+    rules = _grafana_rules()
+    assert {r["title"] for r in rules} == {r.name for r in load_rules().enabled()}
+
+    grafana: set[tuple[str, str, str]] = set()
+    for rule in rules:
+        condition = evaluate_rule(rule, lambda model: _query(prom_url, model["expr"]))
+        assert all(not math.isnan(v) for v in condition.values()), rule["title"]
+        for series_labels in firing(condition):
+            grafana.add(_named({**rule["labels"], **series_labels}))
+    t = time.time()
+
+    store = Store(url)
+    try:
+        jobs = Fleet(load_facts(store.engine, t - 8 * DAY))
+        ours = {_named(f.labels) for r in load_rules().enabled() for f in evaluate(r, jobs, t)}
+    finally:
+        store.close()
+
+    assert (RULE, MODEL, COMPONENT) in grafana, grafana
+    checkpoint = {(rule, key) for rule, key, comp in grafana if comp == COMPONENT}
+    assert checkpoint == {(rule, MODEL) for rule, _ in checkpoint}, "another model fired"
+    assert grafana == ours  # the same meaning: the same conditions hold, for the same groups
