@@ -7,6 +7,9 @@ Until the first batch, the main thread's imports are timed as the start-up phase
 
 - ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init`` and
   ``destroy_process_group`` as ``ett.shutdown.pg_teardown``;
+- ``torch.nn.parallel.distributed``: wrapping a model in ``DistributedDataParallel`` before the
+  first batch as the start-up phase ``model_init``, a barrier (its constructor broadcasts the
+  parameters and compares their shapes across ranks: the ranks wait there for the last one);
 - ``torch.distributed.checkpoint``: ``save``, ``async_save`` and ``load`` as
   ``ett.checkpoint.save`` (+ ``ett.checkpoint.persist``) and the phase ``checkpoint_load``;
 - ``torch.distributed.checkpoint.state_dict``: the optimizer step that ``get_state_dict`` takes
@@ -124,6 +127,7 @@ class AutoTorch:
             "torch.distributed": self._patch_distributed,
             "torch.distributed.checkpoint": self._patch_checkpoint,
             "torch.distributed.checkpoint.state_dict": self._patch_state_dict,
+            "torch.nn.parallel.distributed": self._patch_ddp,
             "torch.optim.optimizer": self._hook_optimizer,
             "torch._dynamo": self._hook_compile,
         }
@@ -178,6 +182,27 @@ class AutoTorch:
             original = getattr(module, name, None)
             if callable(original):
                 setattr(module, name, self._passthrough(original, timed, max_args=8))
+
+    def _patch_ddp(self, module: ModuleType) -> None:
+        ddp = getattr(module, "DistributedDataParallel", None)
+        original = getattr(ddp, "__init__", None)
+        if ddp is None or not callable(original):
+            return
+        session = self.session
+
+        @functools.wraps(original)
+        def __init__(wrapped: Any, *args: Any, **kwargs: Any) -> None:
+            if self._inside() or session.current_step is not None:
+                original(wrapped, *args, **kwargs)
+                return
+            self._local.inside = True
+            try:
+                with session.startup(semconv.StartupPhaseValues.MODEL_INIT, barrier=True):
+                    original(wrapped, *args, **kwargs)
+            finally:
+                self._local.inside = False
+
+        ddp.__init__ = __init__
 
     def _save_step(self, state_dict: Any) -> int:
         step = step_of(state_dict)

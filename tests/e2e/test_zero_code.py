@@ -184,7 +184,10 @@ def test_plain_ddp_trainer_matches_its_own_clock(
                 semconv.SPAN_CHECKPOINT_SAVE,
                 semconv.startup_span_name("imports"),
                 semconv.startup_span_name("pg_init"),
+                semconv.startup_span_name("model_init"),  # the DDP wrap, a barrier
             } <= names, (attempt, rank)
+    ddp = [s for s in spans if s.name == semconv.startup_span_name("model_init")]
+    assert len(ddp) == 4 and all(s.attr(semconv.BARRIER) is True for s in ddp)
     loads = [s for s in spans if s.name == semconv.startup_span_name("checkpoint_load")]
     assert {(s.attempt, s.attr(semconv.CHECKPOINT_STEP)) for s in loads} == {(1, RESUMED_AT)}
     firsts = {
