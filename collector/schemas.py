@@ -56,7 +56,8 @@ class CheckpointAdviceJSON(TypedDict):
 
 
 class BlockingStatsJSON(TypedDict):
-    """Checkpoint blocking per save, over the saves in training (None without a save)."""
+    """Checkpoint blocking per save, over every save of the job, each from the earliest start
+    to the latest end of its saves over ranks (None without a save)."""
 
     count: int
     min_s: float | None

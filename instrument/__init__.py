@@ -23,8 +23,10 @@ from ._hooks import Preempted
 from ._session import Session
 from ._setup import AttemptScope, attempt, current, init
 from ._spans import CheckpointSave, SpanBlock
+from ._stalls import DATA_WAIT_MIN_S
 
 __all__ = [
+    "DATA_WAIT_MIN_S",
     "LOGGER_NAME",
     "AttemptScope",
     "CheckpointSave",

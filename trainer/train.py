@@ -160,7 +160,12 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
             elif cfg.fault is not None and cfg.fault.holds(step, ident.rank, ident.attempt):
                 log.event("fault_hold", step=step, kind=cfg.fault.kind)
                 wait_in_barrier(job.groups.checkpoint)  # the faulting rank never comes
-            batch = job.data.batch(step).to(job.device, non_blocking=True)
+            waited = time.time()
+            with sess.data_wait():  # a data stall: cut out of training, charged to data
+                batch = job.data.batch(step).to(job.device, non_blocking=True)
+            waited = time.time() - waited
+            if waited >= ett.DATA_WAIT_MIN_S:  # the waits the library reports, in the step log
+                log.event("data_wait", step=step, duration_s=round(waited, 6))
             if step == job.start_step:
                 sess.first_batch(step=step)
                 log.event("first_batch", step=step)

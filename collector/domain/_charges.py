@@ -6,7 +6,9 @@ One function per part of an attempt (ETT-SPEC section 3 and its extensions in do
   there (``ett.compile``, a standalone ``ett.publish``, a data stall, a user-named blocking event);
 - training cuts out what stalls every rank: ``ett.eval``, ``ett.publish`` on the trainer, a
   recompile, a data stall (``ett.data.wait``) and a user-named blocking event (``ett.blocking``);
-  checkpoint blocking is grouped by step elsewhere;
+  checkpoint blocking is grouped by step elsewhere. A data stall *yields*: where another cut-out
+  is active too, the instant goes to that one alone (:func:`settle`), because a rank that fetches
+  its next batch while a peer is still saving (say) would have waited for that peer anyway;
 - a completed attempt's shutdown is charged to what it waited for: its ``ett.shutdown.<step>``
   spans, a final save or persist of a checkpoint, and the training cut-outs.
 """
@@ -28,6 +30,21 @@ USER_COMPONENTS: frozenset[str] = frozenset(
 ``failure``, which only the failure rules charge."""
 
 
+DATA_WAIT = "\x00data_wait"
+"""The sweep label of a data stall in training and shutdown, until :func:`settle` turns it
+into ``data`` (or drops it where another cut-out is active)."""
+
+
+def settle(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The components of a piece of training or shutdown: a data stall yields to any other
+    cut-out active then, and is ``data`` where it is alone."""
+    if DATA_WAIT not in labels:
+        return labels
+    if len(labels) == 1:
+        return (_DATA,)
+    return tuple(label for label in labels if label != DATA_WAIT)
+
+
 def named_component(span: SpanRecord, default: str) -> str:
     """The span's ``ett.component`` when it is one a span may charge; else ``default`` when the
     span names none, and ``other`` when it names an unknown one (its own name stays on the span)."""
@@ -41,8 +58,9 @@ def cutout_component(span: SpanRecord) -> str | None:
     """The component a span cuts out of training as idle; None when it cuts nothing.
 
     ``ett.eval`` → eval, a non-standalone ``ett.publish`` → publish, ``ett.compile`` (a recompile)
-    → compile, ``ett.data.wait`` → data, ``ett.blocking`` → its ``ett.component`` (none or an
-    unknown one: ``other``). Checkpoint saves are cut out per step by the caller.
+    → compile, ``ett.data.wait`` → :data:`DATA_WAIT` (data, once :func:`settle`-d),
+    ``ett.blocking`` → its ``ett.component`` (none or an unknown one: ``other``). Checkpoint
+    saves are cut out per step by the caller.
     """
     name = span.name
     if name == sc.SPAN_EVAL:
@@ -53,7 +71,7 @@ def cutout_component(span: SpanRecord) -> str | None:
     if name == sc.SPAN_COMPILE:
         return sc.ComponentValues.COMPILE.value
     if name == sc.SPAN_DATA_WAIT:
-        return _DATA
+        return DATA_WAIT
     if name == sc.SPAN_BLOCKING:
         return named_component(span, _OTHER)
     return None
@@ -72,6 +90,8 @@ def phase_component(span: SpanRecord) -> str | None:
         return comp if isinstance(comp, str) and comp else sc.default_component(phase)
     if span.name == sc.SPAN_PUBLISH:
         return sc.ComponentValues.PUBLISH.value
+    if span.name == sc.SPAN_DATA_WAIT:
+        return _DATA
     return cutout_component(span) if span.name != sc.SPAN_EVAL else None
 
 
@@ -80,7 +100,8 @@ def shutdown_component(span: SpanRecord) -> str | None:
 
     ``ett.shutdown.<step>`` → its ``ett.component`` (default by step: ``persist_wait`` →
     checkpoint, ``pg_teardown`` → comms, ``exporter_flush`` → runtime; others ``other``); a final
-    ``ett.checkpoint.save`` or ``ett.checkpoint.persist`` → checkpoint; the training cut-outs.
+    ``ett.checkpoint.save`` or ``ett.checkpoint.persist`` → checkpoint; the training cut-outs
+    (a data stall as :data:`DATA_WAIT`, to be :func:`settle`-d).
     """
     step = sc.shutdown_step(span.name)
     if step is not None:

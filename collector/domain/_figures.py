@@ -210,7 +210,7 @@ def summarize(
             clean += tr.clean_s
             checkpoints_count += tr.checkpoints_in_training
             intervals += tr.snapshot_intervals
-            per_save += tr.save_blocking
+            per_save += [c.block_end - c.block_start for c in ckpts]
             hi = max(end, t_hi)
             segments += shutdown_segments(f.attempt, f.spans, t_hi, hi, failed[i])
         cause = failure_cause(f) if failed[i] else None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from instrument import semconv as sc
 
-from ._charges import cutout_component, phase_component, shutdown_component
+from ._charges import cutout_component, phase_component, settle, shutdown_component
 from ._checkpoints import Checkpoint
 from ._critical import critical_path
 from ._sweep import Piece, split_at, sweep
@@ -28,8 +28,6 @@ class TrainingResult:
     clean_s: float
     checkpoints_in_training: int
     snapshot_intervals: list[float]
-    save_blocking: list[float] = field(default_factory=list)
-    """Blocking seconds of each save in training (its interval over ranks, clipped)."""
 
 
 def _follow(
@@ -93,6 +91,19 @@ def _cutouts(
     return out
 
 
+def _settled(pieces: Sequence[Piece]) -> list[Piece]:
+    """The pieces with their labels :func:`settle`-d (a data stall yields to other cut-outs),
+    neighbours with the same labels merged."""
+    out: list[Piece] = []
+    for a, b, labels in pieces:
+        settled = settle(labels)
+        if out and out[-1][2] == settled and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, settled)
+        else:
+            out.append((a, b, settled))
+    return out
+
+
 def _clean_between(pieces: Sequence[Piece], a: float, b: float) -> float:
     """Seconds of pieces with no cut-out between instants ``a`` and ``b``."""
     total = 0.0
@@ -116,7 +127,7 @@ def training_segments(
 
     For an attempt that has not failed, that same time is returned as ``at_risk_s``.
     """
-    pieces = sweep(lo, hi, _cutouts(spans, checkpoints))
+    pieces = _settled(sweep(lo, hi, _cutouts(spans, checkpoints)))
     since = lo if snapshot is None else max(lo, snapshot)
     pieces = split_at(pieces, since)
     segments: list[Segment] = []
@@ -137,12 +148,8 @@ def training_segments(
         segments.append(Segment(attempt, a, b, Category.PRODUCTIVE, SegmentKind.TRAINING))
     snaps = sorted(c.snapshot for c in checkpoints if lo <= c.snapshot < hi)
     intervals = [_clean_between(pieces, x, y) for x, y in itertools.pairwise(snaps)]
-    per_save = [
-        min(c.block_end, hi) - max(c.block_start, lo)
-        for c in checkpoints
-        if c.block_end > lo and c.block_start < hi
-    ]
-    return TrainingResult(segments, at_risk, clean, len(per_save), intervals, per_save)
+    in_training = sum(1 for c in checkpoints if c.block_end > lo and c.block_start < hi)
+    return TrainingResult(segments, at_risk, clean, in_training, intervals)
 
 
 def shutdown_segments(
@@ -160,5 +167,5 @@ def shutdown_segments(
     ]
     return [
         Segment(attempt, a, b, Category.IDLE, SegmentKind.SHUTDOWN, labels or (_OTHER,))
-        for a, b, labels in sweep(lo, hi, intervals)
+        for a, b, labels in _settled(sweep(lo, hi, intervals))
     ]

@@ -128,9 +128,10 @@ class CheckpointAdvice:
 
 @dataclass(frozen=True, slots=True)
 class BlockingStats:
-    """Checkpoint blocking per save, over the saves in training: each save's blocking interval
-    (earliest start to latest end of its ``ett.checkpoint.save`` spans over ranks, clipped to the
-    training). The figures are None without a save; p95 is the nearest-rank 95th percentile."""
+    """Checkpoint blocking per save, over every save of the job (a checkpoint step of an
+    attempt): its blocking interval, the earliest start to the latest end of its
+    ``ett.checkpoint.save`` spans over ranks, whether it fell in training or in a shutdown.
+    The figures are None without a save; p95 is the nearest-rank 95th percentile."""
 
     count: int
     min_s: float | None

@@ -140,7 +140,7 @@ def test_segments_tile_wall_time_and_ratios_sum_to_100(job) -> None:
     assert s.checkpoint_blocking_s == pytest.approx(by_kind["cutout"])
     assert s.lost_by_component.get("checkpoint", 0.0) == pytest.approx(sum(by_kind.values()))
     stats = s.checkpoint_blocking_stats
-    assert stats.count == s.checkpoint_advice.checkpoints
+    assert stats.count >= s.checkpoint_advice.checkpoints
     if stats.count:
         assert stats.min_s <= stats.mean_s <= stats.max_s
         assert stats.min_s <= stats.p95_s <= stats.max_s

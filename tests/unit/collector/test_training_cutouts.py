@@ -72,12 +72,32 @@ def test_one_rank_waiting_for_data_stalls_the_synchronous_job() -> None:
     assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 4})
 
 
-def test_a_stall_overlapping_an_eval_is_split_evenly() -> None:
+def test_a_stall_yields_to_an_eval_it_overlaps() -> None:
     s = _job(_data_wait(20, 30), span(sc.SPAN_EVAL, 25, 35))
 
-    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx(
-        {"data": 5 + 2.5, "eval": 2.5 + 5}
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 5, "eval": 10})
+
+
+def test_a_rank_fetching_while_its_peer_still_saves_leaves_the_save_whole() -> None:
+    s = _job(
+        save(10, 40, 41, rank=1),
+        save(10, 40, 44, rank=0),
+        _data_wait(41, 43, rank=1),  # rank 1 fetched its next batch while rank 0 still saved
+        _data_wait(44, 45, rank=0),
+        ranks=(0, 1),
     )
+
+    assert s.checkpoint_blocking_s == pytest.approx(4)
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx(
+        {"checkpoint": 4, "data": 1}
+    )
+
+
+def test_a_stall_beside_a_blocking_event_charged_to_data_counts_once() -> None:
+    s = _job(_data_wait(20, 30), _blocking("prefetch_sync", 25, 35, "data"))
+
+    cut = [seg for seg in s.segments if seg.kind == SegmentKind.CUTOUT]
+    assert [(seg.start, seg.end, seg.components) for seg in cut] == [(20, 35, ("data",))]
 
 
 def test_a_stall_before_the_first_batch_is_a_start_up_phase_on_its_rank() -> None:
@@ -220,6 +240,17 @@ def test_per_save_blocking_statistics() -> None:
     assert s.checkpoint_advice.mean_blocking_s == pytest.approx(stats.mean_s)
 
 
+def test_a_final_save_in_the_shutdown_counts_per_save_but_not_as_blocking() -> None:
+    s = _job(save(5, 40, 42), save(9, 99.5, 103, rank=0), end=105)
+    stats = s.checkpoint_blocking_stats
+
+    assert s.checkpoint_blocking_s == pytest.approx(2 + 0.5)  # training ends at 100
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx(
+        {"checkpoint": 3, "other": 2}
+    )
+    assert (stats.count, stats.min_s, stats.max_s) == (2, pytest.approx(2), pytest.approx(3.5))
+
+
 def test_p95_of_twenty_saves_is_the_nineteenth() -> None:
     saves = [save(i, 10 + 4 * i, 10 + 4 * i + (i + 1) / 10) for i in range(20)]
     stats = _job(*saves).checkpoint_blocking_stats
@@ -267,3 +298,47 @@ def test_report_of_figures_stored_before_the_new_fields() -> None:
     text = _text(job)
     assert "checkpoint blocking 20.0s (saves only; the checkpoint component below" in text
     assert "checkpoint restore" not in text
+
+
+# --- the worked example of docs/metrics.md ("Stalls, blocking events, restores, shutdown") ------
+
+
+def test_the_documented_example() -> None:
+    sdc = {sc.BLOCKING_NAME: "sdc_check"}
+    spans = [
+        *(phase("pg_init", 0, 10, rank=r) for r in (0, 1)),
+        *(phase("checkpoint_load", 10, 14, rank=r, **{sc.CHECKPOINT_STEP: 100}) for r in (0, 1)),
+        *(first_batch(20, rank=r) for r in (0, 1)),
+        *(window(20, 100, rank=r) for r in (0, 1)),
+        _data_wait(30, 33, rank=1),
+        span(sc.SPAN_BLOCKING, 50, 54, rank=0, **sdc, **{sc.COMPONENT: "model"}),
+        span(sc.SPAN_BLOCKING, 52, 56, rank=1, **sdc, **{sc.COMPONENT: "sdc"}),
+        save(200, 70, 72, rank=0),
+        save(200, 70, 73, rank=1),
+        _data_wait(72, 74, rank=0),
+        save(300, 100, 102, "async", rank=0),
+        save(300, 100, 101.5, "async", rank=1),
+        *(persist(300, 100, 106, rank=r) for r in (0, 1)),
+        *(_shutdown("pg_teardown", 106, 108, rank=r) for r in (0, 1)),
+        _shutdown("exporter_flush", 108, 108.5),
+        *(attempt_end(0, 109, DONE, rank=r) for r in (0, 1)),
+    ]
+    s = summarize(spans, NOW)
+
+    assert per_component(s.segments, SegmentKind.STARTUP) == pytest.approx(
+        {"comms": 10, "checkpoint": 4, "other": 6}
+    )
+    assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx(
+        {"data": 3 + 1, "model": 2 + 1, "other": 1 + 2, "checkpoint": 3}
+    )
+    assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx(
+        {"checkpoint": 6, "comms": 2, "runtime": 0.5, "other": 0.5}
+    )
+    assert (s.wall_s, s.productive_s, s.idle_s) == pytest.approx((109, 67, 42))
+    assert s.ett_pct == pytest.approx(100 * 67 / 109)
+    assert (s.checkpoint_blocking_s, s.checkpoint_restore_s) == pytest.approx((3, 4))
+    assert s.lost_by_component == pytest.approx(
+        {"checkpoint": 13, "comms": 12, "other": 9.5, "data": 4, "model": 3, "runtime": 0.5}
+    )
+    stats = s.checkpoint_blocking_stats
+    assert (stats.count, stats.min_s, stats.mean_s, stats.max_s, stats.p95_s) == (2, 2, 2.5, 3, 3)

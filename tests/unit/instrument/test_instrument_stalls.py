@@ -34,9 +34,10 @@ def test_batches_yields_every_item_and_times_a_stall(recorder: Recorder) -> None
     got = list(sess.batches(_loader([0.0, 0.03, 0.0])))
 
     assert got == [0, 1, 2]
-    (wait,) = recorder.named(semconv.SPAN_DATA_WAIT)
-    assert attrs(wait) == {semconv.COMPONENT: "data"}
-    assert wait.end_time - wait.start_time >= 30_000_000  # the 30 ms the loader slept
+    waits = recorder.named(semconv.SPAN_DATA_WAIT)  # the others only on a very busy machine
+    slept = [w for w in waits if w.end_time - w.start_time >= 30_000_000]  # the 30 ms sleep
+    assert len(slept) == 1
+    assert all(attrs(w) == {semconv.COMPONENT: "data"} for w in waits)
 
 
 def test_a_wait_shorter_than_the_threshold_costs_no_span(recorder: Recorder) -> None:
