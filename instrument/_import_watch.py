@@ -119,6 +119,7 @@ class ImportWatch(MetaPathFinder):
 
     def _wrap(self, loader: Any, fullname: str, callback: Callback | None) -> None:
         exec_module = loader.exec_module
+        pending = [callback] if callback is not None else []  # once, even if reloaded
 
         def exec_then_call(module: ModuleType) -> None:
             outer = self._timer is not None and self._depth == 0 and not self._in_timer
@@ -133,8 +134,8 @@ class ImportWatch(MetaPathFinder):
                     self._depth -= 1
                 if outer:
                     self._time(start, time.time_ns())
-            if callback is not None:
-                _run(fullname, callback, module)
+            while pending:
+                _run(fullname, pending.pop(), module)
 
         try:
             loader.exec_module = exec_then_call
