@@ -52,20 +52,30 @@ class JobLocks:
             log.warning("could not release the recompute lock of job %r", job_id, exc_info=True)
 
     def _call(self, sql: str, job_id: str) -> Any:
+        """Run ``sql`` with the job's key on the lock connection; a connection that died (the
+        database restarted: its locks went with it) is replaced once."""
+        key = lock_key(job_id)
         with self._mutex:
-            if self._conn is None:
-                self._conn = self._engine.raw_connection()
-                self._conn.driver_connection.autocommit = True
-            try:
-                cur = self._conn.cursor()
+            if self._conn is not None:
                 try:
-                    cur.execute(sql, (lock_key(job_id),))
-                    return cur.fetchone()[0]
-                finally:
-                    cur.close()
+                    return self._execute(sql, key)
+                except Exception:
+                    self._drop()
+            self._conn = self._engine.raw_connection()
+            try:
+                self._conn.driver_connection.autocommit = True
+                return self._execute(sql, key)
             except Exception:
                 self._drop()
                 raise
+
+    def _execute(self, sql: str, key: int) -> Any:
+        cur = self._conn.cursor()
+        try:
+            cur.execute(sql, (key,))
+            return cur.fetchone()[0]
+        finally:
+            cur.close()
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -27,7 +27,7 @@ from collector.metrics import CollectorMetrics
 from collector.pipeline import Pipeline
 from collector.schemas import job_json
 from collector.settings import Settings
-from collector.storage import Store
+from collector.storage import Store, is_passing
 from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
 
@@ -305,3 +305,32 @@ def test_a_job_whose_recompute_fails_is_marked_failed_and_breaks_no_list_read(
     assert stale.json()["failures"] == _reference(spans)["failures"]
     assert sorted(j["job_id"] for j in client.get("/api/v1/jobs").json()) == ["bad", "good"]
     assert "ett_recompute_failures_total 2.0" in client.get("/metrics").text
+
+
+@pytest.mark.postgres
+def test_recompute_ownership_survives_a_database_restart() -> None:
+    from tests.conftest import throwaway_postgres
+
+    with throwaway_postgres("ett-pg-locks-") as server:
+        url = server.create_database("locks")
+        store, other = Store(url), Store(url)
+        try:
+            store.upgrade()
+            pipeline = _pipeline(store)
+            pipeline.ingest(worked_example("before", base=BASE))
+            assert pipeline.recompute("before")  # the lock connection is open now
+            assert other.locks.try_lock("held")  # a lock another collector holds...
+
+            server.restart()  # ...goes with its session; so does this process's connection
+
+            with pytest.raises(Exception) as outage:  # the pool's connections died: one 503
+                store.span_counts()
+            assert is_passing(outage.value)
+            pipeline.ingest(worked_example("after", base=BASE))  # the pool reconnects
+            assert pipeline.recompute("after")  # a new lock connection, at once
+            assert _stored(store, "after") == _reference(worked_example("after", base=BASE))
+            assert store.locks.try_lock("held")
+            store.locks.unlock("held")
+        finally:
+            other.close()
+            store.close()
