@@ -1,11 +1,18 @@
 """Every SQL query of the Grafana dashboards, with Grafana's macros and variables expanded, on a
 real PostgreSQL holding a small simulated fleet, read as the read-only role Grafana uses: the
-columns each panel expects, and the same values as the read API for the same question."""
+columns each panel expects, and the same values as the read API for the same question. And the
+job drill-down's panels on a real 2-rank training run (torchrun, a failure, a restart) sent to a
+live ``ett serve`` on PostgreSQL."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 
 from collector.domain import SpanRecord
 from collector.domain.examples import worked_example
+from collector.overview import Overview
 from collector.pipeline import Pipeline
 from collector.query import Query
 from collector.storage import Store
@@ -25,6 +33,7 @@ from grafana._provisioning import dashboard_models
 from grafana._queries import SqlQuery
 from instrument import semconv as sc
 from simulator import simulate_into_db
+from tests.support.collector_process import start_collector
 
 pytestmark = pytest.mark.postgres
 
@@ -120,18 +129,20 @@ SIMULATED: list[str] = []
 
 def _variables(uid: str) -> dict[str, Any]:
     return {
-        "model": ALL["model"],
-        "team": ALL["team"],
+        "model": ALL.get("model", []),
+        "team": ALL.get("team", []),
         "by": "model",
         "bucket": "1h",
         "job_id": "tt-a",
     }
 
 
-def _run(engine: Any, sql: str, **variables: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _run(
+    engine: Any, sql: str, window: tuple[int, int] = (FROM, TO), **variables: Any
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     with engine.connect() as conn:
         result = conn.exec_driver_sql(
-            expand(sql, FROM, TO, {**_variables(""), **variables}).replace("%", "%%")
+            expand(sql, *window, {**_variables(""), **variables}).replace("%", "%%")
         )
         return list(result.keys()), [tuple(r) for r in result]
 
@@ -227,12 +238,14 @@ def test_job_drill_down_equals_the_read_api(fleet: Any) -> None:
         _check_job(fleet, job_id)
 
 
-def _check_job(fleet: Any, job_id: str) -> None:
+def _check_job(
+    fleet: Any, job_id: str, window: tuple[int, int] = (FROM, TO), **variables: Any
+) -> None:
     query, ro = fleet
     job = query.job(job_id)
     for target in (_job.SHARES, _job.TIMES, _job.STATE, _job.ADVICE):
         t = target.build()
-        columns, rows = _run(ro, t.sql, job_id=job_id)
+        columns, rows = _run(ro, t.sql, window, **{**variables, "job_id": job_id})
         (row,) = rows
         for column, value in zip(columns, row, strict=True):
             expected = {
@@ -244,16 +257,16 @@ def _check_job(fleet: Any, job_id: str) -> None:
                 assert value == expected, column
             else:
                 assert _close(value, expected), (column, value, expected)
-    _, attempts = _run(ro, _job.ATTEMPTS.build().sql, job_id=job_id)
+    _, attempts = _run(ro, _job.ATTEMPTS.build().sql, window, **{**variables, "job_id": job_id})
     assert [r[0] for r in attempts] == [a["attempt"] for a in job["attempts"]]
     ttr = [r[-1] for r, a in zip(attempts, job["attempts"], strict=True) if a["failed"]]
     assert len(ttr) == len(job["ttr_s"])
     assert all(_close(a, b) for a, b in zip(ttr, job["ttr_s"], strict=True))
-    _, lost = _run(ro, _job.LOST.build().sql, job_id=job_id)
+    _, lost = _run(ro, _job.LOST.build().sql, window, **{**variables, "job_id": job_id})
     assert {r[0]: r[1] + r[2] for r in lost}.keys() == job["lost_by_component"].keys()
     for component, idle, failure in lost:
         assert _close(idle + failure, job["lost_by_component"][component])
-    _, timeline = _run(ro, _job.SEGMENTS.build().sql, job_id=job_id)
+    _, timeline = _run(ro, _job.SEGMENTS.build().sql, window, **{**variables, "job_id": job_id})
     starts = sorted({s["start"] for s in query.segments(job_id)})
     assert len(timeline) == len(query.segments(job_id)) + 1
     assert timeline[0][0].timestamp() == pytest.approx(starts[0])
@@ -299,3 +312,81 @@ def test_ett_db_grant_readonly(fresh_postgres_url: str, monkeypatch, capsys) -> 
     assert main(["db", "grant-readonly", "Bad-Name", "--db", fresh_postgres_url]) == 2
     assert main([*argv, "--password-env", "UNSET_VAR_X"]) == 2
     assert "not a plain identifier" in capsys.readouterr().err
+
+
+# -- a real trainer run -------------------------------------------------------------------------
+
+PLAIN_TRAINER = Path(__file__).resolve().parents[1] / "e2e" / "plain_trainer.py"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def trainer_run(
+    postgres_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Query, Any, str, tuple[int, int]]]:
+    """A real 2-rank DDP training run under torchrun (tests/e2e/plain_trainer.py: async DCP
+    checkpoints, an exception on rank 1 at step 15, a restart that resumes from step 10) sent to
+    a live `ett serve` on PostgreSQL; (query layer, read-only engine, job id, time window)."""
+    try:
+        import torch.distributed.run  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"torchrun is missing: {exc}")
+        pytest.skip(f"torchrun is missing ({exc}): `make setup` installs torch")
+    root = tmp_path_factory.mktemp("grafana-trainer")
+    url = postgres_server.create_database("grafana_trainer")
+    collector = start_collector(root / "home", db_url=url)
+    job_id = f"grafana-trainer-{os.getpid()}"
+    env = {**os.environ, "ETT_JOB_ID": job_id, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONPATH": str(REPO),
+           "OMP_NUM_THREADS": "1", "ETT_MODEL": "plain-ddp", "ETT_TEAM": "grafana"}  # fmt: skip
+    for var in ("ETT_ALLOCATED_AT", "ETT_ATTEMPT", "ETT_DISABLED", "RANK", "WORLD_SIZE"):
+        env.pop(var, None)
+    started = int(time.time()) - 60
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "--max-restarts", "1", "--monitor-interval", "0.1", str(PLAIN_TRAINER),
+           "--ckpt-dir", str(root / "ckpt"), "--clock-dir", str(root / "clock"),
+           "--steps", "30", "--ckpt-every", "10", "--fail", "0:1:exception:15"]  # fmt: skip
+    try:
+        out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        deadline = time.monotonic() + 30
+        while True:  # the collector has seen both attempts end
+            r = collector.get(f"/api/v1/jobs/{job_id}")
+            job = r.json() if r.status_code == 200 else {}
+            if job.get("state") == "completed" and len(job.get("attempts", [])) == 2:
+                break
+            assert time.monotonic() < deadline, f"the collector never saw {job_id} end: {r.text}"
+            time.sleep(0.3)
+    finally:
+        collector.stop()
+    store = Store(url)
+    grant_readonly(store.engine, ROLE, PASSWORD)
+    ro = create_engine(make_url(url).set(username=ROLE, password=PASSWORD))
+    yield Query(Pipeline(store)), ro, job_id, (started, int(time.time()) + 60)
+    ro.dispose()
+    store.close()
+
+
+def test_panels_of_a_real_trainer_run_equal_the_read_api(trainer_run: Any) -> None:
+    query, ro, job_id, window = trainer_run
+    job = query.job(job_id)
+    assert job["failures"] == 1 and job["model"] == "plain-ddp"  # the run we meant
+    mine = {"model": ["plain-ddp"], "team": ["grafana"]}  # this database's "All"
+    _check_job((query, ro), job_id, window, **mine)  # figures, attempts, TTR, lost, the timeline
+    activity = Overview(query).activity(job_id)
+    _, rows = _run(ro, _job.CHECKPOINTS.build().sql, window, **mine, job_id=job_id)
+    assert [(r[0], r[1]) for r in rows] == [
+        (c["attempt"], c["step"]) for c in activity["checkpoints"]
+    ]
+    for (_, _, mode, _, blocking, durable, _, ranks), c in zip(
+        rows, activity["checkpoints"], strict=True
+    ):
+        assert (mode, ranks) == ("async", 2)
+        assert _close(blocking, c["blocking_s"])
+        assert c["persist_s"] is not None and _close(durable, c["blocking_s"] + c["persist_s"])
+    # and the fleet panels count the run: its model's ETT over the window, as the API's figures
+    with ro.connect() as conn:
+        sql = expand(_fleet.SHARES.build().sql, *window, {**_variables(""), **mine})
+        ett, _, _ = conn.exec_driver_sql(sql.replace("%", "%%")).one()
+    assert _close(ett, job["ett_pct"])
