@@ -286,7 +286,7 @@ def _announcing_server(config: Any, line: str) -> Any:
 
 
 def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[Any], None]) -> int:
-    from .query import NotFound, NotReady, Query, QueryError
+    from .query import NotFound, NotReady, Query, QueryError, RecomputeFailed
 
     target = args.target
     query = Query(_open(args, read=True), read_wait_s=_settings(target.url).read_wait_s)
@@ -297,7 +297,7 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
         hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
         print(f"ett: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
         return 1
-    except NotReady as exc:
+    except (NotReady, RecomputeFailed) as exc:
         print(f"ett: {exc.args[0]}", file=sys.stderr)
         return 1
     except QueryError as exc:
@@ -307,6 +307,8 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
         print(json.dumps(data, indent=2))
     else:
         render(data)
+    if isinstance(data, dict) and data.get("error"):
+        print(f"ett: note: {data['error']}; these figures are older", file=sys.stderr)
     if isinstance(data, list) and (pending := query.pending_jobs()):
         print(
             f"ett: note: {pending} job(s) have spans newer than their figures; a running "

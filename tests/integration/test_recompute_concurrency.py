@@ -334,3 +334,31 @@ def test_recompute_ownership_survives_a_database_restart() -> None:
         finally:
             other.close()
             store.close()
+
+
+def test_ett_report_of_a_failed_job_says_why_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    store = PoisonStore(url)
+    store.upgrade()
+    pipeline = _pipeline(store)
+    pipeline.ingest(worked_example("never", base=BASE) + worked_example("once", base=BASE))
+    pipeline.recompute("once")
+    store.poisoned.update({"never", "once"})
+    pipeline.ingest([window(BASE + 2000, BASE + 2010, job="once")])
+    assert pipeline.recompute_dirty() == 0  # both fail
+    store.close()
+
+    assert main(["report", "never", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "ett: the figures of job 'never' could not be computed: "
+        "ValueError: cannot read the spans of never"
+    ]
+    assert main(["report", "once", "--json", "--db", url]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["fresh"] is False
+    assert "could not be computed: ValueError" in err and "Traceback" not in err
