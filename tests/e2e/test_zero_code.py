@@ -278,3 +278,46 @@ def test_one_plain_process_async_save_compile_and_teardown(
     assert len(by_name[teardown]) == 1 and len(by_name[semconv.startup_span_name("pg_init")]) == 1
     [window] = by_name[semconv.SPAN_TRAIN_WINDOW]
     assert (window.attr(semconv.STEP_FIRST), window.attr(semconv.STEP_LAST)) == (0, 5)
+
+
+PREEMPTED = """
+import os, signal, time
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+"""
+
+
+def _console_spans(text: str) -> list[dict[str, Any]]:
+    """The span objects the console exporter printed (JSON objects one after the other)."""
+    decoder, spans, i = json.JSONDecoder(), [], 0
+    while (i := text.find("{", i)) >= 0:
+        span, i = decoder.raw_decode(text, i)
+        spans.append(span)
+    return spans
+
+
+def test_sigterm_ends_a_plain_process_preempted(tmp_path: Path) -> None:
+    _require_torchrun()
+    script = tmp_path / "preempted.py"
+    script.write_text(PREEMPTED)
+    env = {**os.environ, "ETT_JOB_ID": "zc-sigterm", "OTEL_TRACES_EXPORTER": "console"}
+    proc = subprocess.run(
+        [*_launcher(), sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -15, proc.stderr[-3000:]  # it still dies by the signal
+    spans = {s["name"]: s["attributes"] for s in _console_spans(proc.stdout)}
+    assert spans[semconv.SPAN_ATTEMPT][semconv.ATTEMPT_END_REASON] == "preempted"
+    assert spans[semconv.SPAN_FAILURE][semconv.FAILURE_CAUSE] == "preemption"
+    assert spans[semconv.SPAN_FIRST_BATCH][semconv.STEP] == 0
+    assert spans[semconv.SPAN_TRAIN_WINDOW][semconv.STEP_LAST] == 2  # three optimizer steps
