@@ -378,17 +378,35 @@ def _lost_time(args: argparse.Namespace) -> int:
 def _recompute(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    from .pipeline import Outcome
+
     pipeline = _open(args)
     if args.jobs:
-        missing = [j for j in args.jobs if not pipeline.recompute(j)]
-        for j in missing:
-            print(f"ett: no spans for job {j!r}", file=sys.stderr)
-        print(f"recomputed {len(args.jobs) - len(missing)} job(s)")
-        return 1 if missing else 0
+        not_done = 0
+        for j in args.jobs:
+            outcome = pipeline.recompute_job(j)
+            if outcome is Outcome.SAVED:
+                continue
+            not_done += 1
+            if outcome is Outcome.FAILED:
+                why = pipeline.store.recompute_failure(j)
+                print(f"ett: the figures of job {j!r} could not be computed: {why}",
+                      file=sys.stderr)  # fmt: skip
+            elif outcome is Outcome.BUSY:
+                print(f"ett: job {j!r} is being recomputed by a collector now", file=sys.stderr)
+            else:
+                print(f"ett: no spans for job {j!r}", file=sys.stderr)
+        print(f"recomputed {len(args.jobs) - not_done} job(s)")
+        return 1 if not_done else 0
     with Progress(transient=True) as progress:
         task = progress.add_task("recomputing jobs", total=None)
         n = pipeline.recompute_all(
             lambda done, total: progress.update(task, completed=done, total=total)
         )
-    print(f"recomputed {n} job(s)")
+    failed = pipeline.store.span_counts()["failed_jobs"]
+    print(f"recomputed {n - failed} job(s)")
+    if failed:
+        print(f"ett: {failed} job(s) could not be computed; `ett report JOB` says why",
+              file=sys.stderr)  # fmt: skip
+        return 1
     return 0

@@ -93,7 +93,11 @@ class Pipeline:
         Single-flight: when the job's recompute is already running in this process (a
         reader's, or the worker's), this waits for that one and returns its answer.
         """
-        return self._recompute(job_id, only_dirty=False) is Outcome.SAVED
+        return self.recompute_job(job_id) is Outcome.SAVED
+
+    def recompute_job(self, job_id: str) -> Outcome:
+        """:meth:`recompute`, saying how it ended."""
+        return self._recompute(job_id, only_dirty=False)
 
     def _recompute(self, job_id: str, only_dirty: bool) -> Outcome:
         flight, mine = self._claim(job_id)

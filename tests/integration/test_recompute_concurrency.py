@@ -362,3 +362,9 @@ def test_ett_report_of_a_failed_job_says_why_in_one_line(
     out, err = capsys.readouterr()
     assert json.loads(out)["fresh"] is False
     assert "could not be computed: ValueError" in err and "Traceback" not in err
+
+    # `ett recompute` retries it (here with the spans readable again: a fixed definition)
+    assert main(["recompute", "never", "--db", url]) == 0
+    assert "recomputed 1 job(s)" in capsys.readouterr().out
+    assert main(["report", "never", "--json", "--db", url]) == 0
+    assert "error" not in json.loads(capsys.readouterr().out)
