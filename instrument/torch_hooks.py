@@ -23,6 +23,7 @@ Where this torch lacks a hook, the function degrades to what exists and logs it 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -187,23 +188,36 @@ def init_cuda(device: Any = None, session: Session | None = None) -> bool:
     allocation), timed as the start-up phase ``cuda_init`` (component ``runtime``): call it
     early, before the process group. ``device``: a ``torch.device``, ``"cuda:1"``, an index,
     or None for ``LOCAL_RANK`` (else 0). Returns False, and emits nothing, without CUDA, for a
-    device that is not CUDA, or when torch already initialised CUDA in this process."""
+    device that is not CUDA, or when torch already initialised CUDA in this process. The phase
+    starts before ``torch.cuda.is_available()``, whose driver initialisation (``cuInit``) is part
+    of the first context's cost (an H200 with torch 2.11: 0.37 s in all, 0.23 s before the
+    first allocation)."""
     import torch
 
-    if not torch.cuda.is_available() or torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+    start_ns = time.time_ns()
+    if torch.cuda.is_initialized() or not torch.cuda.is_available():  # type: ignore[no-untyped-call]
         return False
     if device is None:
         device = int(os.environ.get("LOCAL_RANK", "0") or 0)
     dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     if dev.type != "cuda":
         return False
-    return _time_cuda_init(_session(session), lambda: _create_cuda_context(dev))
+    return _time_cuda_init(_session(session), lambda: _create_cuda_context(dev), start_ns)
 
 
-def _time_cuda_init(session: Session, create: Any) -> bool:
-    """Run ``create()`` (what creates the CUDA context) inside the ``cuda_init`` phase."""
-    with session.startup(semconv.StartupPhaseValues.CUDA_INIT):
+def _time_cuda_init(session: Session, create: Any, start_ns: int | None = None) -> bool:
+    """Run ``create()`` (what creates the CUDA context) as the ``cuda_init`` phase, from
+    ``start_ns`` (default: now) until it returns; its exception is recorded and propagates."""
+    phase = semconv.StartupPhaseValues.CUDA_INIT
+    sink = span_sink(session)
+    attrs: dict[str, Any] = {semconv.COMPONENT: semconv.default_component(phase)}
+    span = sink.start(semconv.startup_span_name(phase), attrs, start_ns or time.time_ns())
+    try:
         create()
+    except BaseException as exc:
+        sink.end(span, exc)
+        raise
+    sink.end(span)
     return True
 
 

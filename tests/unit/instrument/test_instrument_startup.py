@@ -225,3 +225,20 @@ def test_init_process_group_warns_and_marks_a_barrier(
     assert pg_init[semconv.BARRIER] is True and pg_init[semconv.COMPONENT] == "comms"
     teardown = attrs(recorder.one("ett.shutdown.pg_teardown"))
     assert teardown[semconv.COMPONENT] == "comms"
+
+
+def test_cuda_init_phase_starts_before_the_driver_check_and_records_errors(
+    recorder: Recorder,
+) -> None:
+    sess = recorder.start()
+    checked_from = time.time_ns() - 200_000_000  # the availability check began 0.2 s earlier
+
+    def create() -> None:
+        raise RuntimeError("CUDA error: no kernel image")
+
+    with pytest.raises(RuntimeError, match="no kernel image"):
+        torch_hooks._time_cuda_init(sess, create, checked_from)
+    sess.end()
+    span = recorder.one(CUDA_INIT)
+    assert span.start_time == checked_from
+    assert not span.status.is_ok
