@@ -37,6 +37,21 @@ def show_error(exc: ApiError) -> None:
     st.error(exc.message)
 
 
+def facets(c: Client) -> dict[str, list[str]]:
+    """The models, teams and states to filter on; on a failed read, a plain message and the
+    page stops there."""
+    try:
+        return c.facets()
+    except ApiError as exc:
+        show_error(exc)
+        st.stop()
+
+
+def filter_select(label: str, name: str, options: Sequence[str], where: object = st) -> str:
+    """A filter kept in the URL's ``name`` whose empty value, shown as "all", filters nothing."""
+    return url_select(label, name, ["", *options], "", lambda v: v or "all", where)
+
+
 def job_url(job_id: str) -> str:
     """The job page's URL for ``job_id`` (a link opens the same view)."""
     return f"/job?job={quote(job_id, safe='')}"

@@ -39,6 +39,15 @@ def _component_scale(values: pd.Series) -> alt.Scale:
     return alt.Scale(domain=domain, range=colors)
 
 
+def _component_color(values: pd.Series, legend: bool = True) -> alt.Color:
+    """Colour by ``component`` with the fixed colours (legend below the chart, or none)."""
+    return alt.Color(
+        "component:N",
+        scale=_component_scale(values),
+        legend=alt.Legend(orient="bottom", title=None) if legend else None,
+    )
+
+
 def pct_lines(df: pd.DataFrame, column: str, title: str) -> ChartLike:
     """A line per ``key`` of ``column`` (a percentage) over ``t``."""
     chart: ChartLike = (
@@ -67,11 +76,7 @@ def lost_stacked(df: pd.DataFrame) -> ChartLike:
         .encode(
             x=alt.X("t:T", title=None),
             y=alt.Y("sum(lost_gpu_h):Q", title="GPU-hours", stack="zero"),
-            color=alt.Color(
-                "component:N",
-                scale=_component_scale(df["component"]),
-                legend=alt.Legend(orient="bottom", title=None),
-            ),
+            color=_component_color(df["component"]),
             tooltip=[
                 alt.Tooltip("t:T", title="from"),
                 "component:N",
@@ -91,7 +96,7 @@ def lost_ranked(df: pd.DataFrame) -> ChartLike:
         .encode(
             y=alt.Y("component:N", sort="-x", title=None),
             x=alt.X("lost_gpu_h:Q", title="GPU-hours"),
-            color=alt.Color("component:N", scale=_component_scale(df["component"]), legend=None),
+            color=_component_color(df["component"], legend=False),
             tooltip=[
                 "component:N",
                 alt.Tooltip("lost_gpu_h:Q", format=",.2f", title="GPU-hours"),
@@ -116,11 +121,7 @@ def timeline(df: pd.DataFrame) -> ChartLike:
             x=alt.X("start:T", title=None),
             x2="end:T",
             y=alt.Y("category:N", sort=CATEGORY_ORDER, title=None),
-            color=alt.Color(
-                "component:N",
-                scale=_component_scale(df["component"]),
-                legend=alt.Legend(orient="bottom", title=None),
-            ),
+            color=_component_color(df["component"]),
             tooltip=[
                 "attempt:Q",
                 "category:N",
@@ -157,11 +158,7 @@ def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> Cha
             x=alt.X("start:T", title=None),
             x2="end:T",
             y=alt.Y("rank_label:N", title=None, sort=None),
-            color=alt.Color(
-                "component:N",
-                scale=_component_scale(phases["component"]),
-                legend=alt.Legend(orient="bottom", title=None),
-            ),
+            color=_component_color(phases["component"]),
             tooltip=[
                 "rank_label:N",
                 "phase:N",

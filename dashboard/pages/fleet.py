@@ -16,27 +16,16 @@ BYS = {"fleet": "whole fleet", "model": "model", "team": "team"}
 
 st.title("Fleet")
 client = _page.client()
-try:
-    facets = client.facets()
-except ApiError as exc:
-    _page.show_error(exc)
-    st.stop()
+facets = _page.facets(client)
 
 cols = st.columns(5)
 window = _page.url_select(
     "Time window", "window", list(WINDOWS), "7d", WINDOWS.__getitem__, cols[0]
 )
 by = _page.url_select("ETT per", "by", list(BYS), "fleet", BYS.__getitem__, cols[1])
-everything = {"": "all"}
-model = _page.url_select(
-    "Model", "model", ["", *facets["models"]], "", lambda v: everything.get(v, v), cols[2]
-)
-team = _page.url_select(
-    "Team", "team", ["", *facets["teams"]], "", lambda v: everything.get(v, v), cols[3]
-)
-state = _page.url_select(
-    "State", "state", ["", *facets["states"]], "", lambda v: everything.get(v, v), cols[4]
-)
+model = _page.filter_select("Model", "model", facets["models"], cols[2])
+team = _page.filter_select("Team", "team", facets["teams"], cols[3])
+state = _page.filter_select("State", "state", facets["states"], cols[4])
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

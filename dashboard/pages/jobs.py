@@ -13,23 +13,12 @@ LIMIT = 1000
 
 st.title("Jobs")
 client = _page.client()
-try:
-    facets = client.facets()
-except ApiError as exc:
-    _page.show_error(exc)
-    st.stop()
+facets = _page.facets(client)
 
 cols = st.columns(5)
-everything = {"": "all"}
-
-
-def _all(v: str) -> str:
-    return everything.get(v, v)
-
-
-state = _page.url_select("State", "state", ["", *facets["states"]], "", _all, cols[0])
-model = _page.url_select("Model", "model", ["", *facets["models"]], "", _all, cols[1])
-team = _page.url_select("Team", "team", ["", *facets["teams"]], "", _all, cols[2])
+state = _page.filter_select("State", "state", facets["states"], cols[0])
+model = _page.filter_select("Model", "model", facets["models"], cols[1])
+team = _page.filter_select("Team", "team", facets["teams"], cols[2])
 since = _page.url_select("Ended", "since", list(SINCE), "", SINCE.__getitem__, cols[3])
 search = cols[4].text_input("Job id contains", value=st.query_params.get("q", ""), key="url_q")
 if search:
