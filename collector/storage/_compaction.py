@@ -24,14 +24,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from collector.domain.model import SpanRecord
-from collector.storage._rows import SPAN_COLUMNS, spans_from_rows
+from collector.storage._rows import SPAN_COLUMNS
 from collector.storage._runs import (
     CONTIGUOUS_EPS_S,
     RUN_COLUMNS,
     WINDOW,
-    fold,
-    run_rows,
+    Run,
+    fold_runs,
     runs_from_rows,
+    runs_of_rows,
 )
 
 log = logging.getLogger("ett_collector")
@@ -165,47 +166,49 @@ class Compactor:
                 return 0
             if windows is None:
                 raw = _fetch(conn, self.sql.raw_windows, (job_id, cutoff, WINDOW, cutoff))
-                windows = spans_from_rows(raw)
+                fresh = runs_of_rows(raw)
             else:
-                windows = list({(w.trace_id, w.span_id): w for w in windows}.values())
-            return self._fold(conn, job_id, windows) if windows else 0
+                unique = {(w.trace_id, w.span_id): w for w in windows}
+                fresh = [Run.of(w) for w in unique.values()]
+            return self._fold(conn, job_id, fresh) if fresh else 0
 
-    def _fold(self, conn: Connection, job_id: str, windows: Sequence[SpanRecord]) -> int:
+    def _fold(self, conn: Connection, job_id: str, fresh: list[Run]) -> int:
         sql = self.sql
-        ranks = {(w.attempt, w.rank) for w in windows}
-        lo = min(w.start for w in windows) - CONTIGUOUS_EPS_S
+        ranks = {(w.attempt, w.rank) for w in fresh}
+        lo = min(w.start for w in fresh) - CONTIGUOUS_EPS_S
         stored = [
-            r
+            Run.of(r)
             for r in runs_from_rows(_fetch(conn, sql.runs_from, (job_id, lo)))
             if (r.attempt, r.rank) in ranks
         ]
+        before = {r.key(): (r.end, r.count) for r in stored}  # folding extends them in place
+        stored_count = sum(r.count for r in stored)
         deleted = conn.exec_driver_sql(
-            sql.delete_raw, [(job_id, w.start, w.trace_id, w.span_id) for w in windows]
+            sql.delete_raw, [(job_id, w.start, w.trace_id, w.span_id) for w in fresh]
         ).rowcount
-        runs, _ = fold(stored, windows)
+        runs, _ = fold_runs(stored, fresh)
         # a stored run that kept its first window is updated in place (its attributes hold
         # only the first window's); one absorbed into an earlier run is deleted; others are new
-        old = {(r.attempt, r.rank, r.start, r.trace_id, r.span_id): r for r in stored}
-        fresh, moved = [], []
+        new, moved = [], []
         for r in runs:
-            was = old.pop((r.attempt, r.rank, r.start, r.trace_id, r.span_id), None)
+            was = before.pop(r.key(), None)
             if was is None:
-                fresh.append(r)
-            elif was.end != r.end or was.count != r.count:
+                new.append(r)
+            elif was != (r.end, r.count):
                 moved.append(r)
-        if old:
-            conn.exec_driver_sql(sql.delete_run, [(job_id, *key) for key in old])
+        if before:
+            conn.exec_driver_sql(sql.delete_run, [(job_id, *key) for key in before])
         if moved:
             conn.exec_driver_sql(
                 sql.extend_run,
-                [(row[6], row[8], row[9], row[10], *row[:6]) for row in run_rows(moved)],
+                [(r.end, r.step_last, r.samples, r.count, job_id, *r.key()) for r in moved],
             )
-        if fresh:
-            conn.exec_driver_sql(sql.insert_run, run_rows(fresh))
-        gone = deleted + sum(r.count for r in stored) - sum(r.count for r in runs)
+        if new:
+            conn.exec_driver_sql(sql.insert_run, [r.row() for r in new])
+        gone = deleted + stored_count - sum(r.count for r in runs)
         if gone:  # replays of folded windows, counted when they arrived: not spans any more
             conn.exec_driver_sql(sql.uncount, (gone, job_id))
-        return deleted
+        return int(deleted)
 
     def load_runs(self, conn: Connection, job_id: str) -> list[SpanRecord]:
         """The job's stored runs as window records, by (attempt, rank, start)."""

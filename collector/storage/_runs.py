@@ -60,11 +60,15 @@ _SF, _SL, _SM = semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES
 
 
 @dataclass(slots=True)
-class _Run:
-    """A run being folded; ``base`` is the record of its first window (or stored run), and
-    ``others`` its attributes but the three counters."""
+class Run:
+    """A run being folded: its first window's identity and attributes but the three counters
+    (``others``; ``raw`` keeps the first window's own counter values), and the run's span."""
 
-    base: SpanRecord
+    job_id: str
+    attempt: int
+    rank: int
+    trace_id: str
+    span_id: str
     start: float
     end: float
     step_first: int | None
@@ -72,25 +76,45 @@ class _Run:
     samples: int | None
     count: int
     others: dict[str, AttrValue]
+    raw: tuple[Any, Any, Any]
+    base: SpanRecord | None = None
 
     @classmethod
-    def of(cls, record: SpanRecord) -> _Run:
-        others = dict(record.attributes)
-        first = others.pop(_SF, None)
-        last = others.pop(_SL, None)
-        samples = others.pop(_SM, None)
+    def of(cls, record: SpanRecord) -> Run:
+        """The run of one window record (or of a stored run)."""
+        run = cls.of_attrs(
+            record.job_id, record.attempt, record.rank, record.trace_id, record.span_id,
+            record.start, record.end, record.count, dict(record.attributes),
+        )  # fmt: skip
+        run.base = record
+        return run
+
+    @classmethod
+    def of_attrs(
+        cls,
+        job_id: str,
+        attempt: int,
+        rank: int,
+        trace_id: str,
+        span_id: str,
+        start: float,
+        end: float,
+        count: int,
+        attrs: dict[str, AttrValue],
+    ) -> Run:
+        """The run of one window; ``attrs`` is taken over (its counters popped)."""
+        first = attrs.pop(_SF, None)
+        last = attrs.pop(_SL, None)
+        samples = attrs.pop(_SM, None)
         return cls(
-            record,
-            record.start,
-            record.end,
+            job_id, attempt, rank, trace_id, span_id, start, end,
             first if type(first) is int else None,
             last if type(last) is int else None,
             samples if type(samples) is int else None,
-            record.count,
-            others,
-        )
+            count, attrs, (first, last, samples),
+        )  # fmt: skip
 
-    def continued_by(self, nxt: _Run) -> bool:
+    def continued_by(self, nxt: Run) -> bool:
         """True when ``nxt`` starts where this run ends, its steps follow on, and it says the
         same about everything else."""
         last = self.step_last
@@ -103,30 +127,85 @@ class _Run:
             and self.others == nxt.others
         )
 
-    def absorb(self, nxt: _Run) -> None:
+    def absorb(self, nxt: Run) -> None:
         self.end = nxt.end
         self.step_last = nxt.step_last
         if self.samples is not None and nxt.samples is not None:
             self.samples += nxt.samples
         self.count += nxt.count
 
+    def _attrs(self, counters: bool) -> dict[str, AttrValue]:
+        attrs = dict(self.others)
+        first, last, samples = self.raw
+        if first is not None:
+            attrs[_SF] = first
+        if counters:
+            if self.count > 1:  # the run's own counters, not its first window's
+                last, samples = self.step_last, self.samples
+            if last is not None:
+                attrs[_SL] = last
+            if samples is not None:
+                attrs[_SM] = samples
+        return attrs
+
     def record(self) -> SpanRecord:
         """The run as one window record (the first window itself when nothing was merged)."""
         b = self.base
-        if self.count == b.count and self.end == b.end:
+        if b is not None and self.count == b.count and self.end == b.end:
             return b
-        attrs = dict(b.attributes)
-        attrs[_SL] = self.step_last
-        if self.samples is not None:
-            attrs[_SM] = self.samples
         return SpanRecord(
-            b.trace_id, b.span_id, b.name, b.start, self.end, b.job_id, b.attempt, b.rank,
-            attrs, self.count,
+            self.trace_id, self.span_id, WINDOW, self.start, self.end, self.job_id,
+            self.attempt, self.rank, self._attrs(True), self.count,
+        )  # fmt: skip
+
+    def key(self) -> tuple[int, int, float, str, str]:
+        """The ``window_runs`` key but the job: (attempt, rank, start, trace id, span id)."""
+        return (self.attempt, self.rank, self.start, self.trace_id, self.span_id)
+
+    def row(self) -> tuple[Any, ...]:
+        """The run's ``window_runs`` row (:data:`RUN_COLUMNS` order): the first window's
+        attributes without ``ett.step.last`` and ``ett.samples``, which its columns hold."""
+        return (
+            self.job_id, self.attempt, self.rank, self.start, self.trace_id, self.span_id,
+            self.end, self.step_first, self.step_last, self.samples, self.count,
+            encode_json(self._attrs(False)),
         )  # fmt: skip
 
 
-def _key(r: _Run) -> tuple[float, float, str, str]:
-    return (r.start, r.end, r.base.trace_id, r.base.span_id)
+def _key(r: Run) -> tuple[float, float, str, str]:
+    return (r.start, r.end, r.trace_id, r.span_id)
+
+
+def fold_runs(stored: Iterable[Run], fresh: Iterable[Run]) -> tuple[list[Run], int]:
+    """Fold ``fresh`` windows into ``stored`` runs (see :func:`fold`), as runs."""
+    groups: dict[tuple[int, int], tuple[list[Run], list[Run]]] = {}
+    for r in stored:
+        groups.setdefault((r.attempt, r.rank), ([], []))[0].append(r)
+    for r in fresh:
+        groups.setdefault((r.attempt, r.rank), ([], []))[1].append(r)
+    out: list[Run] = []
+    dropped = 0
+    for runs, new in groups.values():
+        runs.sort(key=_key)
+        if runs and new:
+            starts = [r.start for r in runs]
+            kept: list[Run] = []
+            for w in new:
+                i = bisect.bisect_right(starts, w.start) - 1
+                if i >= 0 and w.end <= runs[i].end:
+                    dropped += 1
+                else:
+                    kept.append(w)
+            new = kept
+        pieces = sorted(runs + new, key=_key) if new else runs
+        folded: list[Run] = []
+        for p in pieces:
+            if folded and folded[-1].continued_by(p):
+                folded[-1].absorb(p)
+            else:
+                folded.append(p)
+        out += folded
+    return out, dropped
 
 
 def fold(
@@ -139,34 +218,24 @@ def fold(
     ``stored`` runs of one (attempt, rank) must not overlap (those :func:`fold` returns never do
     when the windows of a rank do not).
     """
-    groups: dict[tuple[int, int], tuple[list[_Run], list[_Run]]] = {}
-    for rec in stored:
-        groups.setdefault((rec.attempt, rec.rank), ([], []))[0].append(_Run.of(rec))
-    for rec in windows:
-        groups.setdefault((rec.attempt, rec.rank), ([], []))[1].append(_Run.of(rec))
-    out: list[SpanRecord] = []
-    dropped = 0
-    for runs, fresh in groups.values():
-        runs.sort(key=_key)
-        if runs and fresh:
-            starts = [r.start for r in runs]
-            kept: list[_Run] = []
-            for w in fresh:
-                i = bisect.bisect_right(starts, w.start) - 1
-                if i >= 0 and w.end <= runs[i].end:
-                    dropped += 1
-                else:
-                    kept.append(w)
-            fresh = kept
-        pieces = sorted(runs + fresh, key=_key) if fresh else runs
-        folded: list[_Run] = []
-        for p in pieces:
-            if folded and folded[-1].continued_by(p):
-                folded[-1].absorb(p)
-            else:
-                folded.append(p)
-        out += [r.record() for r in folded]
-    return out, dropped
+    runs, dropped = fold_runs(map(Run.of, stored), map(Run.of, windows))
+    return [r.record() for r in runs], dropped
+
+
+def runs_of_rows(rows: Sequence[Sequence[Any]]) -> list[Run]:
+    """Window runs of raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order),
+    without building span records; a (trace id, span id) repeated is kept once."""
+    if not rows:
+        return []
+    decoded = json.loads("[" + ",".join([row[8] for row in rows]) + "]")
+    seen: dict[tuple[str, str], Run] = {}
+    make = Run.of_attrs
+    for (trace, span, job, attempt, rank, _, start, end, _), attrs in zip(
+        rows, decoded, strict=True
+    ):
+        if (trace, span) not in seen:
+            seen[(trace, span)] = make(job, attempt, rank, trace, span, start, end, 1, attrs)
+    return list(seen.values())
 
 
 def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list[SpanRecord]:
@@ -183,33 +252,8 @@ def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list
 
 
 def run_rows(runs: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
-    """``window_runs`` rows (:data:`RUN_COLUMNS` order) of run records from :func:`fold`.
-
-    The attributes stored are the first window's without ``ett.step.last`` and
-    ``ett.samples``, which the columns hold for the whole run (:func:`runs_from_rows` puts them
-    back), so extending a run never rewrites its attributes."""
-    rows = []
-    for r in runs:
-        attrs = dict(r.attributes)
-        last = attrs.pop(_SL, None)
-        samples = attrs.pop(_SM, None)
-        rows.append(
-            (
-                r.job_id,
-                r.attempt,
-                r.rank,
-                r.start,
-                r.trace_id,
-                r.span_id,
-                r.end,
-                _int(attrs.get(_SF)),
-                _int(last),
-                _int(samples),
-                r.count,
-                encode_json(attrs),
-            )
-        )
-    return rows
+    """``window_runs`` rows (:data:`RUN_COLUMNS` order) of run records from :func:`fold`."""
+    return [Run.of(r).row() for r in runs]
 
 
 def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
