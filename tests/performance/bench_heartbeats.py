@@ -283,6 +283,7 @@ def run(tmp: Path, ranks: int, hours: float, served: bool = True) -> dict[str, A
 
 
 @pytest.mark.performance
+@pytest.mark.timeout(1800)  # minutes on a busy 2-core machine: the HTTP part is the long one
 def test_bench_heartbeats(tmp_path: Path) -> None:
     ranks = int(os.environ.get("ETT_BENCH_RANKS", "64"))
     hours = float(os.environ.get("ETT_BENCH_HOURS", "6"))
