@@ -9,12 +9,14 @@ line with ``event``, ``attempt``, ``rank`` and unix ``time``: ``start`` (this pr
 read from ``/proc``), ``first_batch`` (the first optimizer step returned), ``step`` (each
 optimizer step returned; ``step`` is its global index), ``save`` (``start``/``end`` around
 ``dcp.save``), ``load`` (``start``/``end`` around ``dcp.load``, the ``step`` restored),
-``failure`` (just before raising) and ``end`` (just before the script returns).
+``failure`` (just before raising), ``end`` (just before the script returns) and ``exit`` (at
+interpreter exit, from an ``atexit`` handler).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import time
@@ -64,6 +66,7 @@ def main() -> None:
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     clock = Clock(args.clock_dir, rank, attempt)
     clock.log("start", time=process_start())
+    atexit.register(clock.log, "exit")  # the interpreter is exiting (handlers run last-first)
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
