@@ -130,6 +130,16 @@ def print_report(job: JobJSON, console: Console) -> None:
     for name, text in checkpoint_rows(job):
         head.add_row(name, text)
     head.add_row("checkpoint interval", advice(job))
+    events = job.get("blocking_events") or []
+    if events:
+        head.add_row(
+            "blocking events",
+            "; ".join(
+                f"{e['name'] or '(unnamed)'} → {e['component']}: {e['count']}×, "
+                f"{duration(e['seconds'])}"
+                for e in events
+            ),
+        )
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
         head.add_row("figures as of", instant(job["computed_at"]) + note)

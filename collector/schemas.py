@@ -12,6 +12,7 @@ from typing import NotRequired, TypedDict
 
 from collector.domain.model import (
     AttemptSummary,
+    BlockingEvent,
     BlockingStats,
     CheckpointAdvice,
     GroupBy,
@@ -66,6 +67,15 @@ class BlockingStatsJSON(TypedDict):
     p95_s: float | None
 
 
+class BlockingEventJSON(TypedDict):
+    """User-named blocking events of one name and charged component."""
+
+    name: str
+    component: str
+    count: int
+    seconds: float
+
+
 class SegmentJSON(TypedDict):
     """One segment of a job's wall time; its seconds are split evenly between ``components``."""
 
@@ -83,9 +93,9 @@ class JobJSON(TypedDict):
 
     ``computed_at`` (unix seconds) is when the figures were derived; ``fresh`` is False when
     spans arrived since then that the figures do not include yet (both added on read).
-    ``checkpoint_restore_s`` (start-up seconds charged to checkpoint: the restores) and
-    ``checkpoint_blocking_stats`` (per save) are always written; figures stored before they
-    existed lack them until ``ett recompute``.
+    ``checkpoint_restore_s`` (start-up seconds charged to checkpoint: the restores),
+    ``checkpoint_blocking_stats`` (per save) and ``blocking_events`` (user-named, by name) are
+    always written; figures stored before they existed lack them until ``ett recompute``.
     """
 
     job_id: str
@@ -116,6 +126,7 @@ class JobJSON(TypedDict):
     last_span_end: float
     checkpoint_restore_s: NotRequired[float]
     checkpoint_blocking_stats: NotRequired[BlockingStatsJSON]
+    blocking_events: NotRequired[list[BlockingEventJSON]]
     segments: NotRequired[list[SegmentJSON]]
     computed_at: NotRequired[float]
     fresh: NotRequired[bool]
@@ -194,6 +205,11 @@ def blocking_stats_json(b: BlockingStats) -> BlockingStatsJSON:
     }
 
 
+def blocking_event_json(e: BlockingEvent) -> BlockingEventJSON:
+    """The JSON object of the user-named blocking events of one name and component."""
+    return {"name": e.name, "component": e.component, "count": e.count, "seconds": e.seconds}
+
+
 def segment_json_of(
     attempt: int, start: float, end: float, category: str, kind: str, components: Sequence[str]
 ) -> SegmentJSON:
@@ -245,6 +261,7 @@ def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
         "last_span_end": s.last_span_end,
         "checkpoint_restore_s": s.checkpoint_restore_s,
         "checkpoint_blocking_stats": blocking_stats_json(s.checkpoint_blocking_stats),
+        "blocking_events": [blocking_event_json(e) for e in s.blocking_events],
     }
     if with_segments:
         out["segments"] = [segment_json(seg) for seg in s.segments]

@@ -15,9 +15,12 @@ One function per part of an attempt (ETT-SPEC section 3 and its extensions in do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from instrument import semconv as sc
 
-from .model import SpanRecord
+from ._sweep import sweep
+from .model import BlockingEvent, SpanRecord
 
 _OTHER = sc.ComponentValues.OTHER.value
 _DATA = sc.ComponentValues.DATA.value
@@ -109,3 +112,26 @@ def shutdown_component(span: SpanRecord) -> str | None:
     if span.name in (sc.SPAN_CHECKPOINT_SAVE, sc.SPAN_CHECKPOINT_PERSIST):
         return _CHECKPOINT
     return cutout_component(span)
+
+
+def blocking_events(spans: Sequence[SpanRecord]) -> tuple[BlockingEvent, ...]:
+    """The user-named blocking events of a job, by name and the component they are charged
+    to: how many ``ett.blocking`` spans (over ranks and attempts) and the seconds at least one
+    rank was inside one (before any split with other cut-outs). Most seconds first."""
+    groups: dict[tuple[str, str], list[SpanRecord]] = {}
+    for s in spans:
+        if s.name == sc.SPAN_BLOCKING:
+            name = s.attr(sc.BLOCKING_NAME)
+            key = (name if isinstance(name, str) and name else "", named_component(s, _OTHER))
+            groups.setdefault(key, []).append(s)
+    out = []
+    for (name, comp), group in groups.items():
+        lo, hi = min(s.start for s in group), max(s.end for s in group)
+        covered = sum(
+            b - a
+            for a, b, labels in sweep(lo, hi, [(s.start, s.end, "x") for s in group])
+            if labels
+        )
+        out.append(BlockingEvent(name, comp, len(group), covered))
+    out.sort(key=lambda e: (-e.seconds, e.name, e.component))
+    return tuple(out)

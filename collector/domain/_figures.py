@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from instrument import semconv as sc
 
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
+from ._charges import blocking_events
 from ._checkpoints import blocking_stats, checkpoints_of, restored_step, unsaved_since
 from ._segments import shutdown_segments, startup_segments, training_segments
 from .model import (
@@ -304,4 +305,5 @@ def _compose(
         last_span_end=max(s.end for s in spans),
         checkpoint_restore_s=checkpoint_restore(segments),
         checkpoint_blocking_stats=blocking_stats(per_save),
+        blocking_events=blocking_events(spans),
     )

@@ -141,6 +141,17 @@ class BlockingStats:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockingEvent:
+    """User-named blocking events (``ett.blocking``) of one name and charged component: their
+    span count over ranks and attempts, and the seconds at least one rank was inside one."""
+
+    name: str
+    component: str
+    count: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class JobSummary:
     """Every figure of one job (ETT-SPEC sections 3 and 5); ``collector.schemas.job_json`` is
     its JSON object."""
@@ -176,3 +187,5 @@ class JobSummary:
     """Seconds of start-up charged to ``checkpoint``: the restores (``checkpoint_load``)."""
     checkpoint_blocking_stats: BlockingStats = BlockingStats(0, None, None, None, None)
     """Per-save checkpoint blocking (count, min, mean, max, p95)."""
+    blocking_events: tuple[BlockingEvent, ...] = ()
+    """The user-named blocking events, by name and component, most seconds first."""

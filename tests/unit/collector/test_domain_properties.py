@@ -139,6 +139,11 @@ def test_segments_tile_wall_time_and_ratios_sum_to_100(job) -> None:
     assert s.checkpoint_restore_s == pytest.approx(by_kind["startup"])
     assert s.checkpoint_blocking_s == pytest.approx(by_kind["cutout"])
     assert s.lost_by_component.get("checkpoint", 0.0) == pytest.approx(sum(by_kind.values()))
+    events = [sp for sp in spans if sp.name == sc.SPAN_BLOCKING]
+    assert sum(e.count for e in s.blocking_events) == len(events)
+    assert all(e.seconds >= 0 for e in s.blocking_events)
+    covered = sum(e.seconds for e in s.blocking_events)
+    assert covered <= sum(sp.end - sp.start for sp in events) + 1e-6
     stats = s.checkpoint_blocking_stats
     assert stats.count >= s.checkpoint_advice.checkpoints
     if stats.count:

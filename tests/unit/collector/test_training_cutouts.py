@@ -166,6 +166,27 @@ def test_overlapping_blocking_events_of_two_ranks_split_evenly() -> None:
     )
 
 
+def test_blocking_events_are_listed_by_name_and_charged_component() -> None:
+    s = _job(
+        _blocking("sdc_check", 40, 46, "model", rank=0),
+        _blocking("sdc_check", 44, 48, "model", rank=1),  # the same check on the other rank
+        _blocking("sdc_check", 60, 61, "model", rank=0),
+        _blocking("probe", 70, 70.5, "sdc", rank=1),
+        ranks=(0, 1),
+    )
+
+    assert [(e.name, e.component, e.count) for e in s.blocking_events] == [
+        ("sdc_check", "model", 3),
+        ("probe", "other", 1),
+    ]
+    assert [e.seconds for e in s.blocking_events] == pytest.approx([8 + 1, 0.5])
+    events = job_json(s)["blocking_events"]
+    assert events[1] == {"name": "probe", "component": "other", "count": 1, "seconds": 0.5}
+    assert "blocking events sdc_check → model: 3×, 9.0s; probe → other: 1×, 0.5s" in _text(
+        dict(job_json(s))
+    )
+
+
 # --- shutdown ----------------------------------------------------------------------------------
 
 
@@ -342,3 +363,7 @@ def test_the_documented_example() -> None:
     )
     stats = s.checkpoint_blocking_stats
     assert (stats.count, stats.min_s, stats.mean_s, stats.max_s, stats.p95_s) == (2, 2, 2.5, 3, 3)
+    assert [(e.name, e.component, e.count, e.seconds) for e in s.blocking_events] == [
+        ("sdc_check", "model", 1, 4),
+        ("sdc_check", "other", 1, 4),
+    ]
