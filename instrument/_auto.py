@@ -99,7 +99,9 @@ def bootstrap() -> None:
         from ._auto_torch import AutoTorch
         from ._setup import init
 
-        AutoTorch(init()).install()
+        session = init()
+        if session.enabled:  # ETT_DISABLED: no hooks either (an "instrumentation off" run)
+            AutoTorch(session).install()
     except Exception as exc:  # telemetry never stops the program
         print(f"ett-instrument: instrumentation not started: {exc!r}", file=sys.stderr)
 

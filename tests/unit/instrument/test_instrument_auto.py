@@ -209,13 +209,20 @@ def test_a_plain_python_process_becomes_the_rank_and_its_children_do_not(
         print("rank", os.environ.get("ETT_AUTO_PID") == str(os.getpid()))
         print("session", instrument.current() is instrument._setup._current)
         print("hidden", os.environ.get("HIDDEN_RAN"))
+        print("hooks", any(type(f).__name__ == "ImportWatch" for f in sys.meta_path))
         child = "import os, instrument; print(instrument._setup._current is None)"
         print("child-idle", subprocess.run([sys.executable, "-c", child],
               capture_output=True, text=True).stdout.strip())
         """,
         {"PYTHONPATH": str(hidden)},
     )
-    assert out.split("\n")[:4] == ["rank True", "session True", "hidden 1", "child-idle True"]
+    assert out.split("\n")[:5] == [
+        "rank True",
+        "session True",
+        "hidden 1",
+        "hooks False",  # ETT_DISABLED: a session that records nothing, and no torch hooks
+        "child-idle True",
+    ]
 
 
 def test_the_launcher_reports_a_missing_command() -> None:
