@@ -98,7 +98,9 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
             # ranks block together, so per step take the slowest rank's blocking
             blocked = 0.0
             for step in {r["step"] for r in of(rows, "ckpt_save", 0) if r["step"] >= resumed[0]}:
-                blocked += max(r["blocking_s"] for r in of(rows, "ckpt_save", 0) if r["step"] == step)
+                blocked += max(
+                    r["blocking_s"] for r in of(rows, "ckpt_save", 0) if r["step"] == step
+                )
             if snap:
                 log_unsaved = last_step - min(snap) - blocked
                 out["resumed_from"] = resumed[0]
