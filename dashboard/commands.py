@@ -63,6 +63,8 @@ def streamlit_command(port: int, host: str) -> list[str]:
         "false",
         "--client.toolbarMode",
         "minimal",
+        "--server.fileWatcherType",  # a served dashboard does not reload on source edits
+        "none",
     ]
 
 
