@@ -46,11 +46,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def streamlit_command(port: int, host: str) -> list[str]:
-    """The ``streamlit run`` command line of the app."""
+    """The ``streamlit run`` command line of the app (through :mod:`dashboard._serve`, which
+    imports the pages' heavy modules first)."""
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "dashboard._serve",
         "run",
         str(APP),
         "--server.port",
