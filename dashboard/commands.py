@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -91,10 +90,10 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"dashboard on http://{host_for_url(args.host)}:{args.port} reading {args.api}", flush=True
     )
-    try:
-        return subprocess.call(streamlit_command(args.port, args.host), env=env)
-    except KeyboardInterrupt:
-        return 130
+    # the process becomes Streamlit's (exec): a stop signal reaches the server itself, so no
+    # orphaned Streamlit outlives a stopped `ett dashboard`
+    cmd = streamlit_command(args.port, args.host)
+    os.execve(cmd[0], cmd, env)
 
 
 def host_for_url(host: str) -> str:

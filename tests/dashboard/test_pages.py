@@ -184,3 +184,16 @@ def test_wrong_token_is_a_plain_message(tmp_path: Path, monkeypatch: pytest.Monk
         assert "No jobs yet" in at.info[0].value  # the empty state says what to do
     finally:
         c.stop()
+
+
+def test_stopping_ett_dashboard_stops_streamlit(tmp_path: Path) -> None:
+    """`ett dashboard` becomes the Streamlit server: stopping it leaves no orphan serving."""
+    import httpx
+
+    from tests.dashboard.dashboard_process import start_dashboard
+
+    dash = start_dashboard("http://127.0.0.1:9", tmp_path / "dash")
+    assert httpx.get(dash.url + "/_stcore/health", timeout=5).status_code == 200
+    dash.stop()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(dash.url + "/_stcore/health", timeout=2)
