@@ -43,6 +43,17 @@ def blocking_from_log(rows: list[dict[str, Any]]) -> float:
     return sum(per.values())
 
 
+def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds of ``[lo, hi]`` covered by at least one of ``intervals``."""
+    total, reach = 0.0, lo
+    for start, end in sorted(intervals):
+        start, end = max(start, reach), min(end, hi)
+        if end > start:
+            total += end - start
+            reach = end
+    return total
+
+
 def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {
         "wall_s": report.get("wall_s"),
@@ -93,15 +104,14 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
             snap = [r["time"] - r["blocking_s"] for r in of(rows, "ckpt_save", 0)
                     if r["step"] == resumed[0]]  # fmt: skip
             last_step = max(r["time"] for r in of(rows, "step", 0))
-            # the restored save's own blocking and any later save's are cut out of the
-            # lost time (ETT-SPEC section 3: unsaved never includes checkpoint blocking);
-            # ranks block together, so per step take the slowest rank's blocking
-            blocked = 0.0
-            for step in {r["step"] for r in of(rows, "ckpt_save", 0) if r["step"] >= resumed[0]}:
-                blocked += max(
-                    r["blocking_s"] for r in of(rows, "ckpt_save", 0) if r["step"] == step
-                )
+            # cut out of the lost time (ETT-SPEC section 3; docs/metrics.md): the restored
+            # save's own blocking and any later save's, and the waits for a batch (data
+            # stalls) outside them: the union over ranks of those intervals after the snapshot
+            saves = [(r["time"] - r["blocking_s"], r["time"]) for r in of(rows, "ckpt_save", 0)
+                     if r["step"] >= resumed[0]]  # fmt: skip
+            stalls = [(r["time"] - r["duration_s"], r["time"]) for r in of(rows, "data_wait", 0)]
             if snap:
+                blocked = union_length(saves + stalls, min(snap), last_step)
                 log_unsaved = last_step - min(snap) - blocked
                 out["resumed_from"] = resumed[0]
                 out["log_unsaved_s"] = round(log_unsaved, 3)
