@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,17 +28,6 @@ def train(sess: ett.Session, seconds: float, step_s: float = 0.01) -> float:
         now = time.monotonic()
         worst, last = max(worst, now - last), now
     return worst
-
-
-def wait_for(collector: Collector, job_id: str, predicate: Any, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        r = collector.get(f"/api/v1/jobs/{job_id}")
-        if r.status_code == 200 and predicate(r.json()):
-            return dict(r.json())
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
-        time.sleep(0.2)
 
 
 def test_scripted_timeline_figures(collector: Collector) -> None:
@@ -72,7 +60,7 @@ def test_scripted_timeline_figures(collector: Collector) -> None:
     sess.end()  # its exporter flush is in the attempt (ett.shutdown.exporter_flush, "runtime")
     t_ended = time.time()
 
-    job = wait_for(collector, job_id, lambda j: j["state"] == "completed")
+    job = collector.wait_for_job(job_id, lambda j: j["state"] == "completed")
     wall = job["wall_s"]
     assert t_end - t0 - TOL <= wall <= t_ended - t0 + TOL
     assert job["tts_s"] == pytest.approx(t_first - t0, abs=0.05)
@@ -102,7 +90,7 @@ def test_bearer_token_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
         sess.first_batch()
         sess.step()
         sess.end()
-        job = wait_for(c, job_id, lambda j: j["state"] == "completed")
+        job = c.wait_for_job(job_id, lambda j: j["state"] == "completed")
         assert job["failures"] == 0
     finally:
         c.stop()
@@ -120,7 +108,7 @@ def test_collector_outage_costs_training_nothing_and_spans_arrive_later(tmp_path
     try:
         sess.first_batch()
         gaps = [train(sess, 3.0)]
-        wait_for(c, job_id, lambda j: j["state"] == "running")
+        c.wait_for_job(job_id, lambda j: j["state"] == "running")
         c.stop()  # the collector goes away for 20 s
         down_at = time.monotonic()
         gaps.append(train(sess, 2.0))
@@ -134,8 +122,7 @@ def test_collector_outage_costs_training_nothing_and_spans_arrive_later(tmp_path
         t_end = time.time()
         sess.end()  # (its flush delivers the backlog: the attempt ended before it returns)
         assert max(gaps) < 0.25  # no step waited on the collector (steps are 10 ms)
-        job = wait_for(
-            c,
+        job = c.wait_for_job(
             job_id,
             lambda j: j["state"] == "completed" and j["checkpoint_blocking_s"] > 0,
             timeout=60,

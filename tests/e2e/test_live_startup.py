@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any
 
 import pytest
 
@@ -36,17 +35,6 @@ while True:
 """
 
 
-def wait_for(collector: Collector, job_id: str, predicate: Any, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        r = collector.get(f"/api/v1/jobs/{job_id}")
-        if r.status_code == 200 and predicate(r.json()):
-            return dict(r.json())
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
-        time.sleep(0.2)
-
-
 def test_live_figures_count_the_seconds_before_init_and_survive_sigkill(
     collector: Collector,
 ) -> None:
@@ -68,7 +56,7 @@ def test_live_figures_count_the_seconds_before_init_and_survive_sigkill(
     try:
         assert child.stdout is not None
         clock = json.loads(child.stdout.readline())
-        live = wait_for(collector, job_id, lambda j: j["state"] == "running" and j["tts_s"])
+        live = collector.wait_for_job(job_id, lambda j: j["state"] == "running" and j["tts_s"])
         assert live["attempts"][0]["alloc"] == pytest.approx(allocated, abs=0.01)
         assert live["tts_s"] == pytest.approx(clock["first"] - allocated, abs=0.05)
         lost = live["lost_by_component"]
@@ -80,7 +68,7 @@ def test_live_figures_count_the_seconds_before_init_and_survive_sigkill(
         child.wait(timeout=10)
         killed_at = time.time()
         time.sleep(1.5)  # whatever the killed process had queued is lost with it
-        job = wait_for(collector, job_id, lambda j: j["computed_at"] > killed_at + 1.0)
+        job = collector.wait_for_job(job_id, lambda j: j["computed_at"] > killed_at + 1.0)
         assert job["attempts"][0]["alloc"] == pytest.approx(allocated, abs=0.01)
         assert job["tts_s"] == pytest.approx(clock["first"] - allocated, abs=0.05)
         assert job["lost_by_component"]["runtime"] == pytest.approx(lost["runtime"], abs=0.01)

@@ -11,30 +11,12 @@ with ``min_s=0`` (a span per item: the cost of one reported stall). Best of seve
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Sequence
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import instrument as ett
-
-
-class _Discard(SpanExporter):
-    """An exporter that drops everything (the session's pipeline without a network)."""
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-def _best_ns_per_item(loop: Callable[[int], None], n: int, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        loop(n)
-        best = min(best, (time.perf_counter_ns() - start) / n)
-    return best
+from tests.performance.bench_step import _best_ns_per_call as _best_ns_per_item
+from tests.performance.bench_step import _Discard
 
 
 def run(n_items: int = 500_000, n_spans: int = 50_000, repeats: int = 5) -> dict[str, float]:

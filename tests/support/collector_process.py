@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,6 +33,17 @@ class Collector:
         r = self.get(f"/api/v1/jobs/{job_id}")
         assert r.status_code == 200, r.text
         return r.json()
+
+    def wait_for_job(self, job_id: str, predicate: Any, timeout: float = 30) -> dict:
+        """Poll the job's read API until ``predicate(figures)`` holds; its figures then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.get(f"/api/v1/jobs/{job_id}")
+            if r.status_code == 200 and predicate(r.json()):
+                return dict(r.json())
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
+            time.sleep(0.2)
 
     def wait_computed(self, timeout: float = 60) -> None:
         """Wait until the background worker has computed every acknowledged span (list reads
