@@ -248,6 +248,19 @@ def run(cfg: TrainConfig) -> int:
         train_loop(job, watchdog.start())
     except BaseException as exc:
         watchdog.stop()
+        groups = job.groups if job is not None else None
+        # A rank whose collective failed because a peer vanished has nothing left to wait for
+        # (a persist in flight needs that peer too): it aborts its groups at once, before the
+        # library's end (persist wait, flush), so that torchrun, which stops the remaining
+        # ranks as soon as one exits, cannot stop it mid-flush with its groups still up. A rank
+        # that failed on its own first lets the library wait for its persists in flight.
+        abort_first = (
+            cfg.failure_teardown == "abort"
+            and not isinstance(exc, ett.Preempted)
+            and ett.is_peer_loss(exc)
+        )
+        if abort_first:
+            teardown(sess, log, groups, True, cfg.failure_teardown)
         if isinstance(exc, ett.Preempted):  # the library recorded it and ended the attempt
             cause = FailureCauseValues.PREEMPTION.value
             log_failure(cause, type(exc).__name__, EndReasonValues.PREEMPTED.value)
@@ -261,8 +274,8 @@ def run(cfg: TrainConfig) -> int:
             sess.fail(exc)  # ett.failure at the step in progress, the attempt ended failed
             traceback.print_exception(exc)
             status = 1
-        groups = job.groups if job is not None else None
-        teardown(sess, log, groups, True, cfg.failure_teardown)
+        if not abort_first:
+            teardown(sess, log, groups, True, cfg.failure_teardown)
         leave(status, log)
     watchdog.stop()
     with sess.shutdown(ShutdownStepValues.PG_TEARDOWN):
