@@ -2,9 +2,10 @@
 
 A background worker recomputes dirty jobs promptly and running jobs periodically (their wall
 time and state depend on the clock; a presumed-dead job's figures do not, so it is recomputed
-once when it is found dead and then only when a span for it arrives). Reads never recompute a
-list: they return the stored figures. A read of one dirty job may wait, with a bound, for that
-job's recompute (:meth:`Pipeline.fresh`).
+once when it is found dead and then only when a span for it arrives). Reads never wait on a
+recompute: they return the stored figures, and a read of one dirty job makes sure its recompute
+is under way (:meth:`Pipeline.schedule`). Only a job with spans but no figures yet is worth
+waiting for, with a bound (:meth:`Pipeline.fresh`).
 
 Concurrency: recomputes of different jobs never wait for each other. One job's recompute is
 single-flight: in a process, a recompute asked for while the same job's is running joins it;
@@ -105,6 +106,17 @@ class Pipeline:
             return flight.result()
         return self._fly(job_id, only_dirty, flight)
 
+    def schedule(self, job_id: str) -> bool:
+        """Without waiting: True when the job's stored figures include every acknowledged span
+        (or the job is unknown); otherwise make sure its recompute is under way (joining the one
+        in flight in this process, or starting one in a thread of its own) and return False.
+        Across processes, the job's advisory lock lets one of them run it (the others' flights
+        end at once as BUSY)."""
+        if not self.store.is_dirty(job_id):
+            return True
+        self._launch(job_id)
+        return False
+
     def fresh(self, job_id: str, wait_s: float) -> bool:
         """Wait up to ``wait_s`` seconds until the job's stored figures include every
         acknowledged span; True when they do (or the job is unknown), False when the bound
@@ -119,14 +131,7 @@ class Pipeline:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            flight, mine = self._claim(job_id)
-            if mine:
-                threading.Thread(
-                    target=self._fly_logged,
-                    args=(job_id, flight),
-                    name="ett-read-recompute",
-                    daemon=True,
-                ).start()
+            flight = self._launch(job_id)
             try:
                 outcome = flight.result(timeout=left)
             except FutureTimeout:
@@ -138,6 +143,18 @@ class Pipeline:
             if outcome is Outcome.BUSY or outcome is Outcome.EMPTY:
                 time.sleep(min(BUSY_POLL_S, max(0.0, deadline - time.monotonic())))
         return True
+
+    def _launch(self, job_id: str) -> Future[Outcome]:
+        """The job's recompute in flight; started in a thread of its own when there is none."""
+        flight, mine = self._claim(job_id)
+        if mine:
+            threading.Thread(
+                target=self._fly_logged,
+                args=(job_id, flight),
+                name="ett-read-recompute",
+                daemon=True,
+            ).start()
+        return flight
 
     def _claim(self, job_id: str) -> tuple[Future[Outcome], bool]:
         """The job's recompute in flight, or a new one; True when the caller must run it."""
