@@ -6,16 +6,19 @@ linear model with DDP, saves an async DCP checkpoint every ``--ckpt-every`` step
 ``instrument.torch_hooks.dcp_async_save``, on a gloo group of its own), resumes from the newest
 committed one (a ``.metadata`` file) on a restart. ``--fail ATTEMPT:RANK:KIND:STEP`` (repeatable):
 on that attempt, after ``STEP`` steps (and after that step's save when one is due), rank
-``RANK`` raises (``exception``) or SIGKILLs itself (``sigkill``). ``--tail-s``: seconds of
+``RANK`` raises (``exception``), SIGKILLs itself (``sigkill``) or hangs (``hang``: it sleeps
+``--hang-s`` inside the next step, before its collective, with no ``step()`` and so no
+heartbeat, then raises as a user's own watchdog would). ``--tail-s``: seconds of
 uninstrumented work after the loop (not training).
 
 Its own clock, independent of ETT: ``--clock-dir/rank<R>.jsonl``, one JSON object per line with
 ``event``, ``attempt``, ``rank`` and unix ``time``: ``start`` (the process's start, from
 ``/proc``), ``first_batch``, ``step`` (after each step; ``step`` is its global index),
 ``save``/``saved`` (around the blocking save call, ``step``), ``persisted`` (the save's future
-completed), ``load``/``loaded`` (around the restore, ``step``), ``failure`` (just before the
-fault), ``ending`` (just before the attempt ends: ``sess.end()``, ``sess.fail()``, or when
-``ett.Preempted`` arrived) and ``exit`` (the attempt ended, just before the process leaves).
+completed), ``load``/``loaded`` (around the restore, ``step``), ``hang`` (a hang begins),
+``failure`` (just before the fault), ``ending`` (just before the attempt ends: ``sess.end()``,
+``sess.fail()``, or when ``ett.Preempted`` arrived) and ``exit`` (the attempt ended, just
+before the process leaves).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--step-s", type=float, default=0.03)
     p.add_argument("--fail", action="append", default=[], metavar="ATTEMPT:RANK:KIND:STEP")
     p.add_argument("--tail-s", type=float, default=0.0)
+    p.add_argument("--hang-s", type=float, default=1.0)
     p.add_argument("--window-s", type=float, default=0.5)
     p.add_argument("--ckpt-dir", type=Path, required=True)
     p.add_argument("--clock-dir", type=Path, required=True)
@@ -130,6 +134,11 @@ def train(args: argparse.Namespace, sess: ett.Session, clock: Clock) -> None:
             future.add_done_callback(lambda _f, n=n: clock.log("persisted", step=n))
             pending.append(future)
         if n in faults:
+            if faults[n] == "hang":  # no progress, no heartbeat; then the watchdog raises
+                clock.log("hang", step=n)
+                time.sleep(args.hang_s)
+                clock.log("failure", step=n, kind="hang")
+                raise RuntimeError(f"watchdog: step {n + 1} made no progress in {args.hang_s} s")
             clock.log("failure", step=n, kind=faults[n])
             if faults[n] == "sigkill":
                 os.kill(os.getpid(), signal.SIGKILL)

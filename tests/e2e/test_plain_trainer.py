@@ -7,9 +7,12 @@ clock (its JSON-lines step log) as the truth:
   resumes from it, so the unsaved time is about nothing; the restarted attempt then has a tail
   after its loop: uninstrumented work after training is not productive;
 - SIGKILL of rank 0 (attempt 0), then of rank 1 (attempt 1): each cause is ``killed`` (the
-  survivor only lost a peer).
+  survivor only lost a peer);
+- a hang then a raise: rank 1 stops stepping (no ``step()``, so no heartbeat) for a while, then
+  raises as a user's own watchdog would: the hang is the failed attempt's shutdown (``failure``,
+  not unsaved: ETT-SPEC section 3), the work since the restored checkpoint is unsaved.
 
-Two torchrun jobs (each attempt starts two Python processes that import torch: the cost of the
+Three torchrun jobs (each attempt starts two Python processes that import torch: the cost of the
 file). Each figure is checked within 0.1 s of the trainer's clock (unsaved within one step).
 """
 
@@ -207,3 +210,39 @@ def test_sigkill_of_rank_0_then_of_rank_1(tmp_path: Path, module_collector: Coll
     job = figures(module_collector, run.job_id, 3)
     check(run, job, ["killed", "killed"])  # not the survivors' lost peer
     assert job["unsaved_s"] >= 2 * 4 * STEP_S  # steps 21-25 and 31-35 were redone
+
+
+def test_a_hang_then_a_raise(tmp_path: Path, module_collector: Collector) -> None:
+    hang_s = 1.5
+    run = launch(tmp_path, module_collector, "hang", 1, "--steps", "30", "--ckpt-every", "10",
+                 "--fail", "0:1:hang:25", "--hang-s", str(hang_s))  # fmt: skip
+    assert run.steps("loaded", 1) == [20]
+    job = figures(module_collector, run.job_id, 2)
+    check(run, job, ["exception"])  # the watchdog's raise; steps 21-25 unsaved, not the hang
+    # no rank stepped during the hang: training ends at the last step before it, and the
+    # seconds from there to the attempt's end are the failed attempt's shutdown, all failure
+    assert run.steps("step", 0)[-1] == 24  # global index of the 25th step, on both ranks
+    last_step = max(run.at("step", 0))
+    [hang] = run.at("hang", 0, rank=1)
+    [raised] = run.at("failure", 0, rank=1)
+    assert max(run.at("step", 0, rank=1)) <= hang and raised - hang >= hang_s
+    segments = module_collector.get(f"/api/v1/jobs/{run.job_id}/segments").json()
+    first_attempt = [g for g in segments if g["attempt"] == 0]
+    assert max(g["end"] for g in first_attempt if g["kind"] == "training") <= last_step + TOL_S
+    [shutdown] = [g for g in first_attempt if g["kind"] == "shutdown"]
+    assert shutdown["category"] == "failure" and shutdown["components"] == ["failure"]
+    assert shutdown["start"] == pytest.approx(last_step, abs=TOL_S)
+    assert shutdown["end"] == pytest.approx(job["attempts"][0]["end"], abs=1e-6)
+    assert raised - last_step - TOL_S <= shutdown["duration_s"]
+    assert shutdown["duration_s"] <= max(run.at("exit", 0)) - last_step + TOL_S
+    # the recovery: the gap from the attempt's end to the restarted processes' start (scheduler),
+    # then the restart's start-up up to its first batch (failure): TTR is both
+    alloc = min(run.at("start", 1))
+    assert job["attempts"][1]["alloc"] == pytest.approx(alloc, abs=TOL_S)
+    [gap] = [g for g in segments if g["kind"] == "recovery_gap"]
+    assert gap["category"] == "failure" and gap["components"] == ["scheduler"]
+    assert gap["duration_s"] == pytest.approx(alloc - job["attempts"][0]["end"], abs=TOL_S)
+    restart = [g for g in segments if g["attempt"] == 1 and g["kind"] == "startup"]
+    assert {g["category"] for g in restart} == {"failure"}
+    recovery = gap["duration_s"] + sum(g["duration_s"] for g in restart)
+    assert recovery == pytest.approx(job["ttr_s"][0], abs=1e-6)
