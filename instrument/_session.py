@@ -24,7 +24,7 @@ from ._failure import error_type as _error_type
 from ._persist import PersistTracker, resolve_persist_wait
 from ._spans import CheckpointSave, SpanBlock, SpanSink
 from ._stalls import DATA_WAIT_MIN_S, DataWait, blocking_block, timed_batches
-from ._startup import emit_process_startup, process_start_ns
+from ._startup import observed_startup
 from ._torchrun import warn_restart_store
 from ._watchdog import ERROR_TYPE as _EXIT_TIMEOUT
 from ._watchdog import ExitWatchdog
@@ -88,7 +88,7 @@ class Session:
         self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
         if enabled:  # the seconds before init(), named now (exported with the next batch,
             # within a second): live figures count them, and they survive a later SIGKILL
-            emit_process_startup(self._spans, self._alloc_ns, time.time_ns(), process_start_ns())
+            observed_startup(self._spans, self._alloc_ns)
         self.exit_watchdog = ExitWatchdog(
             exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
         )

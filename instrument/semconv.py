@@ -6,7 +6,9 @@ the trainer, the dashboards and the tests import these names. Standard library o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Final
 
 SCHEMA_VERSION: Final = "1"
@@ -191,6 +193,11 @@ FAILURE_PHASE: Final = "ett.failure.phase"
 BLOCKING_NAME: Final = "ett.blocking.name"
 """Extension. On ``ett.blocking``: the user's name for the blocking event (e.g. ``sdc_check``)."""
 
+STARTUP_PART: Final = "ett.startup.part"
+"""Extension. On an ``ett.startup.imports`` span that is one part of the phase: which part
+(:class:`ImportsPartValues`). The parts tile the phase; the collector charges them as ``imports``
+(component ``runtime``) and needs no change to read them."""
+
 CODE_STACKTRACE: Final = "code.stacktrace"
 """OpenTelemetry's stack trace attribute; on the exit watchdog's ``ett.failure``: the main
 thread's innermost frames when it hung."""
@@ -278,6 +285,26 @@ class StartupPhaseValues(StrEnum):
     DATALOADER_INIT = "dataloader_init"
 
 
+class LauncherPhaseValues(StrEnum):
+    """Extension. Start-up phases of a launcher (torchrun) before the rank's process started,
+    measured by the rank (``instrument._torchrun``); its rendezvous is the phase ``rendezvous``."""
+
+    LAUNCHER = "launcher"
+    """The launcher's own start: its interpreter and imports, up to its rendezvous."""
+    WORKER_SPAWN = "worker_spawn"
+    """The launcher starting this rank's process, after its rendezvous."""
+
+
+class ImportsPartValues(StrEnum):
+    """Extension. The parts of the ``imports`` phase (attribute :data:`STARTUP_PART`)."""
+
+    INTERPRETER = "interpreter"
+    """Process start to the first instant the library sees the interpreter running user code
+    with no heavy package (torch, numpy, ...) imported yet."""
+    PACKAGES = "packages"
+    """That instant to ``ett.init()``: the program's imports (torch, TorchRec, ...)."""
+
+
 PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
     StartupPhaseValues.SCHEDULING: ComponentValues.SCHEDULER,
     StartupPhaseValues.IMPORTS: ComponentValues.RUNTIME,
@@ -289,6 +316,8 @@ PHASE_DEFAULT_COMPONENT: Final[dict[str, ComponentValues]] = {
     StartupPhaseValues.CHECKPOINT_LOAD: ComponentValues.CHECKPOINT,
     StartupPhaseValues.COMPILE: ComponentValues.COMPILE,
     StartupPhaseValues.DATALOADER_INIT: ComponentValues.DATA,
+    LauncherPhaseValues.LAUNCHER: ComponentValues.RUNTIME,
+    LauncherPhaseValues.WORKER_SPAWN: ComponentValues.RUNTIME,
 }
 """Default component of each named start-up phase."""
 
@@ -345,38 +374,44 @@ KNOWN_SPAN_NAMES: Final = frozenset(
 """Every fixed span name (start-up and shutdown spans are recognised by :func:`startup_phase`
 and :func:`shutdown_step`)."""
 
-KNOWN_ATTRIBUTES: Final = frozenset(
+ATTRIBUTE_TYPES: Final[Mapping[str, type]] = MappingProxyType(
     {
-        JOB_ID,
-        ATTEMPT,
-        RANK,
-        WORLD_SIZE,
-        MODEL,
-        TEAM,
-        SERVICE_NAME,
-        HOST_NAME,
-        ATTEMPT_END_REASON,
-        FAILURE_CAUSE,
-        COMPONENT,
-        BARRIER,
-        STEP,
-        STEP_FIRST,
-        STEP_LAST,
-        SAMPLES,
-        CHECKPOINT_STEP,
-        CHECKPOINT_MODE,
-        CHECKPOINT_BYTES,
-        COMPILE_CACHE,
-        COMPILE_FRAMES,
-        PUBLISH_STANDALONE,
-        ERROR_TYPE,
-        TELEMETRY_DROPPED_SPANS,
-        COMPILE_TRIGGER,
-        FAILURE_PHASE,
-        CODE_STACKTRACE,
-        BLOCKING_NAME,
+        JOB_ID: str,
+        ATTEMPT: int,
+        RANK: int,
+        WORLD_SIZE: int,
+        MODEL: str,
+        TEAM: str,
+        SERVICE_NAME: str,
+        HOST_NAME: str,
+        ATTEMPT_END_REASON: str,
+        FAILURE_CAUSE: str,
+        COMPONENT: str,
+        BARRIER: bool,
+        STEP: int,
+        STEP_FIRST: int,
+        STEP_LAST: int,
+        SAMPLES: int,
+        CHECKPOINT_STEP: int,
+        CHECKPOINT_MODE: str,
+        CHECKPOINT_BYTES: int,
+        COMPILE_CACHE: str,
+        COMPILE_FRAMES: int,
+        PUBLISH_STANDALONE: bool,
+        ERROR_TYPE: str,
+        TELEMETRY_DROPPED_SPANS: int,
+        COMPILE_TRIGGER: str,
+        FAILURE_PHASE: str,
+        CODE_STACKTRACE: str,
+        BLOCKING_NAME: str,
+        STARTUP_PART: str,
     }
 )
+"""Every attribute key of the vocabulary and the type of its one value (as each constant's
+docstring says). The collector refuses a span whose vocabulary attribute is an array, a
+key-value list or bytes."""
+
+KNOWN_ATTRIBUTES: Final = frozenset(ATTRIBUTE_TYPES)
 """Every attribute key of the vocabulary; others under ``ett.`` are kept and counted as unknown."""
 
 

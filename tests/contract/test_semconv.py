@@ -66,6 +66,7 @@ PINNED_CONSTANTS = {
     "SPAN_BLOCKING": "ett.blocking",
     "SPAN_SHUTDOWN_PREFIX": "ett.shutdown.",
     "BLOCKING_NAME": "ett.blocking.name",
+    "STARTUP_PART": "ett.startup.part",
 }
 
 PINNED_ENUMS: dict[str, set[str]] = {
@@ -116,6 +117,8 @@ PINNED_ENUMS: dict[str, set[str]] = {
         "cache_load",
     },
     "ShutdownStepValues": {"persist_wait", "pg_teardown", "exporter_flush"},
+    "LauncherPhaseValues": {"launcher", "worker_spawn"},
+    "ImportsPartValues": {"interpreter", "packages"},
 }
 
 PINNED_PHASE_COMPONENTS = {
@@ -129,6 +132,9 @@ PINNED_PHASE_COMPONENTS = {
     "checkpoint_load": "checkpoint",
     "compile": "compile",
     "dataloader_init": "data",
+    # extension: torchrun's share before the rank's process started
+    "launcher": "runtime",
+    "worker_spawn": "runtime",
 }
 
 PINNED_SPAN_NAMES = {

@@ -3,6 +3,7 @@ start at ``init()``, ``cuda_init``, user barrier phases, and the torchrun restar
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import subprocess
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from instrument import _torchrun, semconv, torch_hooks
+from instrument import _startup, _torchrun, semconv, torch_hooks
 from instrument._startup import emit_process_startup, process_start_ns
 
 if TYPE_CHECKING:
@@ -98,13 +99,20 @@ def test_init_names_scheduling_and_imports_before_any_end(recorder: Recorder) ->
         assert time.monotonic() < deadline, "the start-up spans were not exported without end()"
         time.sleep(0.01)
     sched = recorder.one(SCHEDULING)
-    imports = recorder.one(IMPORTS)
+    parts = sorted(recorder.named(IMPORTS), key=lambda s: s.start_time or 0)
     assert attrs(sched)[semconv.COMPONENT] == "scheduler"
-    assert attrs(imports)[semconv.COMPONENT] == "runtime"
+    assert {attrs(p)[semconv.COMPONENT] for p in parts} == {"runtime"}
     assert sched.start_time == int(alloc_s * 1e9)
-    assert sched.end_time == imports.start_time
-    assert abs(imports.start_time - started) < 20_000_000
-    assert imports.end_time is not None and before <= imports.end_time <= after
+    assert sched.end_time == parts[0].start_time
+    assert abs((parts[0].start_time or 0) - started) < 20_000_000
+    assert parts[-1].end_time is not None and before <= parts[-1].end_time <= after
+    # one span, or the interpreter's and the packages' parts, tiling (instrument._startup)
+    ready = _startup.interpreter_ready_ns()
+    assert [attrs(p).get(semconv.STARTUP_PART) for p in parts] == (
+        [None] if ready is None else ["interpreter", "packages"]
+    )
+    assert all(a.end_time == b.start_time for a, b in itertools.pairwise(parts))
+    assert ready is None or parts[0].end_time == ready
     sess.end()
     assert recorder.one(semconv.SPAN_ATTEMPT).start_time == sched.start_time
 
