@@ -251,6 +251,23 @@ def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list
     return out
 
 
+def with_window_rows(
+    rows: Sequence[Sequence[Any]], stored: Iterable[SpanRecord]
+) -> tuple[list[Sequence[Any]], list[SpanRecord]]:
+    """A job's raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order) split:
+    the rows of spans other than windows, and the windows folded into the ``stored`` runs.
+
+    The same records as :func:`with_runs` of the rows' spans, but a raw window never becomes a
+    span record of its own: its row is folded straight into a run (the load of a live job reads
+    hundreds of raw windows per rank for a few runs)."""
+    others = [row for row in rows if row[5] != WINDOW]
+    if len(others) == len(rows) and not stored:
+        return others, []
+    windows = runs_of_rows([row for row in rows if row[5] == WINDOW])
+    runs, _ = fold_runs(map(Run.of, stored), windows)
+    return others, [r.record() for r in runs]
+
+
 def run_rows(runs: Iterable[SpanRecord]) -> list[tuple[Any, ...]]:
     """``window_runs`` rows (:data:`RUN_COLUMNS` order) of run records from :func:`fold`."""
     return [Run.of(r).row() for r in runs]

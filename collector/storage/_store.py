@@ -34,7 +34,7 @@ from collector.storage._rows import (
     span_rows,
     spans_from_rows,
 )
-from collector.storage._runs import WINDOW, with_runs
+from collector.storage._runs import WINDOW, with_window_rows
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
 
@@ -184,8 +184,15 @@ class Store:
             finally:
                 cursor.close()
             stored = [] if raw else self.compactor.load_runs(conn, job_id)
-        spans = spans_from_rows(rows)
-        return spans if raw else with_runs(spans, stored)
+        if raw:
+            return spans_from_rows(rows)
+        others, runs = with_window_rows(rows, stored)
+        spans = spans_from_rows(others)
+        if not runs:
+            return spans
+        out = spans + runs
+        out.sort(key=lambda s: (s.start, s.trace_id, s.span_id))
+        return out
 
     def dirty_jobs(self, limit: int = 100) -> list[tuple[str, int]]:
         """``(job_id, dirty_seq)`` of jobs needing a recompute, longest dirty first."""
