@@ -15,6 +15,7 @@ import re
 from typing import Any, Final
 
 from collector.otlp._batch import Attributes, SpanBatch
+from collector.otlp._limits import HexBytes
 from collector.otlp._result import OtlpError
 
 _INT: Final = re.compile(r"-?[0-9]+")
@@ -112,7 +113,7 @@ def _bytes_hex(value: Any) -> str:
         raise _malformed(f"bytesValue must be a base64 string, not {value!r}")
     text = value.replace("-", "+").replace("_", "/")
     try:
-        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True).hex()
+        return HexBytes(base64.b64decode(text + "=" * (-len(text) % 4), validate=True).hex())
     except binascii.Error:
         raise _malformed(f"bytesValue {value!r} is not base64") from None
 

@@ -4,6 +4,12 @@ Values that one database would take and the other refuse, or that would break th
 later (a 4 kB ``ett.model`` passes ingest on PostgreSQL and then fails every recompute of its job
 on the btree index), are refused at ingest, per span: the span is rejected alone and reported
 through OTLP partial success; the rest of the request is stored.
+
+An attribute of the vocabulary (``semconv.ATTRIBUTE_TYPES``) holds one value: sent as an array, a
+key-value list or bytes, it rejects its span (an ``ett.checkpoint.step`` array was stored and then
+failed every recompute of its job). A scalar of another type than the vocabulary's passes: the
+domain reads each attribute defensively (a decimal string rank is a rank, a string step names no
+checkpoint), and refusing it would drop spans that compute today.
 """
 
 from __future__ import annotations
@@ -31,6 +37,30 @@ larger one passed SQLite and failed PostgreSQL, and past 2**63 failed SQLite too
 _IDENTITY_KEYS: Final = (semconv.JOB_ID, semconv.MODEL, semconv.TEAM, semconv.COMPONENT)
 
 
+class HexBytes(str):
+    """An OTLP ``bytes`` value as both decoders keep it: its lower-case hex. A string to storage
+    and to the domain, but marked, so that a vocabulary attribute sent as bytes is told apart
+    from one sent as a string."""
+
+    __slots__ = ()
+
+
+_VOCABULARY: Final = semconv.ATTRIBUTE_TYPES
+_NOT_ONE_VALUE: Final[dict[type, str]] = {
+    list: "an array",
+    dict: "a key-value list",
+    HexBytes: "bytes",
+}
+"""Decoded value types that are not one value, and how a rejection names them."""
+
+_TYPE_WORDS: Final[dict[type, str]] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
 def _text_problem(text: str, limit: int, what: str) -> str | None:
     if len(text) > limit:
         return f"has {what} of {len(text)} characters (limit {limit})"
@@ -56,20 +86,29 @@ def _value_problem(key: str, value: Any, budget: list[int]) -> str | None:
             if problem is not None:
                 return problem
     elif isinstance(value, dict):
-        return attributes_problem(value, budget)
+        return _pairs_problem(value, budget, vocabulary=False)
     return None
 
 
-def attributes_problem(attrs: dict[str, Any], budget: list[int] | None = None) -> str | None:
-    """Why ``attrs`` break a limit (sizes, NUL, lone surrogates), or None."""
-    budget = budget if budget is not None else [MAX_ATTRIBUTES]
+def _pairs_problem(attrs: dict[str, Any], budget: list[int], vocabulary: bool) -> str | None:
     for key, value in attrs.items():
         problem = _text_problem(key, MAX_KEY_CHARS, "an attribute key")
         if problem is None:
             problem = _value_problem(key, value, budget)
+        if problem is None and vocabulary and (kind := _NOT_ONE_VALUE.get(type(value))):
+            expected = _VOCABULARY.get(key)
+            if expected is not None:
+                problem = f"has {key} as {kind}, expected {_TYPE_WORDS[expected]}"
         if problem is not None:
             return problem
     return None
+
+
+def attributes_problem(attrs: dict[str, Any]) -> str | None:
+    """Why ``attrs`` (a resource's, or a span's own) break a limit (sizes, NUL, lone
+    surrogates), or hold an attribute of the vocabulary as more than one value (module
+    docstring); None when they do not. Keys inside a key-value list are not the vocabulary's."""
+    return _pairs_problem(attrs, [MAX_ATTRIBUTES], vocabulary=True)
 
 
 def identity_problem(name: str, merged: dict[str, Any]) -> str | None:

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from collector.otlp._batch import Attributes, SpanBatch
+from collector.otlp._limits import HexBytes
 from collector.otlp._result import OtlpError
 
 _PACKAGE: Final = "ett_otlp_lazy"
@@ -82,7 +83,7 @@ def any_value(value: AnyValue) -> Any:
     if kind in _SCALARS:
         return getattr(value, kind)
     if kind == "bytes_value":
-        return value.bytes_value.hex()
+        return HexBytes(value.bytes_value.hex())
     if kind == "array_value":
         return [any_value(item) for item in value.array_value.values]
     return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
