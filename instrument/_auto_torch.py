@@ -36,7 +36,6 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._config import process_start_time
 from ._errors import log_once
 from ._import_watch import Callback, ImportWatch
 from ._session import Session, span_sink
@@ -72,8 +71,9 @@ JOIN_S = 0.02
 
 
 class ImportPhases:
-    """The start-up phase ``imports`` from timed imports: the first span starts at process start
-    (the interpreter's own start-up and ``sitecustomize`` are runtime too); imports less than
+    """The start-up phase ``imports`` (part ``packages``) from timed imports: the first span starts
+    where the session started (before it, the session's own start-up phases name the
+    interpreter's start-up and ``sitecustomize``: ``instrument._startup``); imports less than
     :data:`JOIN_S` apart join one span; a span is emitted once the next import starts later,
     or at :meth:`flush`."""
 
@@ -103,7 +103,10 @@ class ImportPhases:
 
     def _emit(self, interval: list[int]) -> None:
         phase = semconv.StartupPhaseValues.IMPORTS
-        attrs: dict[str, AttributeValue] = {semconv.COMPONENT: semconv.default_component(phase)}
+        attrs: dict[str, AttributeValue] = {
+            semconv.COMPONENT: semconv.default_component(phase),
+            semconv.STARTUP_PART: semconv.ImportsPartValues.PACKAGES.value,
+        }
         span = self._sink.start(semconv.startup_span_name(phase), attrs, interval[0])
         self._sink.end(span, end_ns=interval[1])
 
@@ -116,8 +119,9 @@ class AutoTorch:
         self._local = threading.local()
         self._optimizer: weakref.ref[Any] | None = None
         self._resume_step = 0
-        start_ns = int(process_start_time() * 1e9)
-        self.imports = ImportPhases(span_sink(session), start_ns)
+        # from the session's start: the interpreter's start-up and the imports before it
+        # (sitecustomize's own) are the session's start-up phases (instrument._startup)
+        self.imports = ImportPhases(span_sink(session), session.started_ns)
         self.watch = ImportWatch(self.callbacks(), timer=self.imports.add)
         session.add_end_callback(self._startup_over)
 

@@ -86,9 +86,12 @@ class Session:
         )
         self._window_thread: PollThread | None = None
         self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
+        self.started_ns = time.time_ns()
+        """When this session started (unix ns): the start-up phases the library names by
+        itself (``instrument._startup``) end here."""
         if enabled:  # the seconds before init(), named now (exported with the next batch,
             # within a second): live figures count them, and they survive a later SIGKILL
-            observed_startup(self._spans, self._alloc_ns)
+            observed_startup(self._spans, self._alloc_ns, self.started_ns)
         self.exit_watchdog = ExitWatchdog(
             exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
         )
