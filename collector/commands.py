@@ -74,7 +74,11 @@ def register(sub: Any) -> None:
         "report",
         help="one job's figures (ETT-SPEC section 5)",
         description="One job's ETT, idle and failure shares, time to start and to recover, "
-        "unsaved work, checkpoint blocking, lost time by component and checkpoint advice.",
+        "unsaved work, checkpoint blocking, lost time by component and checkpoint advice. "
+        "When the job has spans newer than its figures, this computes them and waits for "
+        "them up to ETT_READ_WAIT_S (default 2 s), then prints the stored figures marked "
+        "'newer spans not included yet' (the HTTP API never waits: it answers the stored "
+        "figures with fresh: false).",
     )
     rep.add_argument("job_id", metavar="JOB_ID", help="the job's ett.job.id (see `ett jobs`)")
     _db_arg(rep)
@@ -139,7 +143,9 @@ environment:
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
   ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
-  ETT_READ_WAIT_S     how long a read of one job waits for its newer spans (default 5 s)
+  ETT_READ_WAIT_S     how long a read of a job with spans but no figures yet waits for its
+                      first figures, then 503 (default 2 s); a job with figures is answered
+                      at once, "fresh": false while newer spans await their recompute
   ETT_WORKERS         server processes (default 1)
 """
 
@@ -289,7 +295,8 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
     from .query import NotFound, NotReady, Query, QueryError, RecomputeFailed
 
     target = args.target
-    query = Query(_open(args, read=True), read_wait_s=_settings(target.url).read_wait_s)
+    settings = _settings(target.url)  # no background worker here: wait for fresh figures
+    query = Query(_open(args, read=True), read_wait_s=settings.read_wait_s, wait_fresh=True)
     try:
         data = fn(query)
     except NotFound as exc:

@@ -1,10 +1,13 @@
 """The one query layer behind the CLI, the HTTP read API and the dashboards (ETT-SPEC section 5).
 
-Freshness: reads never write. Lists (jobs, lost time) answer the stored figures at once; each job
-carries its ``computed_at``, and the pipeline's background worker keeps them fresh. A read of one
-job whose spans are newer than its figures waits for that job's recompute, at most ``read_wait_s``
-(single-flight: concurrent readers share one recompute); past the bound it answers the stored
-figures with ``fresh: false``.
+Freshness: reads never wait on a recompute. Lists (jobs, lost time) answer the stored figures at
+once; each job carries its ``computed_at``, and the pipeline's background worker keeps them fresh.
+A read of one job whose spans are newer than its figures answers its stored figures at once with
+``fresh: false`` and makes sure the job's recompute is under way (single-flight: concurrent
+readers share one recompute). Only a job with spans but no figures yet waits for its first
+figures, at most ``read_wait_s``; past the bound :class:`NotReady`. With ``wait_fresh`` (the CLI,
+where no background worker runs) a read of a dirty job waits up to ``read_wait_s`` for figures
+that include its newest spans, as a person at a terminal expects.
 """
 
 from __future__ import annotations
@@ -71,19 +74,21 @@ class Query:
         pipeline: Pipeline,
         clock: Callable[[], float] = time.time,
         read_wait_s: float = DEFAULT_READ_WAIT_S,
+        wait_fresh: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.store = pipeline.store
         self.clock = clock
         self.read_wait_s = read_wait_s
+        self.wait_fresh = wait_fresh
 
     def job(self, job_id: str) -> JobJSON:
-        """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``.
+        """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``
+        (False while spans newer than the figures await their recompute).
 
         When the job's last recompute failed, the figures from before it (if any) come with
         ``fresh: false`` and ``error`` saying why; with none, :class:`RecomputeFailed`."""
-        fresh = self.pipeline.fresh(job_id, self.read_wait_s)
-        job = self.store.get_job(job_id)
+        fresh, job = self._stored(job_id)
         failure = self.store.recompute_failure(job_id)
         if job is None:
             raise self._missing(job_id, fresh, failure)
@@ -93,11 +98,26 @@ class Query:
         return job
 
     def segments(self, job_id: str) -> list[SegmentJSON]:
-        """A job's segments in time order (for timelines), waiting for it as :meth:`job` does."""
-        fresh = self.pipeline.fresh(job_id, self.read_wait_s)
-        if self.store.get_job(job_id) is None:
+        """A job's stored segments in time order (for timelines), on the terms of :meth:`job`."""
+        fresh, job = self._stored(job_id)
+        if job is None:
             raise self._missing(job_id, fresh, self.store.recompute_failure(job_id))
         return self.store.get_segments(job_id)
+
+    def _stored(self, job_id: str) -> tuple[bool, JobJSON | None]:
+        """Whether the job's figures include every acknowledged span, and its stored figures.
+
+        Never waits for a job that has figures (its recompute is scheduled when it is dirty);
+        a job with spans but none yet is waited for, at most ``read_wait_s``."""
+        if self.wait_fresh:
+            fresh = self.pipeline.fresh(job_id, self.read_wait_s)
+            return fresh, self.store.get_job(job_id)
+        fresh = self.pipeline.schedule(job_id)  # read before the figures: never claims too much
+        job = self.store.get_job(job_id)
+        if job is None and not fresh:
+            fresh = self.pipeline.fresh(job_id, self.read_wait_s)
+            job = self.store.get_job(job_id)
+        return fresh, job
 
     def jobs(
         self,

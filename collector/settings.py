@@ -12,8 +12,10 @@ DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 """Decoded bytes of trace requests ingested at once; past it a request is answered 429."""
-DEFAULT_READ_WAIT_S = 5.0
-"""How long a read of one dirty job waits for its recompute before answering the stored figures."""
+DEFAULT_READ_WAIT_S = 2.0
+"""How long a read of a job that has spans but no figures yet waits for its first recompute before
+answering 503 "not computed yet" (a job with stored figures is answered at once, ``fresh: false``
+when newer spans await their recompute); ``ett report`` waits this long for fresh figures."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
@@ -83,7 +85,8 @@ class Settings:
     ``Retry-After``), ``ETT_WINDOW_S`` (train window length, default the emitter's
     ``semconv.DEFAULT_WINDOW_S``; ``semconv.PRESUMED_DEAD_WINDOWS`` silent windows presume an
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
-    (how long a read of one job whose spans are newer than its figures waits for them),
+    (how long a read of a job with spans but no figures yet waits for its first figures, and
+    ``ett report`` for fresh ones; :data:`DEFAULT_READ_WAIT_S`),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
 

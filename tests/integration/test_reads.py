@@ -1,8 +1,10 @@
 """The freshness contract of the read side, on real SQLite and PostgreSQL.
 
-Reads never write: list reads answer the stored figures and leave dirty jobs dirty; a read of one
-dirty job waits for that job's recompute (bounded by ``read_wait_s``, single-flight); every job
-carries its ``computed_at``. Plus the HTTP API's answers for these cases (in-process ASGI).
+Reads never wait on a recompute: list reads answer the stored figures and leave dirty jobs dirty;
+a read of one dirty job answers its stored figures at once with ``fresh: false`` and schedules its
+recompute (single-flight); only a job with spans but no figures yet is waited for (bounded by
+``read_wait_s``); every job carries its ``computed_at``. Plus the HTTP API's answers for these
+cases (in-process ASGI).
 """
 
 from __future__ import annotations
@@ -38,11 +40,15 @@ class GatedStore(Store):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.gate = threading.Event()
+        self.loading = threading.Event()
+        """Set once a span load has reached the gate."""
+        self.hold_s = 60.0
         self.reader_checks = 0
         self._count_lock = threading.Lock()
 
     def load_spans(self, job_id: str):  # type: ignore[no-untyped-def]
-        assert self.gate.wait(timeout=60), "the test never opened the gate"
+        self.loading.set()
+        assert self.gate.wait(timeout=self.hold_s), "the test never opened the gate"
         return super().load_spans(job_id)
 
     def is_dirty(self, job_id: str) -> bool:
@@ -137,6 +143,44 @@ def test_past_the_bound_a_read_answers_the_stored_figures_marked_not_fresh(
     gated.gate.set()
     assert pipeline.fresh("late", 60)
     assert query.job("late")["failures"] == 1
+
+
+def test_a_read_of_a_dirty_job_answers_its_stored_figures_while_its_recompute_is_held(
+    gated: GatedStore,
+) -> None:
+    """No wait by construction: the job's recompute is held at the gate, which only this thread
+    opens, after the reads returned; a read that waited for it would hang (the read bound and the
+    hold are an hour) and the suite's per-test timeout would fail the test."""
+    pipeline, recomputed = _counting_pipeline(gated)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=3600)
+    client = _client(gated, read_wait_s=3600)
+    spans = worked_example("held", base=BASE)
+    pipeline.ingest([s for s in spans if s.attempt == 1])
+    gated.gate.set()
+    assert pipeline.recompute("held")  # stored figures: attempt 1 only
+    gated.gate.clear()
+    gated.loading.clear()
+    gated.hold_s = 3600
+    pipeline.ingest([s for s in spans if s.attempt == 0])  # newer spans: the job is dirty
+
+    over_http = client.get("/api/v1/jobs/held")
+    stale = query.job("held")
+    timeline = query.segments("held")
+
+    assert over_http.status_code == 200 and over_http.json()["fresh"] is False
+    assert stale["fresh"] is False and stale["failures"] == 0  # attempt 0 not in yet
+    assert stale["computed_at"] == NOW and stale["ett_pct"] == over_http.json()["ett_pct"]
+    assert {s["attempt"] for s in timeline} == {1}
+    assert gated.loading.wait(timeout=60)  # the reads scheduled the recompute; it is held
+    assert recomputed == ["held"] and gated.is_dirty("held")
+
+    gated.gate.set()
+    assert pipeline.fresh("held", 60)  # the scheduled recompute lands
+    job = query.job("held")
+    assert job["fresh"] is True and job["failures"] == 1
+    assert job["ett_pct"] == pytest.approx(WORKED_EXAMPLE["ett_pct"])
+    assert client.get("/api/v1/jobs/held").json()["fresh"] is True
+    assert recomputed == ["held", "held"]  # three reads of the dirty job, one recompute
 
 
 def test_concurrent_reads_of_one_dirty_job_cause_one_recompute(gated: GatedStore) -> None:

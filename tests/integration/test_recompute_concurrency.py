@@ -299,6 +299,9 @@ def test_a_job_whose_recompute_fails_is_marked_failed_and_breaks_no_list_read(
 
     store.poisoned.add("bad")  # fails again: the figures from before stay, with the reason
     pipeline.ingest([window(BASE + 2000, BASE + 2010, job="bad")])
+    at_once = client.get("/api/v1/jobs/bad")  # never waits: the stored figures, not fresh
+    assert at_once.status_code == 200 and at_once.json()["fresh"] is False
+    pipeline.fresh("bad", 30)  # waits for the recompute that read scheduled (it fails)
     stale = client.get("/api/v1/jobs/bad")
     assert stale.status_code == 200
     assert stale.json()["fresh"] is False and "ValueError" in stale.json()["error"]
