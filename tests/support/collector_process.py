@@ -30,16 +30,17 @@ class Collector:
         return httpx.get(self.url + path, params=params, headers=headers, timeout=30)
 
     def job(self, job_id: str) -> dict:
-        r = self.get(f"/api/v1/jobs/{job_id}")
-        assert r.status_code == 200, r.text
-        return r.json()
+        """The job's figures once they include every span acknowledged so far (a read answers
+        the stored figures at once, ``fresh: false`` until the collector has recomputed)."""
+        return self.wait_for_job(job_id, lambda _job: True)
 
     def wait_for_job(self, job_id: str, predicate: Any, timeout: float = 30) -> dict:
-        """Poll the job's read API until ``predicate(figures)`` holds; its figures then."""
+        """Poll the job's read API until its figures are ``fresh`` (they include every span
+        acknowledged before the read) and ``predicate(figures)`` holds; its figures then."""
         deadline = time.monotonic() + timeout
         while True:
             r = self.get(f"/api/v1/jobs/{job_id}")
-            if r.status_code == 200 and predicate(r.json()):
+            if r.status_code == 200 and r.json()["fresh"] and predicate(r.json()):
                 return dict(r.json())
             if time.monotonic() > deadline:
                 raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
