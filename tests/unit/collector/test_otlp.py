@@ -108,6 +108,11 @@ def json_body(req: ExportTraceServiceRequest) -> bytes:
     return json.dumps(doc).encode()
 
 
+def pb_of(req: ExportTraceServiceRequest) -> bytes:
+    """The protobuf body of ``req``."""
+    return bytes(req.SerializeToString())
+
+
 def decode(body: bytes, ctype: str | None = PB, encoding: str | None = None) -> DecodeResult:
     """Decode with the default limit."""
     return decode_traces(body, ctype, encoding, LIMIT)
@@ -586,3 +591,33 @@ def test_otlp_error_carries_status_and_message() -> None:
     err = OtlpError(415, "no")
 
     assert (err.status, err.message) == (415, "no") and "415" in str(err)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_only_vocabulary_attributes_must_hold_one_value(as_json: bool) -> None:
+    """Arrays, key-value lists and bytes stay allowed outside the vocabulary and inside a
+    key-value list; a vocabulary attribute's scalar of another type passes (the domain reads it
+    defensively); a resource's bad vocabulary attribute rejects each span of the resource."""
+    fine = {
+        "user.list": [1, 2],
+        "user.map": {semconv.CHECKPOINT_STEP: [1]},
+        "user.raw": b"\x01",
+        "ett.custom": [1],
+        semconv.CHECKPOINT_STEP: "20",
+        semconv.SAMPLES: 3.0,
+    }
+    spans = [
+        {"name": "fine", "attrs": {**IDENTITY, **fine}},
+        {"name": "bad", "attrs": {**IDENTITY, semconv.WORLD_SIZE: b"\x02"}},
+    ]
+    bad_resource = {**IDENTITY, semconv.TEAM: {"name": "ads"}}
+    bodies = [request(spans), request([{"name": "fine", "attrs": fine}], resource=bad_resource)]
+
+    one, two = (decode(json_body(r), JSON) if as_json else decode(pb_of(r)) for r in bodies)
+
+    assert [r.name for r in one.records] == ["fine"] and one.rejected == 1
+    kept = one.records[0].attributes
+    assert kept["user.map"] == {semconv.CHECKPOINT_STEP: [1]} and kept["user.raw"] == "01"
+    assert f"{semconv.WORLD_SIZE} as bytes, expected an integer" in one.rejected_message
+    assert two.records == [] and two.rejected == 1
+    assert f"{semconv.TEAM} as a key-value list, expected a string" in two.rejected_message
