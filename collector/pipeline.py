@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from math import inf
 
 from instrument import semconv
 
@@ -63,7 +64,7 @@ class Pipeline:
         live_refresh_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         on_recompute: Callable[[str, float], None] | None = None,
-        settle_s: float = 1.0,
+        settle_s: float = 0.25,
         leader: Callable[[], bool] | None = None,
         on_failure: Callable[[str, str], None] | None = None,
     ) -> None:
@@ -76,6 +77,9 @@ class Pipeline:
         self.settle_s = settle_s
         self._worker = Periodic("ett-recompute", self._tick, live_refresh_s, log, leader)
         self._last_live = -float("inf")
+        self._saved_at: dict[str, float] = {}
+        """When (monotonic) this process last saved each job's figures: the live refresh skips
+        a job saved less than half a ``live_refresh_s`` ago (the dirty loop just did it)."""
         self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
 
@@ -215,6 +219,7 @@ class Pipeline:
                 raise  # an outage: the job stays dirty and is retried, nothing is wrong with it
             self._failed(job_id, seen_seq, exc)
             return Outcome.FAILED
+        self._saved_at[job_id] = time.monotonic()
         if self._on_recompute is not None:
             self._on_recompute(job_id, time.perf_counter() - started)
         return Outcome.SAVED
@@ -273,13 +278,24 @@ class Pipeline:
         self._worker.stop()
 
     def _tick(self) -> None:
-        # let a burst of requests land first: one recompute per job per burst, and the ingest
-        # path keeps the CPU while requests are arriving
+        # let a burst of requests land first (one recompute per job per burst), but briefly:
+        # the figures' freshness is this wait plus the queue of dirty jobs ahead
         stopping = self._worker.stopping
         if stopping.wait(self.settle_s):
             return
-        while self.recompute_dirty() > 0 and not stopping.is_set():
+        self._drain()
+        if time.monotonic() - self._last_live < self.live_refresh_s:
+            return
+        self._last_live = time.monotonic()
+        for job_id in self.store.live_job_ids():
+            if stopping.is_set():
+                return
+            if self._last_live - self._saved_at.get(job_id, -inf) < self.live_refresh_s / 2:
+                continue  # just saved (the dirty loop): no older than 1.5 refreshes next time
+            self._recompute(job_id, only_dirty=False)
+            self._drain()  # a job with new spans goes before the next clock-only refresh
+
+    def _drain(self) -> None:
+        """Recompute dirty jobs, oldest dirty mark first, until none is left."""
+        while self.recompute_dirty() > 0 and not self._worker.stopping.is_set():
             pass
-        if time.monotonic() - self._last_live >= self.live_refresh_s:
-            self.refresh_live()
-            self._last_live = time.monotonic()
