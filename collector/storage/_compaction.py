@@ -66,7 +66,7 @@ class CompactionSql:
 
     lines: str
     advance: str
-    raw_windows: str
+    take_raw: str
     runs_from: str
     delete_run: str
     extend_run: str
@@ -85,9 +85,9 @@ class CompactionSql:
                 " ON CONFLICT (job_id) DO UPDATE SET compacted_to = excluded.compacted_to"
                 " WHERE window_compaction.compacted_to <= excluded.compacted_to"
             ),
-            raw_windows=(
-                f"SELECT {_cols(SPAN_COLUMNS)} FROM spans WHERE job_id = {ph} AND start < {ph}"
-                f' AND name = {ph} AND "end" < {ph}'
+            take_raw=(
+                f"DELETE FROM spans WHERE job_id = {ph} AND start < {ph}"
+                f' AND name = {ph} AND "end" < {ph} RETURNING {_cols(SPAN_COLUMNS)}'
             ),
             runs_from=(
                 f"SELECT {_cols(RUN_COLUMNS)} FROM window_runs"
@@ -164,15 +164,19 @@ class Compactor:
         with self._engine.begin() as conn:
             if conn.exec_driver_sql(self.sql.advance, (job_id, cutoff)).rowcount == 0:
                 return 0
-            if windows is None:
-                raw = _fetch(conn, self.sql.raw_windows, (job_id, cutoff, WINDOW, cutoff))
-                fresh = runs_of_rows(raw)
+            if windows is None:  # the rows deleted are exactly the rows folded
+                raw = _fetch(conn, self.sql.take_raw, (job_id, cutoff, WINDOW, cutoff))
+                fresh, deleted = runs_of_rows(raw), len(raw)
             else:
                 unique = {(w.trace_id, w.span_id): w for w in windows}
                 fresh = [Run.of(w) for w in unique.values()]
-            return self._fold(conn, job_id, fresh) if fresh else 0
+                deleted = conn.exec_driver_sql(
+                    self.sql.delete_raw, [(job_id, w.start, w.trace_id, w.span_id) for w in fresh]
+                ).rowcount
+            return self._fold(conn, job_id, fresh, int(deleted)) if fresh else 0
 
-    def _fold(self, conn: Connection, job_id: str, fresh: list[Run]) -> int:
+    def _fold(self, conn: Connection, job_id: str, fresh: list[Run], deleted: int) -> int:
+        """Fold ``fresh`` (``deleted`` raw rows, deleted already) into the stored runs."""
         sql = self.sql
         ranks = {(w.attempt, w.rank) for w in fresh}
         lo = min(w.start for w in fresh) - CONTIGUOUS_EPS_S
@@ -183,9 +187,6 @@ class Compactor:
         ]
         before = {r.key(): (r.end, r.count) for r in stored}  # folding extends them in place
         stored_count = sum(r.count for r in stored)
-        deleted = conn.exec_driver_sql(
-            sql.delete_raw, [(job_id, w.start, w.trace_id, w.span_id) for w in fresh]
-        ).rowcount
         runs, _ = fold_runs(stored, fresh)
         # a stored run that kept its first window is updated in place (its attributes hold
         # only the first window's); one absorbed into an earlier run is deleted; others are new
@@ -208,7 +209,7 @@ class Compactor:
         gone = deleted + stored_count - sum(r.count for r in runs)
         if gone:  # replays of folded windows, counted when they arrived: not spans any more
             conn.exec_driver_sql(sql.uncount, (gone, job_id))
-        return int(deleted)
+        return deleted
 
     def load_runs(self, conn: Connection, job_id: str) -> list[SpanRecord]:
         """The job's stored runs as window records, by (attempt, rank, start)."""
