@@ -107,11 +107,15 @@ class PostgresServer:
         """A SQLAlchemy URL of ``database`` on this server."""
         return f"{driver}://{self.user}@127.0.0.1:{self.port}/{database}"
 
+    @property
+    def conninfo(self) -> str:
+        """A libpq connection string for the ``postgres`` database, as the superuser."""
+        return f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
+
     def _admin(self, sql: str) -> None:
         import psycopg
 
-        conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
             conn.execute(sql.encode())
 
     def create_database(self, name: str | None = None) -> str:
@@ -157,22 +161,16 @@ class PostgresServer:
             ]
         )
         try:
-            self._run(
-                str(self.bindir / "pg_ctl"),
-                "-D",
-                str(self.datadir),
-                "-l",
-                str(self.root / "server.log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            )
+            self._pg_ctl("-o", options, "start")
         except subprocess.CalledProcessError as exc:
             log = (self.root / "server.log").read_text(errors="replace")[-4000:]
             raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log}") from exc
+
+    def _pg_ctl(self, *args: str) -> None:
+        """``pg_ctl`` on this cluster, logging to ``server.log``, waiting up to 60 s."""
+        log = str(self.root / "server.log")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", log, "-w", "-t",
+                  "60", *args)  # fmt: skip
 
     def halt(self) -> None:
         """Stop the server cleanly (``-m fast``: sessions end, acknowledged commits stay), to
@@ -181,19 +179,7 @@ class PostgresServer:
 
     def restart(self) -> None:
         """``pg_ctl restart`` (``-m fast``) with the options it was launched with."""
-        self._run(
-            str(self.bindir / "pg_ctl"),
-            "-D",
-            str(self.datadir),
-            "-l",
-            str(self.root / "server.log"),
-            "-m",
-            "fast",
-            "-w",
-            "-t",
-            "60",
-            "restart",
-        )
+        self._pg_ctl("-m", "fast", "restart")
 
     def stop(self) -> None:
         """Stop the server at once (its data is thrown away)."""

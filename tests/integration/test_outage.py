@@ -32,7 +32,7 @@ import pytest
 
 from instrument import semconv as sc
 from tests.conftest import PostgresServer, throwaway_postgres
-from tests.support.collector_process import Collector, start_collector
+from tests.support.collector_process import WAIT_S, Collector, start_collector
 
 OUTAGE_S = 15.0
 EXPORT_TIMEOUT_S = 60.0
@@ -102,7 +102,7 @@ def _stored(collector: Collector) -> int:
     return spans
 
 
-def _wait_for_spans(collector: Collector, timeout: float = 30) -> None:
+def _wait_for_spans(collector: Collector, timeout: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout
     while _stored(collector) == 0:
         assert time.monotonic() < deadline, "no span stored before the disturbance"
@@ -110,8 +110,7 @@ def _wait_for_spans(collector: Collector, timeout: float = 30) -> None:
 
 
 def _postmaster_started(server: PostgresServer) -> str:
-    conninfo = f"host=127.0.0.1 port={server.port} user={server.user} dbname=postgres"
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(server.conninfo) as conn:
         row = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
     assert row is not None
     return str(row[0])
@@ -207,7 +206,7 @@ def test_sqlite_full_disk_loses_no_span(tmp_path: Path) -> None:
             exporting = Exporting(collector, "full-disk-job", payload="x" * 2000)
             _wait_for_spans(collector)
             _fill(disk / "filler")
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + WAIT_S
             while _metric(collector, "ett_ingest_requests_total", 'code="503"') == 0:
                 assert time.monotonic() < deadline, "the full disk never refused a write"
                 time.sleep(0.2)
