@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from collector.domain.model import Category
 
@@ -136,3 +136,96 @@ class FleetScan:
             f"FROM ({top}) t LEFT JOIN job_figures f ON f.job_id = t.job_id AND {self.jobs_where} "
             "ORDER BY t.gpu_s DESC, t.job_id"
         )
+
+    def per_job(self) -> list[tuple[Any, ...]]:
+        """``(job_id, window seconds, lost seconds, lost GPU-seconds)`` of every job in the
+        window (meant for the short windows at a fleet answer's edges)."""
+        lost = f"CASE WHEN x.category <> '{_PRODUCTIVE}' THEN (x.b - x.a) * x.share ELSE 0 END"
+        return self._run(
+            f"SELECT x.job_id, SUM((x.b - x.a) * x.share), SUM({lost}), SUM(({lost}) * x.ranks) "
+            f"FROM ({self._rows()}) x GROUP BY x.job_id"
+        )
+
+
+class CellScan:
+    """The rollup's side of one fleet answer (``collector/storage/_fleet_cells.py``): fleet
+    cells of whole hours and days, and per-job totals, under the answer's filters."""
+
+    def __init__(
+        self, conn: Connection, model: str | None, team: str | None, state: str | None
+    ) -> None:
+        self.conn = conn
+        self.params: dict[str, Any] = {}
+        self.filters = ""
+        for column, value in (("model", model), ("team", team), ("state", state)):
+            if value is not None:
+                self.params[column] = value
+                self.filters += f" AND {column} = :{column}"
+
+    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        stmt = text(sql)
+        if "ids" in params:
+            stmt = stmt.bindparams(bindparam("ids", expanding=True))
+        return [tuple(r) for r in self.conn.execute(stmt, self.params | params)]
+
+    def cells(self, grain: int, since: float, until: float) -> list[tuple[Any, ...]]:
+        """``(t, model, team, category, component, seconds, GPU-seconds)`` of the fleet cells
+        of size ``grain`` starting in ``[since, until)`` (``''``: no model or team)."""
+        return self._run(
+            "SELECT t, model, team, category, component, SUM(seconds), SUM(gpu_s) "
+            f"FROM fleet_cells WHERE grain = :g AND t >= :a AND t < :b{self.filters} "
+            "GROUP BY t, model, team, category, component",
+            g=grain,
+            a=since,
+            b=until,
+        )
+
+    def inside(self, since: float, until: float, limit: int) -> list[tuple[Any, ...]]:
+        """``(job_id, seconds, lost seconds, lost GPU-seconds)`` of the ``limit`` jobs whose
+        segments all fall in ``[since, until]`` that lost the most GPU-seconds (ties: job id)."""
+        return self._run(
+            'SELECT job_id, seconds, lost_s, lost_gpu_s FROM job_totals WHERE "first" >= :lo '
+            f'AND "last" <= :hi{self.filters} ORDER BY lost_gpu_s DESC, job_id LIMIT :limit',
+            lo=since,
+            hi=until,
+            limit=limit,
+        )
+
+    def straddling(self, since: float, until: float) -> list[str]:
+        """Jobs with segments both inside and outside ``[since, until]``."""
+        rows = self._run(
+            'SELECT job_id FROM job_totals WHERE "last" > :lo AND "first" < :hi '
+            f'AND ("first" < :lo OR "last" > :hi){self.filters}',
+            lo=since,
+            hi=until,
+        )
+        return [str(r[0]) for r in rows]
+
+    def job_sums(
+        self, ids: list[str], grain: int, since: float, until: float
+    ) -> list[tuple[Any, ...]]:
+        """``(job_id, seconds, lost seconds, lost GPU-seconds)`` of jobs ``ids`` from their
+        cells of size ``grain`` starting in ``[since, until)``."""
+        lost = f"CASE WHEN category <> '{_PRODUCTIVE}' THEN"
+        return self._run(
+            f"SELECT job_id, SUM(seconds), SUM({lost} seconds ELSE 0 END), "
+            f"SUM({lost} gpu_s ELSE 0 END) FROM job_cells WHERE job_id IN :ids "
+            "AND grain = :g AND t >= :a AND t < :b GROUP BY job_id",
+            ids=ids,
+            g=grain,
+            a=since,
+            b=until,
+        )
+
+    def figures(self, ids: list[str], since: float, until: float) -> dict[str, tuple[Any, ...]]:
+        """``job_id -> (state, model, team, ETT%)`` of jobs ``ids`` whose figures overlap the
+        window and match the filters."""
+        flt = self.filters.replace(" AND ", " AND f.")
+        rows = self._run(
+            "SELECT f.job_id, f.state, f.model, f.team, f.ett_pct FROM job_figures f "
+            f'WHERE f.job_id IN :ids AND f."end" > :lo AND f.alloc < :hi{flt}',
+            ids=ids,
+            lo=since,
+            hi=until,
+        )
+        return {str(r[0]): r[1:] for r in rows}

@@ -22,7 +22,7 @@ from collector.schemas import (
     LostTimeJSON,
     SegmentJSON,
 )
-from collector.storage import _lost_time, _migrate
+from collector.storage import _fleet_cells, _lost_time, _migrate
 from collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from collector.storage._engine import make_engine
 from collector.storage._job_locks import JobLocks
@@ -151,6 +151,13 @@ class Store:
             seg_rows = segment_rows(summary)
             if seg_rows:
                 conn.exec_driver_sql(self._sql.insert_segments, seg_rows)
+            _fleet_cells.replace_job(
+                conn,
+                job_id,
+                (summary.model, summary.team, str(summary.state)),
+                ((r[3], r[4], r[5], r[6], r[8], r[9]) for r in seg_rows),
+                {a.attempt: len(a.ranks) for a in summary.attempts},
+            )
             conn.exec_driver_sql(self._sql.upsert_figures, figures_row(summary, computed_at))
         return True
 
@@ -229,6 +236,27 @@ class Store:
         out = cast(JobJSON, json.loads(row[0]))
         out["computed_at"] = row[1]
         return out
+
+    def job_state(self, job_id: str) -> tuple[bool, str | None, JobJSON | None]:
+        """What one job's read needs, in one query: whether spans newer than its figures await
+        their recompute (:meth:`is_dirty`), why its last recompute failed
+        (:meth:`recompute_failure`), and its stored figures (:meth:`get_job`); an unknown job
+        is ``(False, None, None)``."""
+        query = (
+            select(jobs.c.dirty, jobs.c.failure, job_figures.c.summary, job_figures.c.computed_at)
+            .select_from(jobs.outerjoin(job_figures, job_figures.c.job_id == jobs.c.job_id))
+            .where(jobs.c.job_id == job_id)
+        )
+        with self._engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return False, None, None
+        dirty, failure, summary, computed_at = row
+        if summary is None:
+            return bool(dirty), failure, None
+        out = cast(JobJSON, json.loads(summary))
+        out["computed_at"] = computed_at
+        return bool(dirty), failure, out
 
     def list_jobs(
         self,

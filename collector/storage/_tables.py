@@ -1,6 +1,6 @@
 """The collector's SQL schema as SQLAlchemy Core tables (the migrations create the same).
 
-Six tables:
+Nine tables:
 
 - ``spans``: every raw span, kept so that history can be recomputed (see its key below).
 - ``jobs``: one row per job seen, with the bookkeeping of recomputation (``dirty``, ``dirty_seq``).
@@ -9,6 +9,9 @@ Six tables:
 - ``segments``: one row per (segment, component) of the last computed summary, with its ``share``
   of the segment's seconds, and the job's model and team copied in so lost time groups without a
   join.
+- ``job_totals``, ``job_cells`` and ``fleet_cells``: the segments summed per job, per job and
+  hour or day, and per hour or day over the fleet, kept with the segments (the Fleet page's
+  rollup: ``collector/storage/_fleet_cells.py``).
 
 Times are unix seconds in double precision. ``start`` and ``end`` are column names, so hand-written
 SQL must quote ``"end"`` (a reserved word).
@@ -224,3 +227,69 @@ window_compaction = Table(
     PrimaryKeyConstraint("job_id", name="pk_window_compaction"),
 )
 """Per job, the instant up to which raw windows (ending before it) were folded into runs."""
+
+job_totals = Table(
+    "job_totals",
+    metadata,
+    Column(
+        "job_id",
+        String(),
+        ForeignKey("jobs.job_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("model", String()),
+    Column("team", String()),
+    Column("state", String(), nullable=False),
+    Column("first", Double, nullable=False),
+    Column("last", Double, nullable=False),
+    Column("seconds", Double, nullable=False),
+    Column("lost_s", Double, nullable=False),
+    Column("lost_gpu_s", Double, nullable=False),
+    Index("ix_job_totals_last", "last"),
+)
+"""Per job with segments: its segments' span ``[first, last]``, their seconds (times ``share``),
+the lost (idle + failure) seconds and lost GPU-seconds (seconds times the attempt's ranks), and
+the model, team and state they were stored with. A job whose segments all fall inside a window
+contributes exactly these to it."""
+
+job_cells = Table(
+    "job_cells",
+    metadata,
+    Column(
+        "job_id",
+        String(),
+        ForeignKey("jobs.job_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("grain", Integer, nullable=False),
+    Column("t", Double, nullable=False),
+    Column("category", String(32), nullable=False),
+    Column("component", String(), nullable=False),
+    Column("seconds", Double, nullable=False),
+    Column("gpu_s", Double, nullable=False),
+    PrimaryKeyConstraint("job_id", "grain", "t", "category", "component", name="pk_job_cells"),
+)
+"""A job's segment seconds cut at the edges of each hour (``grain`` 3600) and each day (86400)
+starting at ``t``, per category and component (``''`` for productive time, ``other`` for lost time
+that names none), with GPU-seconds."""
+
+fleet_cells = Table(
+    "fleet_cells",
+    metadata,
+    Column("grain", Integer, nullable=False),
+    Column("t", Double, nullable=False),
+    Column("model", String(), nullable=False),
+    Column("team", String(), nullable=False),
+    Column("state", String(), nullable=False),
+    Column("category", String(32), nullable=False),
+    Column("component", String(), nullable=False),
+    Column("seconds", Double, nullable=False),
+    Column("gpu_s", Double, nullable=False),
+    Column("jobs", Integer, nullable=False),
+    PrimaryKeyConstraint(
+        "grain", "t", "model", "team", "state", "category", "component", name="pk_fleet_cells"
+    ),
+)
+"""``job_cells`` summed over the jobs of one model, team and state (``''`` for no model or team),
+with the number of ``jobs`` in the sum (a cell is deleted when it reaches 0). Its size depends on
+hours, days and keys, never on the number of jobs."""

@@ -10,13 +10,14 @@ attempt in the job's summary; at least 1), so a 64-rank job's idle minute weighs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Engine, select
 
 from collector.domain.model import Category
-from collector.storage._fleet_scan import FleetScan
+from collector.storage._fleet_cells import DAY, HOUR
+from collector.storage._fleet_cells import split as _split
+from collector.storage._fleet_scan import CellScan, FleetScan
 from collector.storage._tables import job_figures
 
 FLEET_BY = ("fleet", "model", "team")
@@ -32,16 +33,6 @@ def bucket_seconds(since: float, until: float, bucket: str | None) -> int:
     if bucket == "day":
         return 86400
     raise ValueError(f"bucket must be hour or day; got {bucket!r}")
-
-
-def _split(start: float, end: float, size: int) -> Iterable[tuple[float, float]]:
-    """``(bucket start, seconds)`` of ``[start, end]`` in each bucket of ``size`` seconds."""
-    k = math.floor(start / size)
-    while k * size < end:
-        lo, hi = max(start, k * size), min(end, (k + 1) * size)
-        if hi > lo:
-            yield float(k * size), hi - lo
-        k += 1
 
 
 def _pcts(row: dict[str, Any]) -> dict[str, Any]:
@@ -78,16 +69,11 @@ def fleet_overview(
     if by not in FLEET_BY:
         raise ValueError(f"by must be one of {', '.join(FLEET_BY)}; got {by!r}")
     size = bucket_seconds(since, until, bucket)
-    with engine.connect() as conn:
-        scan = FleetScan(conn, since, until, size, model, team, state)
-        in_buckets = scan.in_buckets()
-        crossing = scan.crossing_rows()
-        worst = scan.worst_jobs(max(limit, 0))
     series: dict[tuple[float, str | None], dict[str, Any]] = {}
     lost: dict[tuple[float, str], list[float]] = {}
 
     def add(t: float, mdl: str | None, tm: str | None, category: str, component: str | None,
-            seconds: float, ranks: float) -> None:  # fmt: skip
+            seconds: float, gpu_s: float) -> None:  # fmt: skip
         key = mdl if by == "model" else tm if by == "team" else None
         row = series.setdefault(
             (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
@@ -97,13 +83,49 @@ def fleet_overview(
             return
         cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
         cell[0 if category == Category.IDLE.value else 1] += seconds
-        cell[2] += seconds * ranks
+        cell[2] += gpu_s
 
-    for t, mdl, tm, category, component, ranks, seconds in in_buckets:
-        add(float(t), mdl, tm, category, component, float(seconds), float(ranks))
-    for a, b, category, component, share, mdl, tm, ranks in crossing:
-        for t, seconds in _split(a, b, size):
-            add(t, mdl, tm, category, component, seconds * share, float(ranks))
+    with engine.connect() as conn:
+        cells = CellScan(conn, model, team, state)
+        edges = []
+        for grain, a, b in pieces(since, until, size):
+            if grain:  # whole hours or days: the rollup
+                for t, mdl, tm, category, component, seconds, gpu_s in cells.cells(grain, a, b):
+                    at = float(math.floor(t / size) * size)
+                    add(
+                        at,
+                        mdl or None,
+                        tm or None,
+                        category,
+                        component or None,
+                        float(seconds),
+                        float(gpu_s),
+                    )
+                continue
+            scan = FleetScan(conn, a, b, size, model, team, state)  # a partial hour: segments
+            edges.append(scan)
+            for t, mdl, tm, category, component, ranks, seconds in scan.in_buckets():
+                add(
+                    float(t),
+                    mdl,
+                    tm,
+                    category,
+                    component,
+                    float(seconds),
+                    float(seconds) * float(ranks),
+                )
+            for a2, b2, category, component, share, mdl, tm, ranks in scan.crossing_rows():
+                for t, seconds in _split(a2, b2, size):
+                    add(
+                        t,
+                        mdl,
+                        tm,
+                        category,
+                        component,
+                        seconds * share,
+                        seconds * share * float(ranks),
+                    )
+        worst = _worst(cells, edges, since, until, size, max(limit, 0))
     by_component: dict[str, list[float]] = {}
     for (_, comp), (idle, failure, gpu) in lost.items():
         total = by_component.setdefault(comp, [0.0, 0.0, 0.0])
@@ -136,20 +158,70 @@ def fleet_overview(
             }
             for comp, v in sorted(by_component.items(), key=lambda kv: (-kv[1][2], kv[0]))
         ],
-        "worst_jobs": [
+        "worst_jobs": worst,
+    }
+
+
+def pieces(since: float, until: float, size: int) -> list[tuple[int, float, float]]:
+    """``[since, until]`` as ``(grain, a, b)`` pieces in order: whole days (when ``size`` is a
+    day) and whole hours read from the rollup, and the partial hours at the edges (grain 0) read
+    from the segments."""
+    return _pieces(since, until, [g for g in (DAY, HOUR) if g <= size])
+
+
+def _pieces(lo: float, hi: float, grains: list[int]) -> list[tuple[int, float, float]]:
+    if hi <= lo:
+        return []
+    for i, g in enumerate(grains):
+        a, b = math.ceil(lo / g) * g, math.floor(hi / g) * g
+        if a < b:
+            rest = grains[i + 1 :]
+            return [*_pieces(lo, a, rest), (g, float(a), float(b)), *_pieces(b, hi, rest)]
+    return [(0, lo, hi)]
+
+
+def _worst(
+    cells: CellScan, edges: list[FleetScan], since: float, until: float, size: int, limit: int
+) -> list[dict[str, Any]]:
+    """The ``limit`` jobs that lost the most GPU-seconds in the window (ties: by job id): the
+    jobs wholly inside it from their totals, the few across its edges summed from their cells
+    and the edges' segments."""
+    sums: dict[str, list[float]] = {
+        str(j): [float(w), float(lo), float(g)] for j, w, lo, g in cells.inside(since, until, limit)
+    }
+    across = cells.straddling(since, until)
+    if across:
+        part: dict[str, list[float]] = {j: [0.0, 0.0, 0.0] for j in across}
+        rows: list[tuple[Any, ...]] = []
+        for grain, a, b in pieces(since, until, size):
+            if grain:
+                rows += cells.job_sums(across, grain, a, b)
+        for scan in edges:
+            rows += [r for r in scan.per_job() if r[0] in part]
+        for job_id, w, lo, g in rows:
+            acc = part[str(job_id)]
+            acc[0] += float(w)
+            acc[1] += float(lo)
+            acc[2] += float(g)
+        sums |= part
+    top = sorted(sums.items(), key=lambda kv: (-kv[1][2], kv[0]))[:limit]
+    figures = cells.figures([j for j, _ in top], since, until) if top else {}
+    out = []
+    for job_id, (window_s, lost_s, gpu_s) in top:
+        st, mdl, tm, ett = figures.get(job_id, (None, None, None, None))
+        out.append(
             {
                 "job_id": job_id,
                 "state": st,
                 "model": mdl,
                 "team": tm,
                 "ett_pct": ett,
-                "window_s": float(window_s),
-                "lost_s": float(lost_s),
-                "lost_gpu_h": float(gpu_s) / 3600.0,
+                "window_s": window_s,
+                "lost_s": lost_s,
+                "lost_gpu_h": gpu_s / 3600.0,
             }
-            for job_id, window_s, lost_s, gpu_s, st, mdl, tm, ett in worst
-        ],
-    }
+        )
+    return out
 
 
 def facets(engine: Engine) -> dict[str, list[str]]:
