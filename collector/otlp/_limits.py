@@ -46,13 +46,6 @@ class HexBytes(str):
 
 
 _VOCABULARY: Final = semconv.ATTRIBUTE_TYPES
-_NOT_ONE_VALUE: Final[dict[type, str]] = {
-    list: "an array",
-    dict: "a key-value list",
-    HexBytes: "bytes",
-}
-"""Decoded value types that are not one value, and how a rejection names them."""
-
 _TYPE_WORDS: Final[dict[type, str]] = {
     str: "a string",
     int: "an integer",
@@ -74,19 +67,37 @@ def _text_problem(text: str, limit: int, what: str) -> str | None:
     return None
 
 
-def _value_problem(key: str, value: Any, budget: list[int]) -> str | None:
+def _one_value_problem(key: str, kind: str) -> str | None:
+    """Why ``key``, holding ``kind`` (an array, ...), breaks the vocabulary; None for a key
+    outside it."""
+    expected = _VOCABULARY.get(key)
+    if expected is None:
+        return None
+    return f"has {key} as {kind}, expected {_TYPE_WORDS[expected]}"
+
+
+def _value_problem(key: str, value: Any, budget: list[int], top: bool) -> str | None:
+    """Why ``value`` breaks a limit; ``top``: it is an attribute's own value, not an item of an
+    array or a key-value list (only those are held to the vocabulary's one value)."""
     budget[0] -= 1
     if budget[0] < 0:
         return f"has more than {MAX_ATTRIBUTES} attribute values"
     if isinstance(value, str):
-        return _text_problem(value, MAX_VALUE_CHARS, f"attribute {key[:64]!r}")
+        problem = _text_problem(value, MAX_VALUE_CHARS, f"attribute {key[:64]!r}")
+        if problem is None and top and type(value) is HexBytes:
+            return _one_value_problem(key, "bytes")
+        return problem
     if isinstance(value, list):
         for item in value:
-            problem = _value_problem(key, item, budget)
+            problem = _value_problem(key, item, budget, top=False)
             if problem is not None:
                 return problem
-    elif isinstance(value, dict):
-        return _pairs_problem(value, budget, vocabulary=False)
+        return _one_value_problem(key, "an array") if top else None
+    if isinstance(value, dict):
+        problem = _pairs_problem(value, budget, vocabulary=False)
+        if problem is None and top:
+            return _one_value_problem(key, "a key-value list")
+        return problem
     return None
 
 
@@ -94,11 +105,7 @@ def _pairs_problem(attrs: dict[str, Any], budget: list[int], vocabulary: bool) -
     for key, value in attrs.items():
         problem = _text_problem(key, MAX_KEY_CHARS, "an attribute key")
         if problem is None:
-            problem = _value_problem(key, value, budget)
-        if problem is None and vocabulary and (kind := _NOT_ONE_VALUE.get(type(value))):
-            expected = _VOCABULARY.get(key)
-            if expected is not None:
-                problem = f"has {key} as {kind}, expected {_TYPE_WORDS[expected]}"
+            problem = _value_problem(key, value, budget, vocabulary)
         if problem is not None:
             return problem
     return None
