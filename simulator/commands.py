@@ -99,10 +99,9 @@ def _window_s() -> float:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .fleet import FleetSpec
-    from .profile import ProfileError, load_profile
-    from .regression import parse_instant, parse_regression
-    from .simulation import simulate
+    from .profile import ProfileError
+    from .regression import parse_instant
+    from .simulation import fleet_spec, simulate
     from .sinks import DatabaseSink, EndpointSink, SendError, Sink
 
     if args.batch < 1:
@@ -110,18 +109,15 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.db and args.endpoint:
         raise CliError("give --endpoint or --db, not both")
     try:
-        profile = load_profile(
-            args.profile, None, _names(args.models, "--models"), _names(args.teams, "--teams")
-        )
-        regressions = tuple(parse_regression(r) for r in args.regress)
-        start = parse_instant(args.start, "--start") if args.start else None
-        fleet = FleetSpec(
-            profile,
+        fleet = fleet_spec(
+            profile=args.profile,
+            models=_names(args.models, "--models"),
+            teams=_names(args.teams, "--teams"),
+            regress=args.regress,
             jobs=args.jobs,
             days=args.days,
             seed=args.seed,
-            start=start,
-            regressions=regressions,
+            start=parse_instant(args.start, "--start") if args.start else None,
             live=args.live,
             live_window_s=_window_s(),
         )

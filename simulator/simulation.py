@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypedDict, Unpack
 
+from instrument import semconv
+
 from ._jobs import JobSpec, SimJob
 from .fleet import FleetSpec, generate, job_specs
 from .profile import load_profile
@@ -208,6 +210,10 @@ class FleetArgs(TypedDict, total=False):
     """Only these teams (default: the profile's)."""
     overrides: dict[str, Any] | None
     """A dict shaped like the profile TOML, merged over it."""
+    live: int
+    """Then run this many jobs in real time (default 0: none)."""
+    live_window_s: float
+    """The train window of the live jobs (default ``semconv.DEFAULT_WINDOW_S``)."""
 
 
 def fleet_spec(**args: Unpack[FleetArgs]) -> FleetSpec:
@@ -225,6 +231,8 @@ def fleet_spec(**args: Unpack[FleetArgs]) -> FleetSpec:
         seed=args.get("seed", 0),
         start=args.get("start"),
         regressions=regs,
+        live=args.get("live", 0),
+        live_window_s=args.get("live_window_s", semconv.DEFAULT_WINDOW_S),
     )
 
 
