@@ -110,13 +110,13 @@ class Pipeline:
             return flight.result()
         return self._fly(job_id, only_dirty, flight)
 
-    def schedule(self, job_id: str) -> bool:
+    def schedule(self, job_id: str, dirty: bool | None = None) -> bool:
         """Without waiting: True when the job's stored figures include every acknowledged span
         (or the job is unknown); otherwise make sure its recompute is under way (joining the one
         in flight in this process, or starting one in a thread of its own) and return False.
         Across processes, the job's advisory lock lets one of them run it (the others' flights
-        end at once as BUSY)."""
-        if not self.store.is_dirty(job_id):
+        end at once as BUSY). ``dirty``: the caller's fresh reading of ``Store.is_dirty``."""
+        if not (self.store.is_dirty(job_id) if dirty is None else dirty):
             return True
         self._launch(job_id)
         return False
