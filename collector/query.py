@@ -88,8 +88,7 @@ class Query:
 
         When the job's last recompute failed, the figures from before it (if any) come with
         ``fresh: false`` and ``error`` saying why; with none, :class:`RecomputeFailed`."""
-        fresh, job = self._stored(job_id)
-        failure = self.store.recompute_failure(job_id)
+        fresh, failure, job = self._stored(job_id)
         if job is None:
             raise self._missing(job_id, fresh, failure)
         job["fresh"] = fresh and failure is None
@@ -99,25 +98,30 @@ class Query:
 
     def segments(self, job_id: str) -> list[SegmentJSON]:
         """A job's stored segments in time order (for timelines), on the terms of :meth:`job`."""
-        fresh, job = self._stored(job_id)
+        fresh, failure, job = self._stored(job_id)
         if job is None:
-            raise self._missing(job_id, fresh, self.store.recompute_failure(job_id))
+            raise self._missing(job_id, fresh, failure)
         return self.store.get_segments(job_id)
 
-    def _stored(self, job_id: str) -> tuple[bool, JobJSON | None]:
-        """Whether the job's figures include every acknowledged span, and its stored figures.
+    def _stored(self, job_id: str) -> tuple[bool, str | None, JobJSON | None]:
+        """Whether the job's figures include every acknowledged span, why its last recompute
+        failed (None: it did not), and its stored figures (None: none yet).
 
         Never waits for a job that has figures (its recompute is scheduled when it is dirty);
-        a job with spans but none yet is waited for, at most ``read_wait_s``."""
+        a job with spans but no figures yet is waited for, at most ``read_wait_s``."""
         if self.wait_fresh:
             fresh = self.pipeline.fresh(job_id, self.read_wait_s)
-            return fresh, self.store.get_job(job_id)
-        fresh = self.pipeline.schedule(job_id)  # read before the figures: never claims too much
-        job = self.store.get_job(job_id)
-        if job is None and not fresh:
-            fresh = self.pipeline.fresh(job_id, self.read_wait_s)
-            job = self.store.get_job(job_id)
-        return fresh, job
+            _, failure, job = self.store.job_state(job_id)
+            return fresh, failure, job
+        dirty, failure, job = self.store.job_state(job_id)  # one query: the hot read
+        if not dirty:
+            return True, failure, job
+        self.pipeline.schedule(job_id, dirty=True)
+        if job is not None:
+            return False, failure, job
+        fresh = self.pipeline.fresh(job_id, self.read_wait_s)
+        _, failure, job = self.store.job_state(job_id)
+        return fresh, failure, job
 
     def jobs(
         self,
