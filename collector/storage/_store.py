@@ -258,27 +258,6 @@ class Store:
         out["computed_at"] = computed_at
         return bool(dirty), failure, out
 
-    def job_state(self, job_id: str) -> tuple[bool, str | None, JobJSON | None]:
-        """What one job's read needs, in one query: whether spans newer than its figures await
-        their recompute (:meth:`is_dirty`), why its last recompute failed
-        (:meth:`recompute_failure`), and its stored figures (:meth:`get_job`); an unknown job
-        is ``(False, None, None)``."""
-        query = (
-            select(jobs.c.dirty, jobs.c.failure, job_figures.c.summary, job_figures.c.computed_at)
-            .select_from(jobs.outerjoin(job_figures, job_figures.c.job_id == jobs.c.job_id))
-            .where(jobs.c.job_id == job_id)
-        )
-        with self._engine.connect() as conn:
-            row = conn.execute(query).first()
-        if row is None:
-            return False, None, None
-        dirty, failure, summary, computed_at = row
-        if summary is None:
-            return bool(dirty), failure, None
-        out = cast(JobJSON, json.loads(summary))
-        out["computed_at"] = computed_at
-        return bool(dirty), failure, out
-
     def list_jobs(
         self,
         state: str | None = None,
