@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from tests.dashboard import fleet_seed
-from tests.support.collector_process import Collector, start_collector
+from tests.support.collector_process import WAIT_S, Collector, start_collector
 
 SIMULATED_JOBS = 8
 
 
-def wait_computed(c: Collector, job_ids: list[str], timeout_s: float = 30) -> None:
+def wait_computed(c: Collector, job_ids: list[str], timeout_s: float = WAIT_S) -> None:
     """Wait until every job is listed by the API (its figures computed)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

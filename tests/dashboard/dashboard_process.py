@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.collector_process import stop_process
+from tests.support.collector_process import WAIT_S, stop_process
 
 CHROMIUM = os.environ.get("ETT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -75,7 +75,7 @@ def start_dashboard(
     env = {**os.environ, "HOME": str(home)}  # streamlit writes ~/.streamlit
     proc = subprocess.Popen(cmd, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"ett dashboard exited with {proc.returncode}:\n{log.read_text()}")
@@ -86,7 +86,7 @@ def start_dashboard(
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("ett dashboard did not become healthy within 60 s")
+    raise RuntimeError(f"ett dashboard did not become healthy within {WAIT_S:.0f} s")
 
 
 def require_browser() -> None:
@@ -103,6 +103,6 @@ def require_browser() -> None:
         pytest.skip(message)
 
 
-def wait_for_text(page: object, text: str, timeout_ms: int = 20_000) -> None:
+def wait_for_text(page: object, text: str, timeout_ms: int = 60_000) -> None:
     """Wait until ``text`` is visible on the Streamlit page."""
     page.get_by_text(text, exact=False).first.wait_for(state="visible", timeout=timeout_ms)  # type: ignore[attr-defined]
