@@ -23,6 +23,7 @@ from ._admission import Busy, InflightBudget, OutageClock, Ticket
 from ._job_routes import PREFIX as JOB_PREFIX
 from ._job_routes import job_route
 from ._overview_routes import overview_routes
+from ._readiness import DiskWatch, min_free_bytes_from_env, sqlite_path
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -56,6 +57,7 @@ def create_app(
     token = settings.token.encode() if settings.token else None
     budget = InflightBudget(settings.max_inflight_bytes)
     outage = OutageClock()
+    disk = DiskWatch(sqlite_path(settings.db_url), min_free_bytes_from_env())
 
     def authorized(request: Request) -> bool:
         if token is None:
@@ -102,6 +104,7 @@ def create_app(
             body = otlp.encode_status(exc.status, exc.message, as_json)  # one HTTP→gRPC table
             return Response(body, status_code=exc.status, media_type=out_type)
         except Exception as exc:
+            disk.write_failed(exc)  # a full or read-only disk: /readyz says so until it passes
             if not is_passing(exc):
                 raise  # a bug: 500, which OTLP clients do not retry
             metrics.requests.labels("503").inc()
@@ -112,6 +115,7 @@ def create_app(
         finally:
             ticket.release()
         outage.stored()
+        disk.write_succeeded()
         metrics.requests.labels("200").inc()
         metrics.spans.labels("accepted").inc(len(result.records))
         if result.rejected:
@@ -137,8 +141,10 @@ def create_app(
     async def readyz(request: Request) -> Response:
         try:
             await run_in_threadpool(pipeline.store.check_writable)
+            reason = await run_in_threadpool(disk.problem)  # SQLite keeps the probe in memory
         except Exception as exc:
             reason = _db_reason(exc)
+        if reason is not None:
             return JSONResponse(
                 {"status": "unavailable", "error": f"the database cannot take a write: {reason}"},
                 status_code=503,
