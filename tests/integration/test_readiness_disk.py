@@ -12,6 +12,7 @@ import errno
 import itertools
 import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ import httpx
 import pytest
 
 from collector.api import create_app
-from collector.api._readiness import ENV_MIN_FREE_BYTES, sqlite_path
+from collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_path
 from collector.pipeline import Pipeline
 from collector.settings import ConfigError, Settings
 from collector.storage import Store
@@ -132,6 +133,10 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def _remount(disk: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(disk)], check=True)
+
+
 def _fill(disk: Path) -> Path:
     """Write a file on ``disk`` until the disk refuses a byte more."""
     filler = disk / "filler"
@@ -178,5 +183,30 @@ def test_a_full_disk_is_not_ready_and_ready_again_when_space_returns(
         again = blind.post(_body("disk-job", 2000, note_chars=400))
         assert again.status_code == 200, again.text
         assert store.span_counts()["spans"] == 20 + 2000  # the first batch was kept
+
     finally:
         store.close()
+
+
+def test_a_read_only_file_system_is_not_ready_until_it_is_writable_again(small_disk: Path) -> None:
+    watch = DiskWatch(str(small_disk / "ett.db"), min_free_bytes=0)
+    assert watch.problem() is None
+    # a write refused while the file system was read-only is remembered until it is writable
+    _remount(small_disk, "ro")  # a file system gone read-only (after an I/O error, say)
+    try:
+        assert "read-only" in (watch.problem() or "")
+        watch.write_failed(sqlite3.OperationalError("attempt to write a readonly database"))
+        watch.write_failed(ValueError("not the disk's"))  # a bug is no disk problem
+    finally:
+        _remount(small_disk, "rw")
+    assert watch.problem() is None
+
+
+def test_a_refused_write_is_remembered_until_a_write_passes(tmp_path: Path) -> None:
+    watch = DiskWatch(str(tmp_path / "ett.db"), min_free_bytes=0)
+    watch.write_failed(sqlite3.OperationalError("database or disk is full"))
+    assert "database or disk is full" in (watch.problem() or "")
+    assert watch.problem() is not None  # asking again does not clear it
+    watch.write_succeeded()
+    assert watch.problem() is None
+    assert DiskWatch(None, min_free_bytes=2**62).problem() is None  # PostgreSQL: not watched
