@@ -31,6 +31,7 @@ class FleetScan:
         model: str | None,
         team: str | None,
         state: str | None,
+        ids: list[str] | None = None,
     ) -> None:
         self.conn = conn
         self.pg = conn.dialect.name == "postgresql"
@@ -46,6 +47,10 @@ class FleetScan:
                     segs.append(f"s.{column} = :{column}")
         if state is not None:
             segs.append("s.job_id IN (SELECT g.job_id FROM job_figures g WHERE g.state = :state)")
+        if ids is not None:  # only these jobs, found by key (a short window's few jobs)
+            self.params["ids"] = ids
+            jobs.insert(0, "f.job_id IN :ids")
+            segs.insert(0, "s.job_id IN :ids")
         self.jobs_where = " AND ".join(jobs)
         self.segs_where = " AND ".join(segs)
 
@@ -87,7 +92,10 @@ class FleetScan:
         )
 
     def _run(self, sql: str) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.conn.execute(text(sql), self.params)]
+        stmt = text(sql)
+        if "ids" in self.params:
+            stmt = stmt.bindparams(bindparam("ids", expanding=True))
+        return [tuple(r) for r in self.conn.execute(stmt, self.params)]
 
     # -- the answers ------------------------------------------------------------------------
 
@@ -110,31 +118,6 @@ class FleetScan:
         return self._run(
             "SELECT x.a, x.b, x.category, x.component, x.share, x.model, x.team, x.ranks "
             f"FROM ({self._rows(crossing)}) x"
-        )
-
-    def worst_jobs(self, limit: int) -> list[tuple[Any, ...]]:
-        """``(job_id, window seconds, lost seconds, lost GPU-seconds, state, model, team,
-        ETT%)`` of the ``limit`` jobs that lost the most GPU-seconds (ties: by job id)."""
-        lost = f"CASE WHEN s.category <> '{_PRODUCTIVE}' THEN (b - a) * s.share ELSE 0 END"
-        a = "CASE WHEN s.start < :lo THEN :lo ELSE s.start END"
-        b = 'CASE WHEN s."end" > :hi THEN :hi ELSE s."end" END'
-        lost = lost.replace("(b - a)", f"(({b}) - ({a}))")
-        per_attempt = (
-            f"SELECT s.job_id, s.attempt, SUM((({b}) - ({a})) * s.share) AS window_s, "
-            f"SUM({lost}) AS lost_s FROM segments s WHERE {self.segs_where} "
-            "GROUP BY s.job_id, s.attempt"
-        )  # grouped first, so the ranks join sees one row per attempt
-        top = (
-            "SELECT g.job_id, SUM(g.window_s) AS window_s, SUM(g.lost_s) AS lost_s, "
-            f"SUM(g.lost_s * COALESCE(r.ranks, 1)) AS gpu_s FROM ({per_attempt}) g "
-            f"LEFT JOIN ({self._ranks()}) r ON r.job_id = g.job_id AND r.attempt = g.attempt "
-            "GROUP BY g.job_id ORDER BY gpu_s DESC, g.job_id LIMIT :limit"
-        )
-        self.params["limit"] = limit
-        return self._run(
-            "SELECT t.job_id, t.window_s, t.lost_s, t.gpu_s, f.state, f.model, f.team, f.ett_pct "
-            f"FROM ({top}) t LEFT JOIN job_figures f ON f.job_id = t.job_id AND {self.jobs_where} "
-            "ORDER BY t.gpu_s DESC, t.job_id"
         )
 
     def per_job(self) -> list[tuple[Any, ...]]:
@@ -168,16 +151,21 @@ class CellScan:
             stmt = stmt.bindparams(bindparam("ids", expanding=True))
         return [tuple(r) for r in self.conn.execute(stmt, self.params | params)]
 
-    def cells(self, grain: int, since: float, until: float) -> list[tuple[Any, ...]]:
+    def cells(
+        self, grain: int, since: float, until: float, bucket: float | None = None
+    ) -> list[tuple[Any, ...]]:
         """``(t, model, team, category, component, seconds, GPU-seconds)`` of the fleet cells
-        of size ``grain`` starting in ``[since, until)`` (``''``: no model or team)."""
+        of size ``grain`` starting in ``[since, until)`` (``''``: no model or team); with
+        ``bucket``, the cells all fall in that one bucket, summed there (``t`` = ``bucket``)."""
+        t = "t" if bucket is None else ":bucket"
         return self._run(
-            "SELECT t, model, team, category, component, SUM(seconds), SUM(gpu_s) "
+            f"SELECT {t}, model, team, category, component, SUM(seconds), SUM(gpu_s) "
             f"FROM fleet_cells WHERE grain = :g AND t >= :a AND t < :b{self.filters} "
-            "GROUP BY t, model, team, category, component",
+            f"GROUP BY {'t, ' if bucket is None else ''}model, team, category, component",
             g=grain,
             a=since,
             b=until,
+            bucket=bucket,
         )
 
     def inside(self, since: float, until: float, limit: int) -> list[tuple[Any, ...]]:
@@ -190,6 +178,15 @@ class CellScan:
             hi=until,
             limit=limit,
         )
+
+    def overlapping(self, since: float, until: float) -> list[str]:
+        """Jobs with segments in ``[since, until]`` (one scan of the small per-job table)."""
+        rows = self._run(
+            f'SELECT job_id FROM job_totals WHERE "last" > :lo AND "first" < :hi{self.filters}',
+            lo=since,
+            hi=until,
+        )
+        return [str(r[0]) for r in rows]
 
     def straddling(self, since: float, until: float) -> list[str]:
         """Jobs with segments both inside and outside ``[since, until]``."""

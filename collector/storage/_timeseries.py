@@ -90,8 +90,12 @@ def fleet_overview(
         edges = []
         for grain, a, b in pieces(since, until, size):
             if grain:  # whole hours or days: the rollup
-                for t, mdl, tm, category, component, seconds, gpu_s in cells.cells(grain, a, b):
-                    at = float(math.floor(t / size) * size)
+                k = math.floor(a / size)
+                one = k * size if grain < size and b <= (k + 1) * size else None  # one bucket
+                for t, mdl, tm, category, component, seconds, gpu_s in cells.cells(
+                    grain, a, b, one
+                ):
+                    at = float(math.floor(float(t) / size) * size)
                     add(
                         at,
                         mdl or None,
@@ -102,7 +106,10 @@ def fleet_overview(
                         float(gpu_s),
                     )
                 continue
-            scan = FleetScan(conn, a, b, size, model, team, state)  # a partial hour: segments
+            ids = cells.overlapping(a, b)  # a partial hour: the segments of its few jobs
+            if not ids:
+                continue
+            scan = FleetScan(conn, a, b, size, model, team, state, ids)
             edges.append(scan)
             for t, mdl, tm, category, component, ranks, seconds in scan.in_buckets():
                 add(

@@ -64,7 +64,7 @@ def _assert_same(got: dict[tuple[Any, ...], list[float]], want: dict[Any, list[f
         assert _close(sec, w[0]) and _close(gpu, w[1]) and jobs == w[2], (key, got[key], w)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(scope="module", params=BACKENDS)
 def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Store:
     if request.param == "postgres":
         url: str = request.getfixturevalue("postgres_server").create_database()
@@ -118,4 +118,36 @@ def test_cells_follow_every_save_and_the_backfill_builds_the_same(fleet: Store) 
         command.downgrade(cfg, "0005")
     store.upgrade()
     _assert_same(_stored(store.engine), incremental)
-    store.close()
+
+
+DAY = 86400.0
+MIDNIGHT = (START // DAY + 1) * DAY  # the first midnight (UTC) inside the fleet
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "bucket"),
+    [
+        (MIDNIGHT - 4 * 3600 - 17.5, MIDNIGHT + 2 * 3600 + 3.25, "day"),  # no whole day
+        (MIDNIGHT - 3 * 3600, MIDNIGHT + 5 * 3600, "hour"),  # on hour edges: no partial hour
+        (MIDNIGHT + 600.5, MIDNIGHT + 2400.0, "hour"),  # inside one hour
+        (START - DAY, START + 3 * DAY, None),  # wider than the fleet: every job inside
+    ],
+    ids=["6h-across-midnight-by-day", "aligned", "within-an-hour", "whole-fleet"],
+)
+def test_answer_equals_the_reference_at_any_window_edge(
+    fleet: Store, since: float, until: float, bucket: str | None
+) -> None:
+    got = fleet_overview(fleet.engine, since, until, "team", bucket, limit=1000)
+    url = fleet.engine.url.render_as_string(hide_password=False)
+    want = _reference(url, since, until, "team", bucket)
+    assert want["series"], "the window holds no segment: the test would prove nothing"
+    assert {(r["t"], r["key"]) for r in got["series"]} == set(want["series"])
+    for r in got["series"]:
+        w = want["series"][(r["t"], r["key"])]
+        assert all(_close(r[f"{c}_s"], w[c]) for c in ("productive", "idle", "failure")), r
+    assert {(r["t"], r["component"]) for r in got["lost_by_component"]} == set(want["lost"])
+    for r in got["lost_by_component"]:
+        assert _close(r["lost_gpu_h"], want["lost"][(r["t"], r["component"])][2] / 3600), r
+    assert [(w["job_id"], round(w["lost_gpu_h"], 6)) for w in got["worst_jobs"]] == [
+        (j, round(v[2] / 3600, 6)) for j, v in want["worst"]
+    ]
