@@ -17,8 +17,9 @@ from typing import Any
 from cli import CliError
 from instrument import semconv
 
+from ._options import add_filters, add_json, add_state, add_window
 from ._target import add_db_option as _db_arg
-from .domain.model import GroupBy, JobState
+from .domain.model import GroupBy
 from .settings import DEFAULT_PORT, ConfigError, Settings
 
 
@@ -49,29 +50,29 @@ def register(sub: Any) -> None:
     db = sub.add_parser("db", help="database schema management")
     dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
     dbsub.required = True
-    up = dbsub.add_parser("upgrade", help="apply Alembic migrations up to the latest schema")
-    _db_arg(up)
-    up.set_defaults(func=_guard(_upgrade))
-    ro = dbsub.add_parser(
+    _command(dbsub, "upgrade", _upgrade, help="apply Alembic migrations up to the latest schema")
+    ro = _command(
+        dbsub,
         "grant-readonly",
+        _grant_readonly,
         help="create or update a PostgreSQL role that may only read the ett_v1_* views "
         "(for Grafana)",
     )
     ro.add_argument("role", metavar="ROLE", help="role name, e.g. ett_grafana")
-    _db_arg(ro)
     ro.add_argument(
         "--password-env", metavar="VAR", default=None,
         help="set the role's password from this environment variable (never on the command line)",
     )  # fmt: skip
-    ro.set_defaults(func=_guard(_grant_readonly))
 
-    rec = sub.add_parser("recompute", help="re-derive jobs' segments and figures from raw spans")
-    _db_arg(rec)
+    rec = _command(
+        sub, "recompute", _recompute, help="re-derive jobs' segments and figures from raw spans"
+    )
     rec.add_argument("jobs", nargs="*", metavar="JOB", help="job ids (default: every job)")
-    rec.set_defaults(func=_guard(_recompute))
 
-    rep = sub.add_parser(
+    rep = _command(
+        sub,
         "report",
+        _report,
         help="one job's figures (ETT-SPEC section 5)",
         description="One job's ETT, idle and failure shares, time to start and to recover, "
         "unsaved work, checkpoint blocking, lost time by component and checkpoint advice. "
@@ -81,56 +82,53 @@ def register(sub: Any) -> None:
         "figures with fresh: false).",
     )
     rep.add_argument("job_id", metavar="JOB_ID", help="the job's ett.job.id (see `ett jobs`)")
-    _db_arg(rep)
-    rep.add_argument("--json", action="store_true", help="print the read API's JSON object")
-    rep.set_defaults(func=_guard(_report))
+    add_json(rep, "the read API's JSON object")
 
-    jobs = sub.add_parser(
+    jobs = _command(
+        sub,
         "jobs",
+        _jobs,
         help="list jobs, newest first",
         description="List jobs, newest first, with their ETT, idle and failure shares. Job ids "
         "are never cut; piped, the table is plain text.",
     )
-    _db_arg(jobs)
-    jobs.add_argument(
-        "--state",
-        choices=[s.value for s in JobState],
-        help="only jobs in this state (default: every state)",
-    )
-    jobs.add_argument("--model", help="only this model family, ett.model (default: every model)")
-    jobs.add_argument("--team", help="only this team, ett.team (default: every team)")
+    add_state(jobs)
+    add_filters(jobs, attributes=True)
     jobs.add_argument(
         "--since", help="jobs that ended since: 7d, 12h, ISO 8601 or unix seconds (default: all)"
     )
     jobs.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
-    jobs.add_argument("--json", action="store_true", help="print a JSON list")
-    jobs.set_defaults(func=_guard(_jobs))
+    add_json(jobs, "a JSON list")
 
-    lost = sub.add_parser(
+    lost = _command(
+        sub,
         "lost-time",
+        _lost_time,
         help="idle + failure seconds in a window, largest first",
         description="Idle and failure seconds of every job in a window (clipped to it), grouped "
         "and largest first: where the fleet's GPU hours went.",
     )
-    _db_arg(lost)
     lost.add_argument(
         "--by",
         default=GroupBy.COMPONENT.value,
         choices=[g.value for g in GroupBy],
         help="group by (default component)",
     )
-    lost.add_argument(
-        "--since", default=None, help="window start: 7d, 12h, ISO 8601, unix s (default: all)"
-    )
-    lost.add_argument(
-        "--until", default=None, help="window end, same forms as --since (default: now)"
-    )
-    lost.add_argument("--json", action="store_true", help="print a JSON list")
-    lost.set_defaults(func=_guard(_lost_time))
+    add_window(lost)
+    add_json(lost, "a JSON list")
 
     from . import overview_commands  # ett fleet, ett checkpoint-advice
 
-    overview_commands.register(sub, _db_arg, _guard, _read, _console)
+    overview_commands.register(sub, _command, _read, _console)
+
+
+def _command(sub: Any, name: str, fn: Callable[[argparse.Namespace], int], **texts: Any) -> Any:
+    """The subcommand ``name`` (``texts``: its help, description...): it takes ``--db`` and runs
+    ``fn`` through :func:`_guard`."""
+    parser = sub.add_parser(name, **texts)
+    _db_arg(parser)
+    parser.set_defaults(func=_guard(fn))
+    return parser
 
 
 _WINDOW = semconv.DEFAULT_WINDOW_S

@@ -2,9 +2,10 @@
 command line, through the same query layer as ``GET /api/v1/fleet`` and
 ``GET /api/v1/checkpoint-advice`` (``--json`` prints the same object the API answers).
 
-Registered by :func:`collector.commands.register`, which hands in its shared pieces (the
-``--db`` option, the error guard, the read runner and the console), so this module does not
-import the commands module (the layer rule: only a part's ``commands`` module imports ``cli``).
+Registered by :func:`collector.commands.register`, which hands in its shared pieces (a
+subcommand with ``--db`` and the error guard, the read runner and the console), so this module
+does not import the commands module (the layer rule: only a part's ``commands`` module imports
+``cli``).
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .domain.model import JobState
+from ._options import add_filters, add_json, add_state, add_window
 
 SHOWN_JOBS = 20
 """Jobs ``ett checkpoint-advice`` prints (``--json`` has them all)."""
 
-Command = Callable[[argparse.Namespace], int]
-
 
 def register(
     sub: Any,
-    db_arg: Callable[[argparse.ArgumentParser], None],
-    guard: Callable[[Command], Command],
+    command: Callable[..., Any],
     read: Callable[[argparse.Namespace, Callable[[Any], Any], Callable[[Any], None]], int],
     console: Callable[[], Any],
 ) -> None:
-    """Add ``fleet`` and ``checkpoint-advice`` to ``ett``: ``read(args, question, render)``
+    """Add ``fleet`` and ``checkpoint-advice`` to ``ett``: ``command(sub, name, fn, **texts)``
+    adds a subcommand that takes ``--db`` and runs ``fn``; ``read(args, question, render)``
     answers ``question(query)`` through the query layer and prints it (``--json``: as JSON)."""
 
     def fleet_command(args: argparse.Namespace) -> int:
@@ -59,19 +58,17 @@ def register(
             lambda d: print_advice(d, console()),
         )
 
-    fleet = sub.add_parser(
+    fleet = command(
+        sub,
         "fleet",
+        fleet_command,
         help="fleet ETT, idle and failure over time, lost GPU-hours by component, worst jobs",
         description="The fleet over a window: ETT, idle and failure shares per hour or day "
         "(for the whole fleet, per model or per team), lost GPU-hours by component "
         "(GPU-hours = seconds x ranks), and the jobs that lost the most. The same answer as "
         "GET /api/v1/fleet and the dashboard's Fleet page.",
     )
-    db_arg(fleet)
-    fleet.add_argument(
-        "--since", default="7d", help="window start: 7d, 12h, ISO 8601, unix s (default 7d)"
-    )
-    fleet.add_argument("--until", help="window end, same forms as --since (default: now)")
+    add_window(fleet, "7d")
     fleet.add_argument(
         "--by", default="fleet", choices=["fleet", "model", "team"], help="split (default fleet)"
     )
@@ -80,28 +77,23 @@ def register(
         choices=["hour", "day"],
         help="time bucket (default: hour for windows up to 2 days, else day)",
     )
-    fleet.add_argument("--model", help="only this model family (default: every model)")
-    fleet.add_argument("--team", help="only this team (default: every team)")
-    fleet.add_argument(
-        "--state", choices=[s.value for s in JobState], help="only jobs in this state"
-    )
+    add_filters(fleet)
+    add_state(fleet, every=False)
     fleet.add_argument("--limit", type=int, default=10, help="worst jobs shown (default 10)")
-    fleet.add_argument("--json", action="store_true", help="print the API's JSON object")
-    fleet.set_defaults(func=guard(fleet_command))
+    add_json(fleet, "the API's JSON object")
 
-    advice = sub.add_parser(
+    advice = command(
+        sub,
         "checkpoint-advice",
+        advice_command,
         help="checkpoint interval in use vs Young's optimum, per model and per job",
         description="The checkpoint interval in use against Young's optimum sqrt(2*B*T/F), per "
         "model (pooled over its jobs) and per job, largest saving first. The same answer as "
         "GET /api/v1/checkpoint-advice and the dashboard's Checkpoint advisor.",
     )
-    db_arg(advice)
     advice.add_argument("--since", help="jobs that ended since: 7d, ISO 8601 (default: all)")
-    advice.add_argument("--model", help="only this model family (default: every model)")
-    advice.add_argument("--team", help="only this team (default: every team)")
-    advice.add_argument("--json", action="store_true", help="print the API's JSON object")
-    advice.set_defaults(func=guard(advice_command))
+    add_filters(advice)
+    add_json(advice, "the API's JSON object")
 
 
 def _pct(part: float, whole: float) -> str:
