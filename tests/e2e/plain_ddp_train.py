@@ -7,10 +7,11 @@ newest one on a restart, and raises at ``--fail-at-step`` on attempt ``--fail-at
 It keeps its own clock, independent of ETT: ``--clock-dir/rank<R>.jsonl``, one JSON object per
 line with ``event``, ``attempt``, ``rank`` and unix ``time``: ``start`` (this process's start,
 read from ``/proc``), ``first_batch`` (the first optimizer step returned), ``step`` (each
-optimizer step returned; ``step`` is its global index), ``save`` (``start``/``end`` around
-``dcp.save``), ``load`` (``start``/``end`` around ``dcp.load``, the ``step`` restored),
-``failure`` (just before raising), ``end`` (just before the script returns) and ``exit`` (at
-interpreter exit, from an ``atexit`` handler).
+optimizer step returned; ``step`` is its global index; both also carry ``before``, the instant
+just before ``optimizer.step()`` was called, so the library's step hook lies between the two),
+``save`` (``start``/``end`` around ``dcp.save``), ``load`` (``start``/``end`` around
+``dcp.load``, the ``step`` restored), ``failure`` (just before raising), ``end`` (just before
+the script returns) and ``exit`` (at interpreter exit, from an ``atexit`` handler).
 """
 
 from __future__ import annotations
@@ -96,11 +97,12 @@ def main() -> None:
         loss = nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True))
         optimizer.zero_grad()
         loss.backward()
+        before = time.time()
         optimizer.step()
         if first:
-            clock.log("first_batch", step=step)
+            clock.log("first_batch", step=step, before=before)
             first = False
-        clock.log("step", step=step)
+        clock.log("step", step=step, before=before)
         step += 1
         time.sleep(args.step_sleep)
         if step % args.ckpt_every == 0:
