@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from grafana_foundation_sdk.builders import (
     bargauge,
     stat,
@@ -61,77 +63,61 @@ def dashboard(uid: str, title: str, description: str, tags: list[str]) -> dash.D
     )
 
 
+P = TypeVar("P", stat.Panel, timeseries.Panel, table.Panel, bargauge.Panel, statetimeline.Panel)
+
+
+def _panel(panel: P, title: str, target: Target, w: int, h: int, description: str,
+           datasource: models.DataSourceRef = POSTGRES) -> P:  # fmt: skip
+    """What every panel here shares: its title, description, data source, one query and size
+    (``w`` of 24 columns, ``h`` rows)."""
+    p = panel.title(title).description(description).datasource(datasource).with_target(target)
+    return p.span(w).height(h)
+
+
 def stat_panel(title: str, target: Target, unit: str, w: int = 6, h: int = 4,
                description: str = "") -> stat.Panel:  # fmt: skip
-    p = (
+    reduce = common_builders.ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("/.*/")
+    return _panel(
         stat.Panel()
-        .title(title)
-        .description(description)
-        .datasource(POSTGRES)
-        .with_target(target)
         .unit(unit)
         .decimals(1)
         .graph_mode(common.BigValueGraphMode.NONE)
         .color_mode(common.BigValueColorMode.VALUE)
-        .reduce_options(
-            common_builders.ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("/.*/")
-        )
-    )
-    return p.span(w).height(h)
+        .reduce_options(reduce),
+        title, target, w, h, description,
+    )  # fmt: skip
 
 
 def series_panel(title: str, target: Target, unit: str, w: int = 12, h: int = 8,
                  stacked: bool = False, prometheus: bool = False,
                  description: str = "") -> timeseries.Panel:  # fmt: skip
-    p = (
-        timeseries.Panel()
-        .title(title)
-        .description(description)
-        .datasource(PROMETHEUS if prometheus else POSTGRES)
-        .with_target(target)
-        .unit(unit)
-        .fill_opacity(20 if stacked else 5)
-    )
+    p = timeseries.Panel().unit(unit).fill_opacity(20 if stacked else 5)
     if stacked:
         p = p.stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL))
         p = p.draw_style(common.GraphDrawStyle.BARS)
-    return p.span(w).height(h)
+    return _panel(p, title, target, w, h, description, PROMETHEUS if prometheus else POSTGRES)
 
 
 def table_panel(title: str, target: Target, w: int = 24, h: int = 8,
                 description: str = "") -> table.Panel:  # fmt: skip
-    p = table.Panel().title(title).description(description).datasource(POSTGRES)
-    p = p.with_target(target)
-    return p.span(w).height(h)
+    return _panel(table.Panel(), title, target, w, h, description)
 
 
 def bar_panel(title: str, target: Target, unit: str, w: int = 12, h: int = 8,
               description: str = "") -> bargauge.Panel:  # fmt: skip
-    p = (
+    return _panel(
         bargauge.Panel()
-        .title(title)
-        .description(description)
-        .datasource(POSTGRES)
-        .with_target(target)
         .unit(unit)
         .orientation(common.VizOrientation.HORIZONTAL)
-        .reduce_options(common_builders.ReduceDataOptions().values(True).calcs([]))
-    )
-    return p.span(w).height(h)
+        .reduce_options(common_builders.ReduceDataOptions().values(True).calcs([])),
+        title, target, w, h, description,
+    )  # fmt: skip
 
 
 def timeline_panel(title: str, target: Target, w: int = 24, h: int = 6,
                    description: str = "") -> statetimeline.Panel:  # fmt: skip
-    p = (
-        statetimeline.Panel()
-        .title(title)
-        .description(description)
-        .datasource(POSTGRES)
-        .with_target(target)
-        .show_value(common.VisibilityMode.AUTO)
-        .merge_values(False)
-    )
-    return p.span(w).height(h)
+    p = statetimeline.Panel().show_value(common.VisibilityMode.AUTO).merge_values(False)
+    return _panel(p, title, target, w, h, description)
 
 
 def sql_variable(name: str, label: str, sql: str, multi: bool = True) -> dash.QueryVariable:
