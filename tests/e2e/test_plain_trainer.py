@@ -108,14 +108,12 @@ def launch(tmp_path: Path, collector: Collector, name: str, restarts: int, *args
 
 
 def figures(collector: Collector, job_id: str, attempts: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while True:
-        r = collector.get(f"/api/v1/jobs/{job_id}")
-        job = r.json() if r.status_code == 200 else {}
-        if job.get("state") in ("completed", "failed") and len(job["attempts"]) == attempts:
-            return dict(job)
-        assert time.monotonic() < deadline, f"the collector never saw {job_id} end: {r.text}"
-        time.sleep(0.2)
+    """The job's figures once fresh (every span torchrun's ranks sent is in them: the ranks
+    flushed before they exited) and ended with ``attempts`` attempts."""
+    return collector.wait_for_job(
+        job_id,
+        lambda j: j["state"] in ("completed", "failed") and len(j["attempts"]) == attempts,
+    )
 
 
 def blocking(run: Run, attempt: int, until: float = float("inf")) -> float:
