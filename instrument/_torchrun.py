@@ -33,7 +33,6 @@ e.g. a ``PrefixStore`` named after the restart count) is not exposed.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import struct
@@ -54,6 +53,8 @@ _STATX_BTIME_OFFSET = 80  # struct statx: stx_btime (tv_sec i64, tv_nsec u32) at
 
 def birth_ns(path: str) -> int | None:
     """Unix nanoseconds at which ``path`` was created (Linux ``statx``); None where unknown."""
+    import ctypes  # here: only a torchrun worker's start-up needs it
+
     try:
         statx = ctypes.CDLL(None, use_errno=True).statx
     except (OSError, AttributeError):
