@@ -4,7 +4,8 @@ Each line is one event with at least ``attempt``, ``rank``, ``step``, ``time`` (
 ``event``; attempts append to the same file. Tests compare this account with the collector's.
 
 Events: ``start``, ``phase`` (``phase``, ``duration_s``), ``resume``, ``compile`` (``cache``,
-``duration_s``, ``load_s``, ``frames``), ``first_batch``, ``step`` (``loss``), ``ckpt_save``
+``duration_s``, ``load_s``, ``frames``), ``first_batch`` (``before``: the instant just before
+``sess.first_batch()`` was called), ``step`` (``loss``), ``ckpt_save``
 (``mode``, ``blocking_s``, ``bytes``), ``ckpt_persist`` (``persist_s``), ``ckpt_commit``
 (rank 0), ``eval`` (``loss``, ``duration_s``), ``fault`` (``kind``), ``failure`` (``cause``,
 ``error_type``), ``end`` (``reason``).

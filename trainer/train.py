@@ -167,8 +167,9 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
             if waited >= ett.DATA_WAIT_MIN_S:  # the waits the library reports, in the step log
                 log.event("data_wait", step=step, duration_s=round(waited, 6))
             if step == job.start_step:
+                before = time.time()  # the span's instant lies between this and the event's
                 sess.first_batch(step=step)
-                log.event("first_batch", step=step)
+                log.event("first_batch", step=step, before=before)
             loss = float(job.model.train_step(batch))
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
