@@ -350,15 +350,10 @@ def trainer_run(
     try:
         out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-        deadline = time.monotonic() + 30
-        while True:  # the collector has seen both attempts end
-            r = collector.get(f"/api/v1/jobs/{job_id}")
-            job = r.json() if r.status_code == 200 else {}
-            done = job.get("state") == "completed" and len(job.get("attempts", [])) == 2
-            if done and job["fresh"]:  # figures of every span the trainer sent
-                break
-            assert time.monotonic() < deadline, f"the collector never saw {job_id} end: {r.text}"
-            time.sleep(0.3)
+        # the collector has seen both attempts end, in figures of every span the trainer sent
+        collector.wait_for_job(
+            job_id, lambda j: j["state"] == "completed" and len(j["attempts"]) == 2
+        )
     finally:
         collector.stop()
     store = Store(url)
