@@ -72,10 +72,14 @@ def test_torchrun_phases_tile_the_allocation_to_init(tmp_path: Path) -> None:
         ("imports", "runtime", "interpreter"),
         ("imports", "runtime", "packages"),
     ]
+    spawns = set()
     for rank in ranks:
         phases = rank["phases"]
         by = {(p["phase"], p["part"]): p for p in phases}
-        assert [(p["phase"], p["component"], p["part"]) for p in phases] == expected
+        names = [(p["phase"], p["component"], p["part"]) for p in phases]
+        # worker_spawn (1-2 ms here) is left out when it is shorter than the resolution of the
+        # worker's process start (10 ms clock ticks): the start read came before the directory
+        assert names in (expected, [n for n in expected if n[0] != "worker_spawn"])
         # they tile [allocation, init()]: no gap, no overlap, the sum is the interval
         assert all(p["start"] < p["end"] for p in phases)
         assert all(a["end"] == b["start"] for a, b in itertools.pairwise(phases))
@@ -87,11 +91,13 @@ def test_torchrun_phases_tile_the_allocation_to_init(tmp_path: Path) -> None:
         agent = by[("launcher", None)]["start"]
         assert launched - TICK_NS <= agent <= rank["started"]
         assert abs(agent - rank["agent_started"]) <= TICK_NS
-        spawn = by[("worker_spawn", None)]
-        assert abs(spawn["end"] - rank["started"]) <= TICK_NS
-        assert spawn["end"] <= rank["first_line"] + TICK_NS
-        assert rank["first_line"] <= by[("imports", "interpreter")]["end"] <= rank["imported"]
+        interpreter = by[("imports", "interpreter")]
+        assert abs(interpreter["start"] - rank["started"]) <= TICK_NS
+        assert interpreter["start"] <= rank["first_line"] + TICK_NS
+        assert rank["first_line"] <= interpreter["end"] <= rank["imported"]
+        if ("worker_spawn", None) in by:
+            spawns.add(by[("worker_spawn", None)]["start"])
     # one agent, one rendezvous, one attempt directory: the same instants on both ranks
-    for key in [("rendezvous", None), ("worker_spawn", None)][0 if with_birth else 1 :]:
-        assert len({next(p["start"] for p in r["phases"] if (p["phase"], p["part"]) == key)
-                    for r in ranks}) == 1  # fmt: skip
+    assert len(spawns) <= 1
+    if with_birth:
+        assert len({r["phases"][2]["start"] for r in ranks}) == 1  # the rendezvous
