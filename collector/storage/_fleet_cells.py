@@ -17,11 +17,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection
 
 from collector.domain.model import Category
-from collector.storage._tables import fleet_cells, job_cells, job_totals
 
 HOUR, DAY = 3600, 86400
 GRAINS = (HOUR, DAY)
@@ -77,6 +75,35 @@ def job_cells_of(
     return cells, (first, last, seconds, lost, lost_gpu)
 
 
+def _sql(ph: str) -> dict[str, str]:
+    """The statements, with the driver's placeholder ``ph`` (plain SQL through the driver:
+    a save runs them once per job, and SQLAlchemy's per-row parameter work cost more than the
+    database's here)."""
+    key = ", ".join(_KEY)
+    marks = ", ".join([ph] * (len(_KEY) + 3))
+    return {
+        "identity": f"SELECT model, team, state FROM job_totals WHERE job_id = {ph}",
+        "cells": f"SELECT grain, t, category, component, seconds, gpu_s FROM job_cells"
+        f" WHERE job_id = {ph}",
+        "move": f"INSERT INTO fleet_cells ({key}, seconds, gpu_s, jobs) VALUES ({marks})"
+        f" ON CONFLICT ({key}) DO UPDATE SET seconds = fleet_cells.seconds + excluded.seconds,"
+        " gpu_s = fleet_cells.gpu_s + excluded.gpu_s, jobs = fleet_cells.jobs + excluded.jobs",
+        "drop": "DELETE FROM fleet_cells WHERE "
+        + " AND ".join(f"{k} = {ph}" for k in _KEY)
+        + " AND jobs <= 0",
+        "delete_cells": f"DELETE FROM job_cells WHERE job_id = {ph}",
+        "insert_cells": "INSERT INTO job_cells (job_id, grain, t, category, component, seconds,"
+        f" gpu_s) VALUES ({', '.join([ph] * 7)})",
+        "delete_totals": f"DELETE FROM job_totals WHERE job_id = {ph}",
+        "insert_totals": 'INSERT INTO job_totals (job_id, model, team, state, "first", "last",'
+        f" seconds, lost_s, lost_gpu_s) VALUES ({', '.join([ph] * 9)})",
+    }
+
+
+_KEY = ("grain", "t", "model", "team", "state", "category", "component")
+_STATEMENTS = {"qmark": _sql("?"), "format": _sql("%s"), "pyformat": _sql("%s")}
+
+
 def replace_job(
     conn: Connection,
     job_id: str,
@@ -86,64 +113,34 @@ def replace_job(
 ) -> None:
     """Store the cells of ``job_id`` (``identity``: model, team, state) in place of its old
     ones, and move the fleet cells by the difference."""
+    sql = _STATEMENTS[conn.dialect.paramstyle]
+    run = conn.exec_driver_sql
     cells, totals = job_cells_of(rows, ranks)
-    jc = job_cells.c
-    old_identity = conn.execute(
-        select(job_totals.c.model, job_totals.c.team, job_totals.c.state).where(
-            job_totals.c.job_id == job_id
-        )
-    ).first()
+    found = run(sql["identity"], (job_id,)).first()
+    old_identity = None if found is None else (found[0], found[1], found[2])
     old: dict[CellKey, tuple[float, float]] = {}
     if old_identity is not None:
-        for g, t, cat, comp, sec, gpu in conn.execute(
-            select(jc.grain, jc.t, jc.category, jc.component, jc.seconds, jc.gpu_s).where(
-                jc.job_id == job_id
-            )
-        ):
+        for g, t, cat, comp, sec, gpu in run(sql["cells"], (job_id,)):
             old[(g, t, cat, comp)] = (sec, gpu)
     new = {k: (v[0], v[1]) for k, v in cells.items()}
-    if old_identity is not None and tuple(old_identity) == identity and old == new:
+    if old_identity == identity and old == new:
         return  # nothing moved (a recompute that found the same figures)
     deltas: dict[tuple[Any, ...], list[float]] = {}
     if old_identity is not None:
-        _add(deltas, tuple(old_identity), old, -1)
+        _add(deltas, old_identity, old, -1)
     _add(deltas, identity, new, +1)
-    _move_fleet(conn, deltas)
-    conn.execute(delete(job_cells).where(jc.job_id == job_id))
+    moves = [(k, d) for k, d in sorted(deltas.items()) if d[2] != 0 or d[0] != 0 or d[1] != 0]
+    if moves:  # in key order: concurrent saves on PostgreSQL queue instead of deadlocking
+        run(sql["move"], [(*k, d[0], d[1], int(d[2])) for k, d in moves])
+        emptied = [k for k, d in moves if d[2] < 0]
+        if emptied:
+            run(sql["drop"], emptied)
+    run(sql["delete_cells"], (job_id,))
     if new:
-        conn.execute(
-            job_cells.insert(),
-            [
-                {
-                    "job_id": job_id,
-                    "grain": g,
-                    "t": t,
-                    "category": cat,
-                    "component": comp,
-                    "seconds": v[0],
-                    "gpu_s": v[1],
-                }
-                for (g, t, cat, comp), v in new.items()
-            ],
-        )
-    conn.execute(delete(job_totals).where(job_totals.c.job_id == job_id))
+        run(sql["insert_cells"], [(job_id, *k, v[0], v[1]) for k, v in new.items()])
+    run(sql["delete_totals"], (job_id,))
     if totals is not None:
-        first, last, seconds, lost, lost_gpu = totals
-        model, team, state = identity
-        conn.execute(
-            job_totals.insert(),
-            {
-                "job_id": job_id,
-                "model": model,
-                "team": team,
-                "state": state,
-                "first": first,
-                "last": last,
-                "seconds": seconds,
-                "lost_s": lost,
-                "lost_gpu_s": lost_gpu,
-            },
-        )
+        run(sql["insert_totals"], (job_id, *identity, *totals))
 
 
 def _add(
@@ -158,40 +155,3 @@ def _add(
         d[0] += sign * sec
         d[1] += sign * gpu
         d[2] += sign
-
-
-_KEY = ("grain", "t", "model", "team", "state", "category", "component")
-
-
-def _move_fleet(conn: Connection, deltas: Mapping[tuple[Any, ...], list[float]]) -> None:
-    """Add each delta to its fleet cell (created at need), in key order; drop cells left with no
-    job."""
-    moves = [(k, d) for k, d in sorted(deltas.items()) if d[2] != 0 or d[0] != 0 or d[1] != 0]
-    if not moves:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(fleet_cells)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(_KEY),
-        set_={
-            "seconds": fleet_cells.c.seconds + stmt.excluded.seconds,
-            "gpu_s": fleet_cells.c.gpu_s + stmt.excluded.gpu_s,
-            "jobs": fleet_cells.c.jobs + stmt.excluded.jobs,
-        },
-    )
-    conn.execute(
-        stmt,
-        [
-            dict(zip(_KEY, k, strict=True)) | {"seconds": d[0], "gpu_s": d[1], "jobs": int(d[2])}
-            for k, d in moves
-        ],
-    )
-    emptied = [k for k, d in moves if d[2] < 0]
-    if emptied:
-        c = fleet_cells.c
-        conn.execute(
-            delete(fleet_cells).where(
-                and_(*(c[name] == bindparam(f"k_{name}") for name in _KEY), c.jobs <= 0)
-            ),
-            [{f"k_{name}": v for name, v in zip(_KEY, k, strict=True)} for k in emptied],
-        )
