@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.collector_process import WAIT_S
+from tests.support.ports import free_port
 
 MISSING = (
     "{name} not found; run `make setup` (scripts/setup-system.sh installs it) or "
@@ -35,12 +37,6 @@ def need(binary: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -92,7 +88,7 @@ def start_serve(db_url: str, home: Path, *args: str) -> tuple[Process, str]:
     p = Process(cmd, home / f"serve-{port}.log", env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: p.proc.poll() is None and http_ok(url + "/healthz"), 60, "ett serve")
+        wait_for(lambda: p.proc.poll() is None and http_ok(url + "/healthz"), WAIT_S, "ett serve")
     except AssertionError:
         p.stop()
         raise AssertionError("ett serve did not start:\n" + p.tail()) from None
@@ -116,7 +112,7 @@ def start_alertmanager(
            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]  # fmt: skip
     p = Process(cmd, root / "alertmanager.log")
     url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: http_ok(url + "/-/ready"), 30, "Alertmanager")
+    wait_for(lambda: http_ok(url + "/-/ready"), WAIT_S, "Alertmanager")
     return p, url
 
 
@@ -140,7 +136,7 @@ def start_prometheus(
            f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
     p = Process(cmd, root / "prometheus.log")
     url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: http_ok(url + "/-/ready"), 30, "Prometheus")
+    wait_for(lambda: http_ok(url + "/-/ready"), WAIT_S, "Prometheus")
     return p, url
 
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import data_rules
 from fleet_builder import Regress, fleet, load
 from processes import (
+    WAIT_S,
     Webhook,
     free_port,
     need,
@@ -137,7 +138,7 @@ def test_prometheus_and_the_evaluator_reach_alertmanager(tmp_path: Path) -> None
                        and a["labels"].get("component") == "data"}  # fmt: skip
             return sources == {"ett", "prometheus"}
 
-        wait_for(both, 90, "data_regression from ett serve and from Prometheus at the webhook")
+        wait_for(both, WAIT_S, "data_regression from ett serve and from Prometheus at the webhook")
         ours = next(a for a in hook.alerts if "source" not in a["labels"])
         assert ours["status"] == "firing"
         assert "dlrm-" in ours["annotations"]["jobs"]
@@ -174,14 +175,14 @@ def test_alerts_made_while_alertmanager_is_down_are_delivered_later(tmp_path: Pa
     try:
         assert service.deliver_once() == 1
         assert service.store.outbox(time.time(), 30.0) == []
-        wait_for(lambda: hook.alerts, 30, "the webhook to hear of the alert")
+        wait_for(lambda: hook.alerts, WAIT_S, "the webhook to hear of the alert")
         assert hook.alerts[0]["labels"]["model"] == "ranker"
         assert hook.alerts[0]["labels"]["component"] == "data"
 
         service.evaluate_once(onset + 8 * HOUR)  # the regression is over
         assert [a.state for a in service.store.alerts()] == [AlertState.RESOLVED]
         assert service.deliver_once() == 1
-        wait_for(lambda: any(a["status"] == "resolved" for a in hook.alerts), 30, "resolved")
+        wait_for(lambda: any(a["status"] == "resolved" for a in hook.alerts), WAIT_S, "resolved")
     finally:
         am.stop()
         hook.stop()

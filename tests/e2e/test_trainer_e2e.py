@@ -131,7 +131,7 @@ def test_clean_run_trains_checkpoints_and_publishes(
         "OTEL_EXPORTER_OTLP_ENDPOINT": module_collector.url,
         "PYTHONPATH": str(REPO),
     }
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["verified"] and manifest["step"] == 60
