@@ -5,7 +5,8 @@ with ``register(sub)``; :data:`cli._parts.PARTS` lists them, so a new part arriv
 touching another part's code.
 """
 
+from ._console import console
 from ._errors import CliError
 from ._main import main
 
-__all__ = ["CliError", "main"]
+__all__ = ["CliError", "console", "main"]

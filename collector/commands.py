@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from cli import CliError
+from cli import CliError, console
 from instrument import semconv
 
 from ._options import add_filters, add_json, add_state, add_window
@@ -324,9 +324,7 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
 
 
 def _console() -> Any:
-    from rich.console import Console
-
-    return Console()
+    return console()
 
 
 def _upgrade(args: argparse.Namespace) -> int:

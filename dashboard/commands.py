@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             "the dashboard needs its extra: pip install -e '.[dashboard]' (make setup does it)"
         ) from exc
+    _check_free(args.host, args.port)  # Streamlit's own message on a busy port is a log line
     env = {**os.environ, "ETT_API_URL": args.api.rstrip("/")}
     if args.token:
         env["ETT_TOKEN"] = args.token  # in the environment, not on the command line
@@ -94,6 +97,30 @@ def run(args: argparse.Namespace) -> int:
     # orphaned Streamlit outlives a stopped `ett dashboard`
     cmd = streamlit_command(args.port, args.host)
     os.execve(cmd[0], cmd, env)
+
+
+def _check_free(host: str, port: int) -> None:
+    """``CliError`` (exit 2) unless ``host:port`` can be listened on now."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CliError(
+            f"--host {host!r} is not an address: write an IP such as 127.0.0.1 or 0.0.0.0 ({exc})"
+        ) from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+            probe.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliError(
+                    f"port {port} is in use (another ett dashboard?): stop it or pass --port N"
+                ) from exc
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise CliError(f"port {port} needs privileges: pass --port above 1023") from exc
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
 def host_for_url(host: str) -> str:

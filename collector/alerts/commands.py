@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cli import CliError
+from cli import CliError, console
 
 from .._target import add_db_option as _db_arg
 
@@ -174,7 +174,6 @@ def _list(args: argparse.Namespace) -> int:
     if not alerts:
         print("no alerts" + (f" in state {args.state}" if args.state else ""))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("state", "rule", "group", "component", "fired", "resolved", "what")
@@ -188,7 +187,7 @@ def _list(args: argparse.Namespace) -> int:
             _when(a.resolved_at),
             a.annotations.get("description", ""),
         )
-    Console().print(table)
+    console().print(table)
     return 0
 
 

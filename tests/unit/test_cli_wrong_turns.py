@@ -1,0 +1,104 @@
+"""A new user's wrong turns with the README's commands, typed as they would type them: each is
+one line on stderr, no traceback, and the exit code the README promises (2 for what was typed
+wrong, 0 for a reader that left the pipe early)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.storage import Store
+
+ETT = str(Path(sys.executable).with_name("ett"))
+JOB = "wrong-turns-job"
+
+
+def _run(
+    argv: list[str], tmp_path: Path, stdout: int = subprocess.PIPE
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(tmp_path), "ETT_HOME": str(tmp_path / "home")}
+    env.pop("ETT_DEBUG", None)
+    return subprocess.run(
+        [ETT, *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def _one_line(err: str) -> str:
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'collector.db'}"
+    store = Store(url)
+    store.upgrade()
+    pipeline = Pipeline(store)
+    pipeline.ingest(worked_example(JOB, base=1_790_000_000.0))
+    while pipeline.recompute_dirty():
+        pass
+    store.close()
+    return url
+
+
+def test_dashboard_on_a_busy_port_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = _run(["dashboard", "--port", str(port)], tmp_path)
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert line == (
+        f"ett dashboard: port {port} is in use (another ett dashboard?): stop it or pass --port N"
+    )
+    assert done.stdout == ""  # never announced a dashboard that is not there
+
+
+def test_dashboard_on_a_bad_host_is_one_line(tmp_path: Path) -> None:
+    done = _run(["dashboard", "--host", "999.1.1.1", "--port", "18501"], tmp_path)
+    assert done.returncode == 2
+    assert _one_line(done.stderr).startswith("ett dashboard: --host '999.1.1.1' is not an address")
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["report", JOB], ["lost-time", "--since", "30d"], ["fleet", "--since", "30d"]],
+    ids=["report", "lost-time", "fleet"],
+)
+def test_a_table_into_a_closed_pipe_exits_0_quietly(
+    argv: list[str], db_url: str, tmp_path: Path
+) -> None:
+    """`ett report JOB | head -1`: the reader is gone before the table is written (a pipe whose
+    read end is closed, so the write fails every time, whatever the machine's speed)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = _run([*argv, "--db", db_url], tmp_path, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == 0
+
+
+def test_the_same_tables_print_when_read(db_url: str, tmp_path: Path) -> None:
+    """The closed-pipe test's commands do write their tables (so it tested a real write)."""
+    done = _run(["report", JOB, "--db", db_url], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert JOB in done.stdout and "ETT" in done.stdout
