@@ -1,9 +1,12 @@
-"""Charts as pure functions: data frames in, Altair charts out (no Streamlit, no I/O).
+"""Charts as pure functions: data frames in, Altair charts out (no Streamlit, no I/O), all made
+by one builder (:func:`chart`: a mark, its encodings, a title and a height).
 
 Every component keeps one colour on every chart, and productive time is always green.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -48,142 +51,157 @@ def _component_color(values: pd.Series, legend: bool = True) -> alt.Color:
     )
 
 
+def chart(
+    df: pd.DataFrame,
+    mark: str,
+    title: str | None = None,
+    height: int | alt.Step | None = None,
+    mark_args: dict[str, Any] | None = None,
+    **encoding: Any,
+) -> alt.Chart:
+    """The one builder of every chart here: ``mark`` (Altair's ``mark_<mark>``, with
+    ``mark_args``) over ``df``, with Altair's encoding channels, an optional title and height."""
+    base = alt.Chart(df, title=title) if title else alt.Chart(df)
+    out: alt.Chart = getattr(base, f"mark_{mark}")(**(mark_args or {})).encode(**encoding)
+    return out.properties(height=height) if height is not None else out
+
+
+def _tip(field: str, title: str | None = None, fmt: str | None = None) -> alt.Tooltip:
+    """A tooltip line (``fmt``: a d3 number or time format)."""
+    args: dict[str, Any] = {"title": title} if title else {}
+    return alt.Tooltip(field, format=fmt, **args) if fmt else alt.Tooltip(field, **args)
+
+
+_TIME = alt.X("t:T", title=None)
+_FROM = _tip("t:T", "from")
+_GPU_H = _tip("lost_gpu_h:Q", "GPU-hours", ",.2f")
+
+
 def pct_lines(df: pd.DataFrame, column: str, title: str) -> ChartLike:
     """A line per ``key`` of ``column`` (a percentage) over ``t``."""
-    chart: ChartLike = (
-        alt.Chart(df, title=title)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("t:T", title=None),
-            y=alt.Y(f"{column}:Q", title="%", scale=alt.Scale(domain=[0, 100])),
-            color=alt.Color("key:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=[
-                alt.Tooltip("t:T", title="from"),
-                "key:N",
-                alt.Tooltip(f"{column}:Q", format=".1f", title=title),
-            ],
-        )
-        .properties(height=220)
+    return chart(
+        df,
+        "line",
+        title,
+        220,
+        {"point": True},
+        x=_TIME,
+        y=alt.Y(f"{column}:Q", title="%", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("key:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=[_FROM, "key:N", _tip(f"{column}:Q", title, ".1f")],
     )
-    return chart
 
 
 def lost_stacked(df: pd.DataFrame) -> ChartLike:
     """Lost GPU-hours per bucket ``t``, stacked by component."""
-    chart: ChartLike = (
-        alt.Chart(df, title="Lost GPU-hours by component over time")
-        .mark_bar()
-        .encode(
-            x=alt.X("t:T", title=None),
-            y=alt.Y("sum(lost_gpu_h):Q", title="GPU-hours", stack="zero"),
-            color=_component_color(df["component"]),
-            tooltip=[
-                alt.Tooltip("t:T", title="from"),
-                "component:N",
-                alt.Tooltip("lost_gpu_h:Q", format=",.2f", title="GPU-hours"),
-            ],
-        )
-        .properties(height=280)
+    return chart(
+        df,
+        "bar",
+        "Lost GPU-hours by component over time",
+        280,
+        x=_TIME,
+        y=alt.Y("sum(lost_gpu_h):Q", title="GPU-hours", stack="zero"),
+        color=_component_color(df["component"]),
+        tooltip=[_FROM, "component:N", _GPU_H],
     )
-    return chart
 
 
 def lost_ranked(df: pd.DataFrame) -> ChartLike:
     """Lost GPU-hours per component over the window, largest on top."""
-    chart: ChartLike = (
-        alt.Chart(df, title="Lost GPU-hours by component, ranked")
-        .mark_bar()
-        .encode(
-            y=alt.Y("component:N", sort="-x", title=None),
-            x=alt.X("lost_gpu_h:Q", title="GPU-hours"),
-            color=_component_color(df["component"], legend=False),
-            tooltip=[
-                "component:N",
-                alt.Tooltip("lost_gpu_h:Q", format=",.2f", title="GPU-hours"),
-                alt.Tooltip("idle_s:Q", format=",.0f", title="idle s"),
-                alt.Tooltip("failure_s:Q", format=",.0f", title="failure s"),
-            ],
-        )
-        .properties(height=280)
+    return chart(
+        df,
+        "bar",
+        "Lost GPU-hours by component, ranked",
+        280,
+        y=alt.Y("component:N", sort="-x", title=None),
+        x=alt.X("lost_gpu_h:Q", title="GPU-hours"),
+        color=_component_color(df["component"], legend=False),
+        tooltip=[
+            "component:N",
+            _GPU_H,
+            _tip("idle_s:Q", "idle s", ",.0f"),
+            _tip("failure_s:Q", "failure s", ",.0f"),
+        ],
     )
-    return chart
+
+
+def gantt(
+    df: pd.DataFrame,
+    lane: alt.Y,
+    tooltip: list[Any],
+    bar_height: int,
+    title: str | None = None,
+    opacity: float | None = None,
+) -> alt.Chart:
+    """Bars from ``start`` to ``end`` (datetimes) in one ``lane`` per row of the y channel,
+    coloured by ``component`` with the fixed colours."""
+    return chart(
+        df,
+        "bar",
+        title,
+        mark_args={"height": bar_height} | ({"opacity": opacity} if opacity else {}),
+        x=alt.X("start:T", title=None),
+        x2="end:T",
+        y=lane,
+        color=_component_color(df["component"]),
+        tooltip=tooltip,
+    )
 
 
 def timeline(df: pd.DataFrame) -> ChartLike:
-    """The job's segments as a Gantt chart: one lane per category, coloured by component.
+    """The job's segments as a Gantt chart: one lane per category, coloured by component,
+    a dashed rule and a label at each attempt's start.
 
     ``df``: ``start``, ``end`` (datetimes), ``category``, ``component``, ``attempt``, ``seconds``.
     """
-    bars = (
-        alt.Chart(df)
-        .mark_bar(height=22)
-        .encode(
-            x=alt.X("start:T", title=None),
-            x2="end:T",
-            y=alt.Y("category:N", sort=CATEGORY_ORDER, title=None),
-            color=_component_color(df["component"]),
-            tooltip=[
-                "attempt:Q",
-                "category:N",
-                "component:N",
-                "kind:N",
-                alt.Tooltip("seconds:Q", format=",.1f", title="seconds"),
-                alt.Tooltip("start:T", format="%H:%M:%S"),
-                alt.Tooltip("end:T", format="%H:%M:%S"),
-            ],
-        )
+    bars = gantt(
+        df,
+        alt.Y("category:N", sort=CATEGORY_ORDER, title=None),
+        [
+            "attempt:Q",
+            "category:N",
+            "component:N",
+            "kind:N",
+            _tip("seconds:Q", "seconds", ",.1f"),
+            _tip("start:T", fmt="%H:%M:%S"),
+            _tip("end:T", fmt="%H:%M:%S"),
+        ],
+        bar_height=22,
     )
     starts = df.groupby("attempt", as_index=False)["start"].min()
     starts["label"] = "attempt " + starts["attempt"].astype(str)
-    rules = alt.Chart(starts).mark_rule(strokeDash=[4, 3], color="#555").encode(x="start:T")
-    labels = (
-        alt.Chart(starts)
-        .mark_text(align="left", dx=3, dy=-6, color="#333")
-        .encode(x="start:T", y=alt.value(0), text="label:N")
+    rules = chart(starts, "rule", mark_args={"strokeDash": [4, 3], "color": "#555"}, x="start:T")
+    labels = chart(
+        starts,
+        "text",
+        mark_args={"align": "left", "dx": 3, "dy": -6, "color": "#333"},
+        x="start:T",
+        y=alt.value(0),
+        text="label:N",
     )
-    chart: ChartLike = (bars + rules + labels).properties(height=150)
-    return chart
+    return alt.LayerChart(layer=[bars, rules, labels], height=150)
 
 
 def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> ChartLike:
     """Start-up phases per rank (one lane per rank), first batches as black ticks.
 
-    ``phases``: ``rank_label``, ``phase``, ``component``, ``start``, ``end``;
+    ``phases``: ``rank_label``, ``phase``, ``component``, ``start``, ``end``, ``seconds``;
     ``firsts``: ``rank_label``, ``at``.
     """
-    bars = (
-        alt.Chart(phases, title=title)
-        .mark_bar(height=14, opacity=0.85)
-        .encode(
-            x=alt.X("start:T", title=None),
-            x2="end:T",
-            y=alt.Y("rank_label:N", title=None, sort=None),
-            color=_component_color(phases["component"]),
-            tooltip=[
-                "rank_label:N",
-                "phase:N",
-                "component:N",
-                alt.Tooltip("seconds:Q", format=",.2f", title="seconds"),
-            ],
-        )
+    lane = alt.Y("rank_label:N", title=None, sort=None)
+    tooltip = ["rank_label:N", "phase:N", "component:N", _tip("seconds:Q", "seconds", ",.2f")]
+    bars = gantt(phases, lane, tooltip, bar_height=14, title=title, opacity=0.85)
+    if firsts.empty:
+        return bars.properties(height=alt.Step(26))
+    ticks = chart(
+        firsts,
+        "tick",
+        mark_args={"color": "black", "thickness": 3, "size": 20},
+        x="at:T",
+        y=alt.Y("rank_label:N", sort=None),
+        tooltip=["rank_label:N", _tip("at:T", "first batch", "%H:%M:%S.%L")],
     )
-    layers: alt.LayerChart | alt.Chart = bars
-    if not firsts.empty:
-        ticks = (
-            alt.Chart(firsts)
-            .mark_tick(color="black", thickness=3, size=20)
-            .encode(
-                x="at:T",
-                y=alt.Y("rank_label:N", sort=None),
-                tooltip=[
-                    "rank_label:N",
-                    alt.Tooltip("at:T", format="%H:%M:%S.%L", title="first batch"),
-                ],
-            )
-        )
-        layers = bars + ticks
-    chart: ChartLike = layers.properties(height=alt.Step(26))
-    return chart
+    return alt.LayerChart(layer=[bars, ticks], height=alt.Step(26))
 
 
 def checkpoint_bars(df: pd.DataFrame) -> ChartLike:
@@ -191,43 +209,38 @@ def checkpoint_bars(df: pd.DataFrame) -> ChartLike:
 
     ``df``: ``label``, ``part`` (blocking or persist), ``seconds``.
     """
-    chart: ChartLike = (
-        alt.Chart(df, title="Checkpoint saves: blocking vs persist")
-        .mark_bar()
-        .encode(
-            x=alt.X("label:N", title=None, sort=None),
-            y=alt.Y("seconds:Q", title="seconds", stack="zero"),
-            color=alt.Color(
-                "part:N",
-                scale=alt.Scale(domain=["blocking", "persist"], range=["#1f77b4", "#aec7e8"]),
-                legend=alt.Legend(title=None),
-            ),
-            tooltip=["label:N", "part:N", alt.Tooltip("seconds:Q", format=",.2f")],
-        )
-        .properties(height=240)
+    return chart(
+        df,
+        "bar",
+        "Checkpoint saves: blocking vs persist",
+        240,
+        x=alt.X("label:N", title=None, sort=None),
+        y=alt.Y("seconds:Q", title="seconds", stack="zero"),
+        color=alt.Color(
+            "part:N",
+            scale=alt.Scale(domain=["blocking", "persist"], range=["#1f77b4", "#aec7e8"]),
+            legend=alt.Legend(title=None),
+        ),
+        tooltip=["label:N", "part:N", _tip("seconds:Q", fmt=",.2f")],
     )
-    return chart
 
 
 def whatif_curve(df: pd.DataFrame, marks: pd.DataFrame) -> ChartLike:
     """Projected lost GPU-hours per day against the checkpoint interval, with rules at the
     intervals in ``marks`` (``interval_min``, ``label``)."""
-    line = (
-        alt.Chart(df, title="Projected lost GPU-hours per day of training")
-        .mark_line()
-        .encode(
-            x=alt.X("interval_min:Q", title="checkpoint interval (minutes)"),
-            y=alt.Y("gpu_h_per_day:Q", title="GPU-hours / day"),
-            tooltip=[
-                alt.Tooltip("interval_min:Q", format=",.1f"),
-                alt.Tooltip("gpu_h_per_day:Q", format=",.2f"),
-            ],
-        )
+    line = chart(
+        df,
+        "line",
+        "Projected lost GPU-hours per day of training",
+        x=alt.X("interval_min:Q", title="checkpoint interval (minutes)"),
+        y=alt.Y("gpu_h_per_day:Q", title="GPU-hours / day"),
+        tooltip=[_tip("interval_min:Q", fmt=",.1f"), _tip("gpu_h_per_day:Q", fmt=",.2f")],
     )
-    rules = (
-        alt.Chart(marks)
-        .mark_rule(strokeDash=[5, 3])
-        .encode(x="interval_min:Q", color=alt.Color("label:N", legend=alt.Legend(title=None)))
+    rules = chart(
+        marks,
+        "rule",
+        mark_args={"strokeDash": [5, 3]},
+        x="interval_min:Q",
+        color=alt.Color("label:N", legend=alt.Legend(title=None)),
     )
-    chart: ChartLike = (line + rules).properties(height=280)
-    return chart
+    return alt.LayerChart(layer=[line, rules], height=280)

@@ -39,7 +39,6 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def fleet_view(window: str, by: str, model: str, team: str, state: str) -> None:
     try:
         data = client.fleet(since=window, by=by, model=model, team=team, state=state, limit=10)
-        alerts = client.alerts()
     except ApiError as exc:
         _page.show_error(exc)
         return
@@ -92,6 +91,11 @@ def fleet_view(window: str, by: str, model: str, team: str, state: str) -> None:
             },
         )
     st.subheader("Alerts firing now")
+    try:  # read after the figures above are on the page
+        alerts = client.alerts()
+    except ApiError as exc:
+        _page.show_error(exc)
+        return
     if alerts is None:
         st.caption("Alerting is not configured on this collector (no /api/v1/alerts).")
     else:

@@ -193,8 +193,6 @@ def _checkpoints(act: dict[str, list[dict[str, Any]]]) -> None:
 def job_view(job_id: str, c: Client) -> None:
     try:
         job = c.job(job_id)
-        segments = c.segments(job_id)
-        act = c.activity(job_id)
     except ApiError as exc:
         if exc.status == 404:
             st.title("Job")
@@ -210,6 +208,12 @@ def job_view(job_id: str, c: Client) -> None:
         + (" · updates live" if job["state"] in LIVE else "")
     )
     _figures(job)
+    try:  # read after the headline figures are on the page
+        segments = c.segments(job_id)
+        act = c.activity(job_id)
+    except ApiError as exc:
+        _page.show_error(exc)
+        return
     st.subheader("Timeline")
     if segments:
         _timeline(segments)
