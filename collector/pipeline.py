@@ -38,6 +38,11 @@ log = logging.getLogger("ett_collector")
 BUSY_POLL_S = 0.05
 """How often a read polls a job that another process is recomputing."""
 
+READ_FLIGHTS = 2
+"""Recomputes that reads may start at once, per process. Past it a read of a dirty job leaves it
+to the background worker's dirty loop (woken), so however many readers come, they add at most
+this many recomputes to the CPU, GIL time and pooled database connections that ingest shares."""
+
 
 class Outcome(enum.Enum):
     """How one recompute ended."""
@@ -82,6 +87,7 @@ class Pipeline:
         a job saved less than half a ``live_refresh_s`` ago (the dirty loop just did it)."""
         self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
+        self._read_slots = threading.BoundedSemaphore(READ_FLIGHTS)
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
         """Store spans in one transaction (duplicates ignored); returns the jobs touched."""
@@ -112,13 +118,24 @@ class Pipeline:
 
     def schedule(self, job_id: str, dirty: bool | None = None) -> bool:
         """Without waiting: True when the job's stored figures include every acknowledged span
-        (or the job is unknown); otherwise make sure its recompute is under way (joining the one
-        in flight in this process, or starting one in a thread of its own) and return False.
-        Across processes, the job's advisory lock lets one of them run it (the others' flights
-        end at once as BUSY). ``dirty``: the caller's fresh reading of ``Store.is_dirty``."""
+        (or the job is unknown); otherwise make sure its recompute is under way and return
+        False: the one in flight in this process, or a new one in a thread of its own while
+        fewer than :data:`READ_FLIGHTS` reads' recomputes run, else the background worker's
+        (woken; it recomputes every dirty job). Across processes, the job's advisory lock lets
+        one of them run it (the others' flights end at once as BUSY). ``dirty``: the caller's
+        fresh reading of ``Store.is_dirty``."""
         if not (self.store.is_dirty(job_id) if dirty is None else dirty):
             return True
-        self._launch(job_id)
+        if not self._read_slots.acquire(blocking=False):
+            self._worker.wake()
+            return False
+        flight, mine = self._claim(job_id)
+        if not mine:
+            self._read_slots.release()
+            return False
+        threading.Thread(
+            target=self._fly_slot, args=(job_id, flight), name="ett-read-recompute", daemon=True
+        ).start()
         return False
 
     def fresh(self, job_id: str, wait_s: float) -> bool:
@@ -188,6 +205,13 @@ class Pipeline:
             self._fly(job_id, True, flight)
         except Exception:
             log.exception("recompute of job %r failed", job_id)
+
+    def _fly_slot(self, job_id: str, flight: Future[Outcome]) -> None:
+        """:meth:`_fly_logged` in one of the reads' :data:`READ_FLIGHTS` slots."""
+        try:
+            self._fly_logged(job_id, flight)
+        finally:
+            self._read_slots.release()
 
     def _land(self, job_id: str) -> None:
         with self._flights_lock:

@@ -16,6 +16,10 @@ DEFAULT_READ_WAIT_S = 2.0
 """How long a read of a job that has spans but no figures yet waits for its first recompute before
 answering 503 "not computed yet" (a job with stored figures is answered at once, ``fresh: false``
 when newer spans await their recompute); ``ett report`` waits this long for fresh figures."""
+DEFAULT_READ_THREADS = 8
+"""Threads that answer read requests at once, per server process (more reads wait their turn on
+the event loop); ingest keeps the default pool of 40 to itself, so readers never fill the threads,
+database connections and GIL time that a POST needs."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
@@ -87,6 +91,7 @@ class Settings:
     attempt dead), ``ETT_LIVE_REFRESH_S`` (how often live jobs are recomputed), ``ETT_READ_WAIT_S``
     (how long a read of a job with spans but no figures yet waits for its first figures, and
     ``ett report`` for fresh ones; :data:`DEFAULT_READ_WAIT_S`),
+    ``ETT_READ_THREADS`` (:data:`DEFAULT_READ_THREADS`),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
 
@@ -109,6 +114,9 @@ class Settings:
     read_wait_s: float = field(
         default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)
     )
+    read_threads: int = field(
+        default_factory=lambda: int(_float_env("ETT_READ_THREADS", DEFAULT_READ_THREADS))
+    )
     raw_window_retention_s: float | None = field(default_factory=raw_window_retention_s)
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
@@ -122,6 +130,8 @@ class Settings:
                 f"unsupported database URL {self.db_url!r}: use sqlite:///PATH or "
                 "postgresql+psycopg://USER@HOST:PORT/DB"
             )
+        if self.read_threads < 1:
+            raise ConfigError(f"ETT_READ_THREADS must be at least 1, got {self.read_threads}")
         if self.max_body_bytes < 1024:
             raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
         if self.max_inflight_bytes < self.max_body_bytes:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -57,6 +58,11 @@ def create_app(
     token = settings.token.encode() if settings.token else None
     budget = InflightBudget(settings.max_inflight_bytes)
     outage = OutageClock()
+    reads = anyio.CapacityLimiter(settings.read_threads)  # ingest keeps the default pool
+
+    async def answer(fn: Callable[..., Any], *args: Any) -> Response:
+        return await _answer(fn, *args, limiter=reads)
+
     disk = DiskWatch(sqlite_path(settings.db_url), min_free_bytes_from_env())
 
     def authorized(request: Request) -> bool:
@@ -160,19 +166,19 @@ def create_app(
         limit = _int_param(p.get("limit"), 1000)
         if limit is None:
             return _error(400, f"limit must be an integer; got {p.get('limit')!r}")
-        return await _answer(
+        return await answer(
             query.jobs, p.get("state"), p.get("model"), p.get("team"), p.get("since"), limit
         )
 
     async def job(request: Request) -> Response:
-        return await _answer(query.job, request.path_params["job_id"])
+        return await answer(query.job, request.path_params["job_id"])
 
     async def segments(request: Request) -> Response:
-        return await _answer(query.segments, request.path_params["job_id"])
+        return await answer(query.segments, request.path_params["job_id"])
 
     async def lost_time(request: Request) -> Response:
         p = request.query_params
-        return await _answer(
+        return await answer(
             query.lost_time, p.get("group_by", "component"), p.get("since"), p.get("until")
         )
 
@@ -184,7 +190,7 @@ def create_app(
         finally:
             pipeline.stop()
 
-    overview = overview_routes(query, guarded, _answer)
+    overview = overview_routes(query, guarded, answer)
     views = {"": guarded(job), "segments": guarded(segments)}
     for route in overview:  # the job views the dashboards added (activity)
         if route.path.startswith(JOB_PREFIX):
@@ -252,9 +258,11 @@ def _int_param(value: str | None, default: int) -> int | None:
         return None
 
 
-async def _answer(fn: Callable[..., Any], *args: Any) -> Response:
+async def _answer(
+    fn: Callable[..., Any], *args: Any, limiter: anyio.CapacityLimiter | None = None
+) -> Response:
     try:
-        data = await run_in_threadpool(fn, *args)
+        data = await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
     except NotFound as exc:
         return _error(404, str(exc.args[0]))
     except NotReady as exc:

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from collector import otlp
 from collector.api import create_app
 from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
+from collector.pipeline import READ_FLIGHTS, Pipeline
 from collector.query import NotReady, Query
 from collector.settings import Settings
 from collector.storage import Store
@@ -43,10 +43,14 @@ class GatedStore(Store):
         self.loading = threading.Event()
         """Set once a span load has reached the gate."""
         self.hold_s = 60.0
+        self.loads: list[str] = []
+        """The jobs whose spans were loaded (or are held at the gate), in order."""
         self.reader_checks = 0
         self._count_lock = threading.Lock()
 
     def load_spans(self, job_id: str):  # type: ignore[no-untyped-def]
+        with self._count_lock:
+            self.loads.append(job_id)
         self.loading.set()
         assert self.gate.wait(timeout=self.hold_s), "the test never opened the gate"
         return super().load_spans(job_id)
@@ -181,6 +185,39 @@ def test_a_read_of_a_dirty_job_answers_its_stored_figures_while_its_recompute_is
     assert job["ett_pct"] == pytest.approx(WORKED_EXAMPLE["ett_pct"])
     assert client.get("/api/v1/jobs/held").json()["fresh"] is True
     assert recomputed == ["held", "held"]  # three reads of the dirty job, one recompute
+
+
+def test_reads_start_at_most_read_flights_recomputes_and_leave_the_rest_to_the_worker(
+    gated: GatedStore,
+) -> None:
+    """Reads of many dirty jobs answer at once; they start recomputes for the first
+    ``READ_FLIGHTS`` jobs only (held at the gate here, so their slots stay taken); the worker
+    brings the rest up to date."""
+    pipeline, recomputed = _counting_pipeline(gated)
+    query = Query(pipeline, clock=lambda: NOW, read_wait_s=3600)
+    ids = [f"many-{i}" for i in range(READ_FLIGHTS + 3)]
+    for job_id in ids:
+        pipeline.ingest([s for s in worked_example(job_id, base=BASE) if s.attempt == 1])
+    gated.gate.set()
+    assert pipeline.recompute_dirty() == len(ids)
+    gated.gate.clear()
+    gated.hold_s = 3600
+    gated.loads.clear()
+    for job_id in ids:
+        pipeline.ingest([s for s in worked_example(job_id, base=BASE) if s.attempt == 0])
+
+    answers = [query.job(job_id) for job_id in ids]  # a read that waited would hang here
+
+    assert [a["fresh"] for a in answers] == [False] * len(ids)
+    while len(gated.loads) < READ_FLIGHTS:  # the started recomputes reach the gate
+        threading.Event().wait(0.01)
+    assert sorted(gated.loads) == ids[:READ_FLIGHTS]  # the others were left to the worker
+    gated.gate.set()
+    for job_id in ids[:READ_FLIGHTS]:
+        assert pipeline.fresh(job_id, 60)
+    assert pipeline.recompute_dirty() == len(ids) - READ_FLIGHTS  # the worker's part
+    assert all(query.job(job_id)["fresh"] for job_id in ids)
+    assert sorted(recomputed[len(ids) :]) == sorted(ids)  # one recompute each
 
 
 def test_concurrent_reads_of_one_dirty_job_cause_one_recompute(gated: GatedStore) -> None:
