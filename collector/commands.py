@@ -144,6 +144,8 @@ environment:
   ETT_READ_WAIT_S     how long a read of a job with spans but no figures yet waits for its
                       first figures, then 503 (default 2 s); a job with figures is answered
                       at once, "fresh": false while newer spans await their recompute
+  ETT_READ_THREADS    threads answering read requests at once per process (default 8;
+                      ingest keeps its own 40)
   ETT_WORKERS         server processes (default 1)
 """
 
