@@ -11,15 +11,19 @@ optimizer step returned; ``step`` is its global index; both also carry ``before`
 just before ``optimizer.step()`` was called, so the library's step hook lies between the two),
 ``save`` (``start``/``end`` around ``dcp.save``), ``load`` (``start``/``end`` around
 ``dcp.load``, the ``step`` restored), ``failure`` (just before raising), ``end`` (just before
-the script returns) and ``exit`` (at interpreter exit, from an ``atexit`` handler).
+the script returns) and ``exit`` (at interpreter exit, from an ``atexit`` handler). ``start``
+also carries the process id: on ``SIGUSR1`` a rank prints every thread's Python stack to its
+stderr (``faulthandler``), which the test asks for when a run outlives its bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import faulthandler
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -66,7 +70,8 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     clock = Clock(args.clock_dir, rank, attempt)
-    clock.log("start", time=process_start())
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck rank names its stack
+    clock.log("start", time=process_start(), pid=os.getpid())
     atexit.register(clock.log, "exit")  # the interpreter is exiting (handlers run last-first)
 
     dist.init_process_group("gloo")

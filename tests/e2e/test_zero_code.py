@@ -12,11 +12,13 @@ under ``CI=true``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,6 +59,50 @@ def _require_torchrun() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+RUN_S = 240.0
+"""The bound on the whole torchrun (two attempts of a 2-rank job: 90-110 s at load 18); the
+test's own pytest timeout is above it and the job's wait, so this bound names the stacks."""
+DUMP_WAIT_S = 5.0
+"""How long the ranks get to print their stacks (SIGUSR1) when the run outlives its bound."""
+
+
+def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Path) -> int:
+    """Run ``cmd`` (torchrun) in a session of its own, its output to ``log``; its exit status.
+    Past :data:`RUN_S`, the ranks still alive (their pids are in the clock's ``start`` events)
+    are asked for their stacks (``SIGUSR1``: faulthandler), torchrun and each rank's session
+    (torchrun starts each worker in a session of its own) are killed, and the test fails with
+    what each attempt's ranks logged last and the output's tail: the stacks."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return proc.wait(RUN_S)
+        except subprocess.TimeoutExpired:
+            pass
+        rows: list[dict[str, Any]] = []
+        ranks: set[int] = set()
+        try:
+            rows = Clock(clock_dir).rows
+            ranks = {r["pid"] for r in rows if r["event"] == "start"}
+            for pid in ranks:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGUSR1)
+            time.sleep(DUMP_WAIT_S)
+        finally:
+            for group in (proc.pid, *ranks):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+            proc.wait()
+    last = {(r["attempt"], r["rank"]): r["event"] for r in rows}
+    pids = {(r["attempt"], r["rank"]): r["pid"] for r in rows if r["event"] == "start"}
+    pytest.fail(
+        f"torchrun still running after {RUN_S:g} s; each (attempt, rank)'s last clock event: "
+        f"{last}, pid: {pids}; the output's tail (the live ranks' stacks, each thread's "
+        f"first):\n{log.read_text()[-12000:]}"
+    )
 
 
 class Clock:
@@ -100,6 +146,7 @@ class Clock:
         return statistics.median(gaps)
 
 
+@pytest.mark.timeout(RUN_S + DUMP_WAIT_S + 150)
 def test_plain_ddp_trainer_matches_its_own_clock(
     tmp_path: Path, module_collector: Collector
 ) -> None:
@@ -119,11 +166,10 @@ def test_plain_ddp_trainer_matches_its_own_clock(
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    returncode = _run_torchrun(cmd, env, tmp_path / "torchrun.log", tmp_path / "clock")
     returned = time.time()
-    output = proc.stdout + proc.stderr
-    (tmp_path / "torchrun.log").write_text(output)
-    assert proc.returncode == 0, output[-6000:]
+    output = (tmp_path / "torchrun.log").read_text()
+    assert returncode == 0, output[-6000:]
     clock = Clock(tmp_path / "clock")
     assert {r["step"] for r in clock.events("load", 1)} == {RESUMED_AT}
     assert len(clock.events("end", 1)) == 2  # both ranks finished attempt 1
