@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -282,6 +284,37 @@ def run(tmp: Path, ranks: int, hours: float, served: bool = True) -> dict[str, A
     return out
 
 
+def compare_compaction(spans: list[SpanRecord], old_module: Path, repeat: int = 4) -> None:
+    """In-process ingest CPU per span, interleaved ``repeat`` times in one run: raw windows,
+    the compaction of ``old_module`` (an older ``collector/storage/_compaction.py``, e.g. from
+    ``git show REV:collector/storage/_compaction.py``) and today's, each into a fresh SQLite."""
+    spec = importlib.util.spec_from_file_location("_old_compaction", old_module)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {old_module}")
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    spec.loader.exec_module(old)
+    cpu: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    for _ in range(repeat):
+        for name in cpu:
+            with tempfile.TemporaryDirectory() as tmp:
+                retention = None if name == "raw" else 600.0
+                store = Store(f"sqlite:///{Path(tmp) / 'c.db'}", retention)
+                store.upgrade()
+                if name == "before":
+                    store.compactor = old.Compactor(store.engine, store._sql.ph, 600.0)
+                c = time.process_time()
+                for i in range(0, len(spans), BATCH):
+                    store.ingest(spans[i : i + BATCH])
+                cpu[name].append(1e6 * (time.process_time() - c) / len(spans))
+                store.close()
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"ingest CPU per span, in-process, median of {repeat} interleaved runs:")
+    for k, v in cpu.items():
+        extra = "" if k == "raw" else f" (compaction +{med[k] - med['raw']:.1f} us)"
+        print(f"  {k:7} {med[k]:5.1f} us{extra}   runs: {', '.join(f'{x:.1f}' for x in v)}")
+
+
 @pytest.mark.performance
 @pytest.mark.timeout(1800)  # minutes on a busy 2-core machine: the HTTP part is the long one
 def test_bench_heartbeats(tmp_path: Path) -> None:
@@ -297,7 +330,17 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--no-serve", action="store_true", help="skip the HTTP part")
+    parser.add_argument(
+        "--compare-compaction",
+        metavar="OLD_COMPACTION_PY",
+        type=Path,
+        help="only compare in-process ingest CPU: raw windows, this older _compaction.py"
+        " and today's, interleaved in one run",
+    )
     args = parser.parse_args()
+    if args.compare_compaction is not None:
+        compare_compaction(big_job("big", args.ranks, args.hours), args.compare_compaction)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         run(Path(tmp), args.ranks, args.hours, served=not args.no_serve)
     return 0
