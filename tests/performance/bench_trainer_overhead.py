@@ -89,11 +89,12 @@ def step_times(run: Run, warmup: int, clock: str = "time") -> list[float]:
 
 
 def _collector_job(collector: Any, job_id: str, wait_s: float) -> dict[str, Any] | None:
-    """The collector's view of ``job_id``, or None when it never heard of it within ``wait_s``."""
+    """The collector's view of ``job_id`` once its figures are fresh (reads answer stored
+    figures at once), or None when it never heard of it within ``wait_s``."""
     deadline = time.monotonic() + wait_s
     while True:
         r = collector.get(f"/api/v1/jobs/{job_id}")
-        if r.status_code == 200:
+        if r.status_code == 200 and r.json()["fresh"]:
             job: dict[str, Any] = r.json()
             return job
         if time.monotonic() >= deadline:
