@@ -206,12 +206,18 @@ def _share_of_other(url: str, job_id: str) -> float | None:
     the collector has no figures for the job)."""
     from urllib.parse import quote
 
-    try:
-        with urllib.request.urlopen(f"{url}/api/v1/jobs/{quote(job_id, safe='')}", timeout=30) as r:
-            job = json.loads(r.read())
-    except OSError as exc:
-        print(f"(no figures for {job_id}: {exc})")
-        return None
+    deadline = time.monotonic() + 30
+    while True:  # a read answers the stored figures at once: wait for those of every span
+        try:
+            address = f"{url}/api/v1/jobs/{quote(job_id, safe='')}"
+            with urllib.request.urlopen(address, timeout=30) as r:
+                job = json.loads(r.read())
+        except OSError as exc:
+            print(f"(no figures for {job_id}: {exc})")
+            return None
+        if job.get("fresh", True) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     lost = {k: float(v) for k, v in (job.get("lost_by_component") or {}).items()}
     total = sum(lost.values())
     if total <= 0:
