@@ -3,8 +3,14 @@
 A real ``ett serve``; a big job's spans are POSTed in batches while small jobs get a new span now
 and then (each makes its job dirty), and K reader threads GET one job at a time: most a random
 small job, some the big one. Prints p50/p95/max of both kinds of read, of the big job's POSTs,
-and how many recomputes the collector ran. Then an idle collector holding presumed-dead jobs:
-recomputes per second and CPU. Prints figures; it is not a timed test.
+and how many recomputes the collector ran, each next to its target, with the CPU of the server
+and of this process and the load average (the machine may be shared). Three views in one run
+(:data:`VIEWS`): before, reads served by the same 40-thread pool as ingest
+(``ETT_READ_THREADS=40``); after, reads in their own few threads; and after, with the K reader
+threads spread over 5 processes of their own: in the first two the POSTing thread shares this
+process's GIL with 50 busy readers, so its latency includes the client's own contention. Then
+an idle collector holding presumed-dead jobs: recomputes per second and CPU. Prints figures; it
+is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_recompute [--spans N] [--readers K]
         [--postgres-url URL]
@@ -17,6 +23,7 @@ presumed-dead jobs near zero.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import re
@@ -24,8 +31,10 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -33,6 +42,7 @@ import pytest
 from collector.domain import SpanRecord
 from collector.domain.examples import worked_example
 from collector.replay import encode_request
+from collector.settings import DEFAULT_READ_THREADS
 from instrument import semconv as sc
 from tests.support.collector_process import start_collector
 from tests.support.spans import span
@@ -73,19 +83,78 @@ def _stats(ms: list[float]) -> str:
     return f"n={len(ms):5d} p50 {q[49]:8.1f} ms  p95 {q[94]:8.1f} ms  max {max(ms):8.1f} ms"
 
 
-def _recomputes(client: httpx.Client, url: str) -> float:
+def _recomputes(client: httpx.Client, url: str) -> tuple[float, float]:
+    """How many recomputes the collector ran so far, and their seconds in all."""
     text = client.get(url + "/metrics").text
-    m = re.search(r"^ett_recompute_duration_seconds_count (\S+)$", text, re.M)
-    return float(m.group(1)) if m else 0.0
+    found = [
+        re.search(rf"^ett_recompute_duration_seconds_{key} (\S+)$", text, re.M)
+        for key in ("count", "sum")
+    ]
+    count, total = (float(m.group(1)) if m else 0.0 for m in found)
+    return count, total
 
 
-def run(home: Path, db_url: str | None, spans: int, readers: int, batch: int = 2000) -> dict:
-    """One run against a fresh collector; returns the latencies (ms) and counts."""
-    c = start_collector(home, db_url=db_url)
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def _read_loop(url: str, i: int, done: _Flag, big: list[float], small: list[float]) -> None:
+    """Reader ``i``: GET one job after another until ``done``; a fifth read the big job."""
+    own = random.Random(i)
+    is_big = i % 5 == 0
+    with httpx.Client(timeout=300) as client:
+        while not done.is_set():
+            job = "big" if is_big else f"small-{own.randrange(SMALL_JOBS)}"
+            t0 = time.perf_counter()
+            r = client.get(f"{url}/api/v1/jobs/{job}")
+            ms = (time.perf_counter() - t0) * 1000
+            if r.status_code in (200, 503):  # 503: the big job not computed yet
+                (big if is_big else small).append(ms)
+
+
+def _readers(url: str, ids: list[int], done: _Flag) -> tuple[list[float], list[float]]:
+    big: list[float] = []
+    small: list[float] = []
+    threads = [threading.Thread(target=_read_loop, args=(url, i, done, big, small)) for i in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return big, small
+
+
+def _reader_process(url: str, ids: list[int], done: Any, ready: Any, out: Any) -> None:
+    """A process of reader threads (spawned): says it is ``ready`` once imported, then reads
+    until ``done``; its latencies go back through ``out``."""
+    ready.put(len(ids))
+    out.put(_readers(url, ids, done))
+
+
+def run(
+    home: Path,
+    db_url: str | None,
+    spans: int,
+    readers: int,
+    batch: int = 2000,
+    reader_procs: int = 0,
+    read_threads: int = DEFAULT_READ_THREADS,
+) -> dict:
+    """One run against a fresh collector serving reads with ``read_threads`` threads
+    (``ETT_READ_THREADS``); returns the latencies (ms) and counts. Reader threads run in this
+    process, or spread over ``reader_procs`` processes of their own."""
+    os.environ["ETT_READ_THREADS"] = str(read_threads)
+    try:
+        c = start_collector(home, db_url=db_url)
+    finally:
+        del os.environ["ETT_READ_THREADS"]
     big_reads: list[float] = []
     small_reads: list[float] = []
     posts: list[float] = []
     done = threading.Event()
+    ctx = multiprocessing.get_context("spawn")
+    procs_done = ctx.Event()
+    ready = ctx.Queue()
+    out = ctx.Queue()
     try:
         with httpx.Client(timeout=300) as client:
             for i in range(SMALL_JOBS):
@@ -97,13 +166,16 @@ def run(home: Path, db_url: str | None, spans: int, readers: int, batch: int = 2
         bodies = [encode_request(big[i : i + batch]) for i in range(0, len(big), batch)]
 
         def ingest() -> None:
-            with httpx.Client(timeout=300) as client:
-                for body in bodies:
-                    t0 = time.perf_counter()
-                    r = client.post(c.url + "/v1/traces", content=body, headers=PROTO)
-                    posts.append((time.perf_counter() - t0) * 1000)
-                    assert r.status_code == 200, r.text
-            done.set()
+            try:
+                with httpx.Client(timeout=300) as client:
+                    for body in bodies:
+                        t0 = time.perf_counter()
+                        r = client.post(c.url + "/v1/traces", content=body, headers=PROTO)
+                        posts.append((time.perf_counter() - t0) * 1000)
+                        assert r.status_code == 200, r.text
+            finally:
+                done.set()
+                procs_done.set()
 
         def touch() -> None:  # a new span for a small job now and then: that job goes dirty
             with httpx.Client(timeout=300) as client:
@@ -116,36 +188,55 @@ def run(home: Path, db_url: str | None, spans: int, readers: int, batch: int = 2
                     k += 1
                     done.wait(0.1)
 
-        def read(i: int) -> None:
-            own = random.Random(i)
-            with httpx.Client(timeout=300) as client:
-                while not done.is_set():
-                    is_big = i % 5 == 0  # a fifth of the readers read the big job
-                    job = "big" if is_big else f"small-{own.randrange(SMALL_JOBS)}"
-                    t0 = time.perf_counter()
-                    r = client.get(f"{c.url}/api/v1/jobs/{job}")
-                    ms = (time.perf_counter() - t0) * 1000
-                    if r.status_code in (200, 503):  # 503: the big job not computed yet
-                        (big_reads if is_big else small_reads).append(ms)
-
+        procs = [
+            ctx.Process(
+                target=_reader_process,
+                args=(c.url, list(range(readers))[k::reader_procs], procs_done, ready, out),
+            )
+            for k in range(reader_procs)
+        ]
+        for proc in procs:
+            proc.start()
+        for _ in procs:  # every reader process imported and about to read
+            ready.get(timeout=300)
         threads = [threading.Thread(target=ingest), threading.Thread(target=touch)]
-        threads += [threading.Thread(target=read, args=(i,)) for i in range(readers)]
+        if not procs:
+            threads += [
+                threading.Thread(target=_read_loop, args=(c.url, i, done, big_reads, small_reads))
+                for i in range(readers)
+            ]
         t0 = time.perf_counter()
+        server_cpu0, own_cpu0 = _cpu_s(c.process.pid), time.process_time()
+        load0 = os.getloadavg()[0]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
+        server_cpu = _cpu_s(c.process.pid) - server_cpu0
+        own_cpu = time.process_time() - own_cpu0
+        for _ in procs:
+            their_big, their_small = out.get(timeout=600)
+            big_reads += their_big
+            small_reads += their_small
+        for proc in procs:
+            proc.join(timeout=60)
         with httpx.Client(timeout=300) as client:
-            recomputes = _recomputes(client, c.url) - before
+            after = _recomputes(client, c.url)
     finally:
         c.stop()
     return {
         "small": small_reads,
         "big": big_reads,
         "posts": posts,
-        "recomputes": recomputes,
+        "recomputes": after[0] - before[0],
+        "recompute_s": after[1] - before[1],
+        "server_cpu_pct": 100 * server_cpu / elapsed,
+        "bench_cpu_pct": 100 * own_cpu / elapsed,
         "seconds": elapsed,
+        "load": (load0, os.getloadavg()[0]),
+        "reader_procs": reader_procs,
+        "read_threads": read_threads,
     }
 
 
@@ -177,9 +268,9 @@ def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) ->
                 assert client.post(c.url + "/v1/traces", content=body, headers=PROTO).is_success
             c.wait_computed()
             time.sleep(3)  # the first live refresh after the backlog
-            r0, cpu0 = _recomputes(client, c.url), _cpu_s(c.process.pid)
+            r0, cpu0 = _recomputes(client, c.url)[0], _cpu_s(c.process.pid)
             time.sleep(seconds)
-            r1, cpu1 = _recomputes(client, c.url), _cpu_s(c.process.pid)
+            r1, cpu1 = _recomputes(client, c.url)[0], _cpu_s(c.process.pid)
     finally:
         c.stop()
     return {"recomputes_per_s": (r1 - r0) / seconds, "cpu_pct": 100 * (cpu1 - cpu0) / seconds}
@@ -191,25 +282,84 @@ def report_idle(label: str, r: dict, jobs: int) -> None:
     print("  target: near zero")
 
 
-def report(label: str, r: dict, spans: int, readers: int) -> None:
-    print(f"\n{label}: {spans:,} spans of one job ingested in {r['seconds']:.1f} s "
-          f"with {readers} readers; {r['recomputes']:.0f} recomputes")  # fmt: skip
-    print(f"  GET small job (dirty now and then) {_stats(r['small'])}")
-    print(f"  GET the big job                    {_stats(r['big'])}")
-    print(f"  POST of the big job ({len(r['posts'])} x 2000)   {_stats(r['posts'])}")
-    print("  targets: GET p95 < 100 ms (K = 50 readers), ingest p95 < 1 s")
+def _p95(ms: list[float]) -> float:
+    return statistics.quantiles(ms, n=100, method="inclusive")[94] if len(ms) > 1 else float("nan")
+
+
+def report(label: str, views: list[dict], spans: int, readers: int) -> None:
+    """Each figure next to its target, one column per view of the run."""
+    where = [
+        (f"{r['reader_procs']} reader procs" if r["reader_procs"] else "readers in-process")
+        + f", {r['read_threads']} thr"
+        for r in views
+    ]
+    print(f"\n{label}: {spans:,} spans of one job POSTed in batches of 2,000 while {readers} "
+          "readers GET jobs; p95 in ms, target, then each view")  # fmt: skip
+    print(f"  {'':36s} {'target':>8s} " + " ".join(f"{w:>20s}" for w in where))
+    rows = [
+        ("GET small job (dirty now and then)", "small", 100.0),
+        ("GET the big job (dirty throughout)", "big", 100.0),
+        ("POST of the big job (2,000 spans)", "posts", 1000.0),
+    ]
+    for name, key, target in rows:
+        cells = " ".join(f"{_p95(r[key]):20.1f}" for r in views)
+        print(f"  {name:36s} {target:8.0f} {cells}")
+    print(f"  {'ingest seconds':36s} {'':8s} " + " ".join(f"{r['seconds']:20.1f}" for r in views))
+    for key, name, fmt in [
+        ("recomputes", "recomputes", "20.0f"),
+        ("recompute_s", "recompute seconds (all jobs)", "20.1f"),
+        ("server_cpu_pct", "ett serve CPU, % of one core", "20.0f"),
+        ("bench_cpu_pct", "this process's CPU, % of one core", "20.0f"),
+    ]:
+        print(f"  {name:36s} {'':8s} " + " ".join(f"{r[key]:{fmt}}" for r in views))
+    loads = " ".join(f"{r['load'][0]:9.1f} ->{r['load'][1]:6.1f}" for r in views)
+    print(f"  {'load average (1 min), start -> end':36s} {'':8s} {loads}")
+    for r, w in zip(views, where, strict=True):
+        print(f"  {w}:")
+        print(f"    GET small {_stats(r['small'])}")
+        print(f"    GET big   {_stats(r['big'])}")
+        print(f"    POST      {_stats(r['posts'])}")
+
+
+VIEWS = ((0, 40), (0, DEFAULT_READ_THREADS), (5, DEFAULT_READ_THREADS))
+"""(reader processes, read threads) of each view: before (reads in the 40 threads ingest uses, as
+every request was served until ETT_READ_THREADS), after, and after with the readers out of the
+POSTing process."""
+
+
+def views(home: Path, new_db: Callable[[], str | None], spans: int, readers: int) -> list[dict]:
+    """The run once per :data:`VIEWS` entry, each on a fresh database from ``new_db`` (None:
+    SQLite under ``home``)."""
+    return [
+        run(home / f"view-{i}", new_db(), spans, readers, reader_procs=procs, read_threads=n)
+        for i, (procs, n) in enumerate(VIEWS)
+    ]
+
+
+def _fresh_postgres(url: str) -> str:
+    """A new empty database on the server of ``url`` (any database there); its URL."""
+    from sqlalchemy import create_engine, make_url, text
+
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(make_url(url), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.mark.performance
+@pytest.mark.timeout(1800)
 def test_bench_recompute_sqlite(tmp_path: Path) -> None:
-    report("SQLite", run(tmp_path / "home", None, 60_000, 20), 60_000, 20)
+    report("SQLite", views(tmp_path, lambda: None, 60_000, 50), 60_000, 50)
     report_idle("SQLite", idle_dead_jobs(tmp_path / "idle", None, 300, 10), 300)
 
 
 @pytest.mark.performance
 @pytest.mark.postgres
-def test_bench_recompute_postgres(tmp_path: Path, fresh_postgres_url: str) -> None:
-    report("PostgreSQL", run(tmp_path / "home", fresh_postgres_url, 60_000, 20), 60_000, 20)
+@pytest.mark.timeout(1800)
+def test_bench_recompute_postgres(tmp_path: Path, postgres_server: Any) -> None:
+    report("PostgreSQL", views(tmp_path, postgres_server.create_database, 60_000, 50), 60_000, 50)
 
 
 def main() -> int:
@@ -217,14 +367,18 @@ def main() -> int:
     p.add_argument("--spans", type=int, default=120_000)
     p.add_argument("--readers", type=int, default=50)
     p.add_argument("--dead-jobs", type=int, default=300)
-    p.add_argument("--postgres-url")
+    p.add_argument("--postgres-url", help="a PostgreSQL server (any database): one new each run")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        r = run(Path(tmp) / "home", args.postgres_url, args.spans, args.readers)
     label = "PostgreSQL" if args.postgres_url else "SQLite"
-    report(label, r, args.spans, args.readers)
+    pg = args.postgres_url
+
+    def new_db() -> str | None:
+        return _fresh_postgres(pg) if pg else None
+
     with tempfile.TemporaryDirectory() as tmp:
-        idle = idle_dead_jobs(Path(tmp) / "idle", args.postgres_url, args.dead_jobs, 10)
+        report(label, views(Path(tmp), new_db, args.spans, args.readers), args.spans, args.readers)
+    with tempfile.TemporaryDirectory() as tmp:
+        idle = idle_dead_jobs(Path(tmp) / "idle", new_db(), args.dead_jobs, 10)
     report_idle(label, idle, args.dead_jobs)
     return 0
 
