@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -151,3 +152,26 @@ def test_answer_equals_the_reference_at_any_window_edge(
     assert [(w["job_id"], round(w["lost_gpu_h"], 6)) for w in got["worst_jobs"]] == [
         (j, round(v[2] / 3600, 6)) for j, v in want["worst"]
     ]
+
+
+def test_concurrent_saves_of_different_jobs_keep_the_cells_exact(fleet: Store) -> None:
+    """Saves of different jobs at once move shared fleet cells (same hours, models, teams):
+    no deadlock, no lost update."""
+    store = fleet
+    job_ids = store.job_ids()
+    work = []
+    for job_id in job_ids:
+        spans = store.load_spans(job_id)
+        end = max(s.end for s in spans)
+        cut = end - 0.5 * (end - min(s.start for s in spans))
+        early = summarize([s for s in spans if s.end <= cut], cut + 30.0)
+        work.append((job_id, early, summarize(spans, end), store.dirty_seq(job_id), end))
+
+    def save(item: tuple[str, Any, Any, int, float]) -> None:
+        _, early, full, seq, end = item
+        for i in range(3):
+            assert store.save_summary(early if i % 2 == 0 else full, seq, end + i)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(save, work))
+    _assert_same(_stored(store.engine), _scratch(store.engine))

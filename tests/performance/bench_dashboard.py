@@ -2,7 +2,7 @@
 Chromium, and the API requests one refresh of each page makes, for a small fleet and a large one
 (default 2,000 simulated jobs), measured side by side in one run. Prints figures; not a timed test.
 
-    .venv/bin/python -m tests.performance.bench_dashboard [--jobs 2000] [--small 100]
+    .venv/bin/python -m tests.performance.bench_dashboard [--jobs 2000] [--small 100] [--keep DIR]
     make bench      # runs it through pytest (marker: performance)
 
 Targets (issue 14): requests per refresh do not grow with the number of jobs; both pages show
@@ -85,12 +85,15 @@ def _api_seconds(collector: Any, path: str) -> float:
 
 
 def measure(jobs: int, home: Path) -> dict[str, float]:
-    """Seed ``jobs`` simulated jobs, then measure both pages."""
+    """Seed ``jobs`` simulated jobs (unless ``home`` holds them from an earlier run), then
+    measure both pages."""
     from playwright.sync_api import sync_playwright
 
-    home.mkdir(parents=True)
+    home.mkdir(parents=True, exist_ok=True)
     db_url = f"sqlite:///{home / 'collector.db'}"
-    simulate_into_db(db_url, jobs=jobs, days=7, seed=3)  # ends now: the pages show it
+    if not (home / "seeded").exists():
+        simulate_into_db(db_url, jobs=jobs, days=7, seed=3)  # ends now: the pages show it
+        (home / "seeded").touch()
     collector = start_collector(home, db_url=db_url)
     dash = start_dashboard(collector.url, home / "dash", refresh_s=30)
     try:
@@ -115,9 +118,12 @@ def measure(jobs: int, home: Path) -> dict[str, float]:
         collector.stop()
 
 
-def report(small: int, large: int) -> dict[int, dict[str, float]]:
+def report(small: int, large: int, keep: Path | None = None) -> dict[int, dict[str, float]]:
+    """Measure both fleets; with ``keep``, their databases stay there and a later run with the
+    same folder measures them again without seeding (a repeat in minutes, not a quarter hour)."""
     with tempfile.TemporaryDirectory() as tmp:
-        results = {n: measure(n, Path(tmp) / f"fleet-{n}") for n in (small, large)}
+        where = keep or Path(tmp)
+        results = {n: measure(n, where / f"fleet-{n}") for n in (small, large)}
     print(f"\ndashboard, fleets of {small} and {large} simulated jobs (median of {REPEATS}):")
     load = os.getloadavg()[0]
     print(f"(load average {load:.1f} on {os.cpu_count()} CPUs at the end)")
@@ -153,5 +159,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000, help="the large fleet (default 2000)")
     parser.add_argument("--small", type=int, default=100, help="the small fleet (default 100)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the seeded databases in this folder and reuse them on the next run",
+    )
     a = parser.parse_args()
-    report(a.small, a.jobs)
+    report(a.small, a.jobs, a.keep)
