@@ -123,21 +123,30 @@ def _startup(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None:
         st.caption("No start-up phase spans arrived for this job.")
         return
     for a in job["attempts"]:
-        ph = phases[phases["attempt"] == a["attempt"]].copy()
+        # a fresh 0..n-1 index: the times below are assigned back by position (an attempt's
+        # rows further down the API's list kept their old index: NaT, an empty chart)
+        ph = phases[phases["attempt"] == a["attempt"]].reset_index(drop=True)
         comp = pd.DataFrame(act["compiles"])
         if not comp.empty:  # compiles before the first batch are start-up work too
             comp = comp[(comp["attempt"] == a["attempt"]) & comp["in_startup"]]
             comp = comp.assign(
                 phase="compile (cache " + comp["cache"].fillna("?") + ")", component="compile"
             )
-            ph = pd.concat([ph, comp[["attempt", "rank", "phase", "component", "start", "end"]]])
+            ph = pd.concat(
+                [ph, comp[["attempt", "rank", "phase", "component", "start", "end"]]],
+                ignore_index=True,
+            )
         if ph.empty:
             continue
         crit = a["critical_rank"]
         ph["seconds"] = ph["end"] - ph["start"]
         ph["rank_label"] = [f"rank {r}" + (" (critical)" if r == crit else "") for r in ph["rank"]]
         ph["start"], ph["end"] = _dt(ph["start"].to_numpy()), _dt(ph["end"].to_numpy())
-        fb = firsts[firsts["attempt"] == a["attempt"]].copy() if not firsts.empty else firsts
+        fb = (
+            firsts[firsts["attempt"] == a["attempt"]].reset_index(drop=True)
+            if not firsts.empty
+            else firsts
+        )
         if not fb.empty:
             fb["rank_label"] = [
                 f"rank {r}" + (" (critical)" if r == crit else "") for r in fb["rank"]

@@ -108,6 +108,44 @@ def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
     assert list(attempts["compile cache"]) == ["hit"]
 
 
+def _chart_frames(at: AppTest) -> list[Any]:
+    """The data frames behind the page's Vega-Lite charts (Arrow bytes in the element's proto)."""
+    from streamlit import dataframe_util
+
+    return [
+        dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data)
+        for chart in at.get("vega_lite_chart")
+        for d in chart.proto.datasets
+    ]
+
+
+def test_every_attempts_start_up_chart_has_its_phases_and_first_batches(api: Any) -> None:
+    """The worked example's attempt 1 (its phases come after attempt 0's in the API's list) is
+    drawn at the API's times: no empty times, nothing of another attempt."""
+    c, ids = api
+    act = c.get(f"/api/v1/jobs/{ids['example']}/activity").json()
+    assert {p["attempt"] for p in act["startup"]} == {0, 1}
+    at = run("pages/job.py", job=ids["example"])
+    frames = [f for f in _chart_frames(at) if "rank_label" in f.columns]
+    phases = [f for f in frames if "phase" in f.columns]
+    firsts = [f for f in frames if "at" in f.columns]
+    drawn = {
+        (int(r.attempt), int(r.rank), r.phase, r.start.timestamp(), r.end.timestamp())
+        for f in phases
+        for r in f.itertuples()
+    }
+    want = {(p["attempt"], p["rank"], p["phase"], p["start"], p["end"]) for p in act["startup"]}
+    assert {d[:3] for d in drawn} == {w[:3] for w in want}
+    for d in drawn:
+        (w,) = [w for w in want if w[:3] == d[:3]]
+        assert d[3:] == pytest.approx(w[3:], abs=1e-3)
+    drawn_firsts = {
+        (int(r.attempt), int(r.rank)): r.at.timestamp() for f in firsts for r in f.itertuples()
+    }
+    want_firsts = {(b["attempt"], b["rank"]): b["at"] for b in act["first_batches"]}
+    assert drawn_firsts == pytest.approx(want_firsts, abs=1e-3)
+
+
 def test_every_job_link_opens_the_job_page(api: Any) -> None:
     """The dashboard's own links and the alerts' links name a job the same way:
     ``/job?job=<job_id>`` (issue 14), and that address opens the job."""
