@@ -66,14 +66,53 @@ RUN_S = 240.0
 test's own pytest timeout is above it and the job's wait, so this bound names the stacks."""
 DUMP_WAIT_S = 5.0
 """How long the ranks get to print their stacks (SIGUSR1) when the run outlives its bound."""
+GDB_S = 90.0
+"""The most ``gdb`` may take to print one stuck rank's native stacks (torch's symbols)."""
+
+
+def _native_stacks(pids: set[int]) -> str:
+    """Each live process's threads (name, state, kernel wait channel from ``/proc``) and, when
+    ``gdb`` is installed, every thread's native backtrace: what a Python stack cannot show (a
+    C++ destructor joining a thread, say)."""
+    parts = []
+    gdb = shutil.which("gdb")
+    for pid in sorted(pids):
+        tasks = Path(f"/proc/{pid}/task")
+        try:
+            threads = [
+                " ".join(
+                    [
+                        (t / "comm").read_text().strip(),
+                        (t / "stat").read_text().rsplit(")", 1)[1].split()[0],
+                        (t / "wchan").read_text().strip(),
+                    ]
+                )
+                for t in sorted(tasks.iterdir())
+            ]
+        except OSError:
+            continue  # exited
+        parts.append(f"--- pid {pid} threads (name state wchan): {'; '.join(threads)}")
+        if gdb:
+            try:
+                bt = subprocess.run(
+                    [gdb, "-nx", "-batch", "-p", str(pid), "-ex", "thread apply all bt 30"],
+                    capture_output=True,
+                    text=True,
+                    timeout=GDB_S,
+                )
+                parts.append(bt.stdout[-8000:])
+            except subprocess.TimeoutExpired:
+                parts.append(f"(gdb took over {GDB_S:g} s)")
+    return "\n".join(parts)
 
 
 def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Path) -> int:
     """Run ``cmd`` (torchrun) in a session of its own, its output to ``log``; its exit status.
     Past :data:`RUN_S`, the ranks still alive (their pids are in the clock's ``start`` events)
-    are asked for their stacks (``SIGUSR1``: faulthandler), torchrun and each rank's session
-    (torchrun starts each worker in a session of its own) are killed, and the test fails with
-    what each attempt's ranks logged last and the output's tail: the stacks."""
+    are asked for their Python stacks (``SIGUSR1``: faulthandler) and their native ones read
+    (:func:`_native_stacks`); then torchrun and each rank's session (torchrun starts each worker
+    in a session of its own) are killed, and the test fails with what each attempt's ranks
+    logged last, the output's tail and the native stacks."""
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -84,6 +123,7 @@ def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Pat
             pass
         rows: list[dict[str, Any]] = []
         ranks: set[int] = set()
+        native = ""
         try:
             rows = Clock(clock_dir).rows
             ranks = {r["pid"] for r in rows if r["event"] == "start"}
@@ -91,6 +131,7 @@ def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Pat
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGUSR1)
             time.sleep(DUMP_WAIT_S)
+            native = _native_stacks(ranks)
         finally:
             for group in (proc.pid, *ranks):
                 with contextlib.suppress(ProcessLookupError):
@@ -100,8 +141,8 @@ def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Pat
     pids = {(r["attempt"], r["rank"]): r["pid"] for r in rows if r["event"] == "start"}
     pytest.fail(
         f"torchrun still running after {RUN_S:g} s; each (attempt, rank)'s last clock event: "
-        f"{last}, pid: {pids}; the output's tail (the live ranks' stacks, each thread's "
-        f"first):\n{log.read_text()[-12000:]}"
+        f"{last}, pid: {pids}; the output's tail (the live ranks' Python stacks, each "
+        f"thread's first):\n{log.read_text()[-12000:]}\nnative:\n{native[-20000:]}"
     )
 
 
@@ -146,7 +187,7 @@ class Clock:
         return statistics.median(gaps)
 
 
-@pytest.mark.timeout(RUN_S + DUMP_WAIT_S + 150)
+@pytest.mark.timeout(RUN_S + DUMP_WAIT_S + 2 * GDB_S + 150)
 def test_plain_ddp_trainer_matches_its_own_clock(
     tmp_path: Path, module_collector: Collector
 ) -> None:
