@@ -303,6 +303,7 @@ def run(
             cpu0 = rec0 = 0.0
             t_cpu0 = t_next_sample = t_next_read = start
             peak_rss = 0.0
+            shown = -1
             while (now := time.time()) < end:
                 if not measuring.is_set() and now >= warm_end:
                     cpu0, rec0, t_cpu0 = _cpu_s(proc.pid), _recomputes(client), time.time()
@@ -331,10 +332,12 @@ def run(
                             into.append(time.perf_counter() - t)
                     t_next_read = now + 1.0
                 left = end - now
-                _progress(
-                    f"{'live' if measuring.is_set() else 'warm-up'}: {left:5.0f} s left,"
-                    f" {len(live.posts):,} posts, lag p95 {_q(live.lags, 0.95):.2f} s"
-                )
+                if int(left) != shown:  # once a second
+                    shown = int(left)
+                    _progress(
+                        f"{'live' if measuring.is_set() else 'warm-up'}: {left:5.0f} s left,"
+                        f" {len(live.posts):,} posts, lag p95 {_q(live.lags, 0.95):.2f} s"
+                    )
                 time.sleep(max(0.0, min(0.05, (heap[0][0] if heap else end) - time.time())))
             cpu = _cpu_s(proc.pid) - cpu0
             recomputes = _recomputes(client) - rec0
