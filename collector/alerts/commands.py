@@ -176,17 +176,23 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table("state", "rule", "group", "component", "fired", "resolved", "what")
+    # two columns, so that an 80-column terminal keeps every rule name whole: the alert (its
+    # state unless --state says it, rule, group, component, times) and what it says
+    rows = []
     for a in alerts:
-        table.add_row(
-            a.state.value,
-            a.rule,
-            _group(a.labels),
-            a.labels.get("component", "-"),
-            _when(a.fired_at),
-            _when(a.resolved_at),
-            a.annotations.get("description", ""),
-        )
+        lines = [a.rule, f"{_group(a.labels)} · {a.labels.get('component', '-')}"]
+        if not args.state:
+            lines.insert(0, a.state.value)
+        lines.append(f"fired {_when(a.fired_at)}")
+        if a.resolved_at is not None:
+            lines.append(f"resolved {_when(a.resolved_at)}")
+        rows.append(("\n".join(lines), a.annotations.get("description", "")))
+    table = Table(show_lines=True)
+    widest = max(len(line) for alert, _ in rows for line in alert.splitlines())
+    table.add_column("alert", no_wrap=True, min_width=widest)
+    table.add_column("what", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     console().print(table)
     return 0
 

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,10 @@ JOB = "wrong-turns-job"
 
 
 def _run(
-    argv: list[str], tmp_path: Path, stdout: int = subprocess.PIPE
+    argv: list[str], tmp_path: Path, stdout: int = subprocess.PIPE, columns: int = 80
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": str(tmp_path), "ETT_HOME": str(tmp_path / "home")}
+    env["COLUMNS"] = str(columns)  # the width rich lays its tables out in
     env.pop("ETT_DEBUG", None)
     return subprocess.run(
         [ETT, *argv],
@@ -102,3 +104,59 @@ def test_the_same_tables_print_when_read(db_url: str, tmp_path: Path) -> None:
     done = _run(["report", JOB, "--db", db_url], tmp_path)
     assert done.returncode == 0, done.stderr
     assert JOB in done.stdout and "ETT" in done.stdout
+
+
+FIRED, RESOLVED = 1_790_000_060.0, 1_790_000_090.0
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _seed_alerts(db_url: str) -> None:
+    from collector.alerts._state import Alert, AlertState
+    from collector.alerts._store import AlertStore
+
+    def alert(rule: str, state: AlertState, resolved: float | None) -> Alert:
+        return Alert(
+            rule=rule,
+            key=f"model=dlrm-small,{rule}",
+            labels={"model": "dlrm-small", "component": "checkpoint", "rule": rule},
+            annotations={"description": f"{rule} says the checkpoints of dlrm-small " * 3},
+            state=state,
+            active_since=1_790_000_000.0,
+            last_eval=1_790_000_100.0,
+            fired_at=FIRED,
+            resolved_at=resolved,
+        )
+
+    store = Store(db_url)
+    AlertStore(store.engine).save(
+        [
+            alert("checkpoint_blocking_regression_by_model", AlertState.FIRING, None),
+            alert("ett_regression_by_model", AlertState.RESOLVED, RESOLVED),
+        ]
+    )
+    store.close()
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_alerts_on_a_narrow_terminal_keep_every_rule_name_whole(
+    db_url: str, tmp_path: Path, columns: int
+) -> None:
+    _seed_alerts(db_url)
+    done = _run(["alerts", "--db", db_url], tmp_path, columns=columns)
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= max(columns, 43)  # the longest rule name + frame
+    cells = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    for rule in ("checkpoint_blocking_regression_by_model", "ett_regression_by_model"):
+        assert rule in cells
+    assert {"firing", "resolved", f"fired {_utc(FIRED)}", f"resolved {_utc(RESOLVED)}"} <= set(
+        cells
+    )
+    firing = _run(["alerts", "--db", db_url, "--state", "firing"], tmp_path, columns=columns)
+    cells = [line.split("│")[1].strip() for line in firing.stdout.splitlines() if "│" in line]
+    assert "checkpoint_blocking_regression_by_model" in cells
+    assert not {"firing", "resolved", "ett_regression_by_model"} & set(cells)
