@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,8 +44,17 @@ def _ett(*args: str, check: bool = True) -> int:
     return subprocess.run(cmd, check=check, cwd=ROOT).returncode
 
 
+_STARTED = time.monotonic()
+
+
+def _elapsed() -> str:
+    """Minutes and seconds since the demo started."""
+    m, s = divmod(int(time.monotonic() - _STARTED), 60)
+    return f"{m}m {s:02d}s"
+
+
 def _banner(text: str) -> None:
-    print(f"\n\033[1;36m== {text}\033[0m", flush=True)
+    print(f"\n\033[1;36m== {text}\033[0m  [{_elapsed()}]", flush=True)
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -125,14 +135,32 @@ DB = ""
 
 
 def _summarize_trainer_log(text: str) -> None:
-    """The lines of the trainer's output that tell the story: the failure and the progress bars."""
-    for line in text.splitlines():
-        if "InjectedFault:" in line or "Sending process" in line:
-            print("  " + line.split("]: ")[-1].strip())
-    bars = [chunk for chunk in text.replace("\r", "\n").splitlines() if chunk.startswith("train:")]
-    finals = [b for b in bars if "|" in b]
-    for bar in finals[-1:]:
-        print("  " + bar.strip())
+    """The lines of the trainer's output that tell the story, in plain words: the injected
+    failure, torchrun stopping the attempt and restarting it, and each attempt's last progress
+    bar (torch's own log lines carry a level, a timestamp, a pid and a source path)."""
+    lines: list[str] = []
+    attempt, count, bar_at = 0, -1, -1
+    for chunk in text.replace("\r", "\n").splitlines():
+        chunk = chunk.strip()
+        if chunk.startswith("train:") and "|" in chunk:
+            done = re.search(r"\| *(\d+)/\d+", chunk)
+            n = int(done.group(1)) if done else count
+            if n < count:  # the bar started again: a restarted attempt resumed
+                attempt, bar_at = attempt + 1, -1
+            if bar_at < 0:  # an attempt's bar is shown once, where it started, as it ended
+                lines.append("")
+                bar_at = len(lines) - 1
+            lines[bar_at], count = f"attempt {attempt}: {chunk}", n
+        elif "InjectedFault:" in chunk:
+            lines.append(f"the injected failure: {chunk.split('InjectedFault: ')[-1]}")
+        elif m := re.search(r"Sending process (\d+) closing signal (\w+)", chunk):
+            lines.append(f"torchrun: sends {m.group(2)} to the other rank (pid {m.group(1)})")
+        elif m := re.search(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)", chunk):
+            lines.append(
+                f"torchrun: rank {m.group(2)} exited with {m.group(1)}; restarting the job"
+            )
+    for line in lines:
+        print("  " + line)
 
 
 def main() -> int:
@@ -243,7 +271,10 @@ def _fleet(url: str) -> None:
     try:
         from simulator import simulate_to_endpoint
 
-        simulate_to_endpoint(url, jobs=120, days=7, seed=5, regress=[regress])
+        began = time.monotonic()
+        truths = simulate_to_endpoint(url, jobs=120, days=7, seed=5, regress=[regress])
+        took = time.monotonic() - began
+        print(f"sent {len(truths)} simulated jobs (training and publishing) in {took:.0f} s")
     except Exception as exc:  # the rest of the demo still shows the demo's own jobs
         print(f"(no simulated fleet: {exc})")
         return
@@ -270,6 +301,7 @@ def _dashboard(url: str) -> None:
     print(
         f"\n\033[1mdashboard: http://127.0.0.1:{port}\033[0m   (Ctrl-C stops it and the collector)"
     )
+    print(f"the demo took {_elapsed()} to get here")
     print(f"collector: curl {url}/api/v1/jobs   (running until Ctrl-C)")
     try:
         dash.wait()
