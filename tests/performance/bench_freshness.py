@@ -215,7 +215,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -239,7 +239,7 @@ def _progress(msg: str) -> None:
     sys.stderr.flush()
 
 
-def _serve(home: Path, url: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+def serve(home: Path, url: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", url]
     log = open(home / "collector.log", "ab")  # noqa: SIM115 - lives with the process
@@ -281,7 +281,7 @@ def run(
     all_ranks = fleet(jobs, ranks, history_h * 3600, fleet_now)
     spans = seed(url, all_ranks, fleet_now, _progress)
     seed_s = time.perf_counter() - t
-    proc, base = _serve(home, url, env or {})
+    proc, base = serve(home, url, env or {})
     live = Live()
     measuring = threading.Event()
     work: queue.Queue[list[SpanRecord] | None] = queue.Queue()
@@ -319,7 +319,7 @@ def run(
                     heapq.heappush(heap, (r.due(r.next_i), k))
                 if now >= t_next_sample:
                     _sample(engine, live, measuring)
-                    peak_rss = max(peak_rss, _rss_mb(proc.pid))
+                    peak_rss = max(peak_rss, rss_mb(proc.pid))
                     t_next_sample = now + SAMPLE_S
                 if now >= t_next_read:
                     for path, into in (

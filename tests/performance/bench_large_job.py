@@ -41,7 +41,7 @@ import httpx
 from collector.domain import SpanRecord, summarize
 from collector.storage import Store
 from instrument import semconv as sc
-from tests.performance.bench_freshness import _rss_mb, _serve
+from tests.performance.bench_freshness import rss_mb, serve
 from tests.support.collector_process import stop_process
 
 BASE = 1.79e9
@@ -209,7 +209,7 @@ def ingest(base: str, pid: int, ranks: int, hours: float, total: int) -> dict[st
 
     def sample() -> None:
         while not done.wait(0.25):
-            rss.append(_rss_mb(pid))
+            rss.append(rss_mb(pid))
 
     threads = [threading.Thread(target=post, daemon=True) for _ in range(POSTERS)]
     sampler = threading.Thread(target=sample, daemon=True)
@@ -275,7 +275,7 @@ def run(home: Path, ranks: int, hours: float, url: str | None = None) -> dict[st
         f"\nlarge job benchmark: {ranks} ranks x {hours:g} h = {total:,} spans"
         f" ({n_windows:,} windows) into ett serve ({url.split(':')[0]})"
     )
-    proc, base = _serve(home, url, {})
+    proc, base = serve(home, url, {})
     try:
         served = ingest(base, proc.pid, ranks, hours, total)
     finally:
