@@ -252,7 +252,7 @@ def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list
 
 
 def with_window_rows(
-    rows: Sequence[Sequence[Any]], stored: Iterable[SpanRecord]
+    rows: Sequence[Sequence[Any]], stored: Sequence[SpanRecord]
 ) -> tuple[list[Sequence[Any]], list[SpanRecord]]:
     """A job's raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order) split:
     the rows of spans other than windows, and the windows folded into the ``stored`` runs.
