@@ -49,17 +49,17 @@ def jobs_view(state: str, model: str, team: str, since: str, search: str) -> Non
     df["wall_h"] = df["wall_s"] / 3600.0
     shown = df[
         [
-            "job",
+            "job",  # the figures next to the id: at 1,400 px a wide id pushed them off-screen
             "state",
-            "model",
-            "team",
-            "started",
-            "ended",
-            "wall_h",
             "ett_pct",
             "idle_pct",
             "failure_pct",
             "failures",
+            "wall_h",
+            "model",
+            "team",
+            "started",
+            "ended",
         ]
     ]
     st.caption(

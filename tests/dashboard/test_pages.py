@@ -77,6 +77,9 @@ def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
     assert sorted(s.split("job=")[1] for s in shown["job"]) == sorted(
         r["job_id"] for r in c.get("/api/v1/jobs").json()
     )
+    assert list(shown.columns[:6]) == [  # the figures first, beside the id
+        "job", "state", "ett_pct", "idle_pct", "failure_pct", "failures",
+    ]  # fmt: skip
     at = run("pages/jobs.py", state="failed")
     shown = at.dataframe[0].value
     assert set(shown["state"]) == {"failed"}
