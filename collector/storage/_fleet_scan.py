@@ -1,5 +1,7 @@
-"""The SQL behind the fleet overview: sums grouped in the database, so one answer costs a few
-grouped scans of the window's segments instead of moving every segment row into Python.
+"""The SQL behind the fleet overview. Whole hours and days come from the rollup
+(:class:`CellScan` over ``fleet_cells``, ``job_cells`` and ``job_totals``); the partial hours at
+a window's edges from the segments of the few jobs in them (:class:`FleetScan`), grouped in the
+database.
 
 Every segment row is clipped to the window, ``a = max(start, since)``, ``b = min(end, until)``,
 and weighs ``(b - a) * share`` seconds; GPU-seconds multiply that by the ranks of the row's
