@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from cli import CliError
@@ -47,7 +48,7 @@ def register(sub: Any) -> None:
         "--db",
         metavar="URL",
         help="write into this collector database instead "
-        "(sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)",
+        "(sqlite:///PATH, a plain path to a SQLite file, or postgresql+psycopg://USER@HOST:PORT/DB)",
     )
     p.add_argument("--jobs", type=int, default=20, help="training jobs of history (default 20)")
     p.add_argument("--start", metavar="ISO", help="start of the history (default: now - days)")
@@ -127,6 +128,8 @@ def _simulate(args: argparse.Namespace) -> int:
     where = "nowhere (dry run)"
     if not args.dry_run:
         if args.db:
+            if "://" not in args.db:  # a plain path is a SQLite file, as for `ett report --db`
+                args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
             try:
                 sink = DatabaseSink(args.db, window_s=_window_s())
             except Exception as exc:

@@ -160,3 +160,14 @@ def test_alerts_on_a_narrow_terminal_keep_every_rule_name_whole(
     cells = [line.split("│")[1].strip() for line in firing.stdout.splitlines() if "│" in line]
     assert "checkpoint_blocking_regression_by_model" in cells
     assert not {"firing", "resolved", "ett_regression_by_model"} & set(cells)
+
+
+def test_simulate_into_a_plain_path_as_the_readers_take_it(tmp_path: Path) -> None:
+    """README: `--db` also takes a plain path to a SQLite file; `ett simulate --db fleet.db`
+    used to stop at "Could not parse SQLAlchemy URL"."""
+    db = tmp_path / "fleet.db"
+    done = _run(["simulate", "--db", str(db), "--jobs", "1", "--days", "1"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = _run(["jobs", "--db", str(db)], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) >= 2  # the header and the simulated job(s)
