@@ -213,7 +213,13 @@ def _serve(args: argparse.Namespace) -> int:
         **({"token": args.token} if args.token else {}),
     )  # fmt: skip
     sock = _bind(settings.host, settings.port)  # the address first: nothing created on a busy port
-    Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
+    try:
+        Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
+    except OSError as exc:  # its folder cannot be made: a file in the way, no permission
+        where = f"{args.target.shown} (from {args.target.source})"
+        raise CliError(
+            f"cannot create the database {where}: {exc.strerror}: {exc.filename}"
+        ) from None
     where = f"http://{settings.host}:{settings.port} (db: {args.target.shown}"
     if args.workers == 1:
         config = uvicorn.Config(

@@ -171,3 +171,16 @@ def test_simulate_into_a_plain_path_as_the_readers_take_it(tmp_path: Path) -> No
     listed = _run(["jobs", "--db", str(db)], tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.splitlines()) >= 2  # the header and the simulated job(s)
+
+
+def test_serve_with_a_database_under_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    db = tmp_path / "afile" / "x.db"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _run(["serve", "--db", str(db), "--port", str(port)], tmp_path)
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert line.startswith(f"ett serve: cannot create the database sqlite:///{db} (from --db): ")
+    assert str(tmp_path / "afile") in line
