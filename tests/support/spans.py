@@ -70,6 +70,32 @@ def persist(step: int, start: float, end: float, **kw: Any) -> SpanRecord:
     return span(sc.SPAN_CHECKPOINT_PERSIST, start, end, **{sc.CHECKPOINT_STEP: step}, **kw)
 
 
+def failure(t: float, cause: str, **kw: Any) -> SpanRecord:
+    """A failure event (``ett.failure``) at instant ``t`` with its cause."""
+    attrs: dict[str, Any] = {sc.FAILURE_CAUSE: cause}
+    return span(sc.SPAN_FAILURE, t, t, **attrs, **kw)
+
+
+def data_wait(start: float, end: float, **kw: Any) -> SpanRecord:
+    """A training loop's wait for its next batch (a data stall)."""
+    return span(sc.SPAN_DATA_WAIT, start, end, **kw)
+
+
+def blocking(
+    name: str, start: float, end: float, component: str | None = None, **kw: Any
+) -> SpanRecord:
+    """A user-named blocking event, charged to ``component`` when given."""
+    attrs: dict[str, Any] = {sc.BLOCKING_NAME: name}
+    if component:
+        attrs[sc.COMPONENT] = component
+    return span(sc.SPAN_BLOCKING, start, end, **attrs, **kw)
+
+
+def shutdown(step: str, start: float, end: float, **kw: Any) -> SpanRecord:
+    """One step of an attempt's shutdown (``ett.shutdown.<step>``)."""
+    return span(sc.shutdown_span_name(step), start, end, **kw)
+
+
 def attempt_end(
     start: float, end: float, reason: str, cause: str | None = None, **kw: Any
 ) -> SpanRecord:

@@ -8,6 +8,7 @@ from collector.domain import Category, JobState, SegmentKind, summarize
 from instrument import semconv as sc
 from tests.support.spans import (
     attempt_end,
+    failure,
     first_batch,
     per_component,
     persist,
@@ -148,7 +149,7 @@ def test_no_committed_checkpoint_means_unsaved_from_first_batch() -> None:
         first_batch(10),
         save(1, 20, 25, "async"),
         window(10, 40),
-        span(sc.SPAN_FAILURE, 40, 40, **{sc.FAILURE_CAUSE: "exception"}),
+        failure(40, "exception"),
     ]
     later = [phase("pg_init", 100, 110, attempt=1), first_batch(120, attempt=1)]
     s = summarize(spans + later, NOW)
@@ -162,7 +163,7 @@ def test_failed_shutdown_is_failure_and_not_unsaved() -> None:
         first_batch(0),
         save(1, 10, 12),
         window(0, 50),
-        span(sc.SPAN_FAILURE, 110, 110, **{sc.FAILURE_CAUSE: "nccl_timeout"}),
+        failure(110, "nccl_timeout"),
         attempt_end(0, 110, FAILED),
     ]
     s = summarize(spans, NOW)
@@ -290,7 +291,7 @@ def test_sigkilled_rank_makes_the_cause_killed_whatever_its_peers_said() -> None
     assert s.attempts[0].end_reason == FAILED
     # rank 0's collective failed instead, and it could only say "unknown"
     peer = [
-        span(sc.SPAN_FAILURE, 51, 51, rank=0, **{sc.FAILURE_CAUSE: "unknown"}),
+        failure(51, "unknown", rank=0),
         attempt_end(0, 52, FAILED, "unknown", rank=0),
     ]
     assert dict(summarize(_two_ranks_then_restart([], peer), NOW).failure_causes) == {"killed": 1}
@@ -308,7 +309,7 @@ def test_world_size_reveals_a_rank_that_never_spoke() -> None:
 
 def test_specific_cause_wins_over_peers_stopped_by_torchrun() -> None:
     rank1 = [
-        span(sc.SPAN_FAILURE, 50, 50, rank=1, **{sc.FAILURE_CAUSE: "oom"}),
+        failure(50, "oom", rank=1),
         attempt_end(0, 50, FAILED, "oom", rank=1),
     ]
     rank0 = [attempt_end(0, 52, PREEMPTED, rank=0)]

@@ -15,11 +15,14 @@ from collector.schemas import job_json
 from instrument import semconv as sc
 from tests.support.spans import (
     attempt_end,
+    blocking,
+    data_wait,
     first_batch,
     per_component,
     persist,
     phase,
     save,
+    shutdown,
     span,
     window,
 )
@@ -42,24 +45,11 @@ def _job(*extra, ranks=(0,), end=100.0):
     return summarize([*spans, *extra], NOW)
 
 
-def _data_wait(a, b, **kw):
-    return span(sc.SPAN_DATA_WAIT, a, b, **kw)
-
-
-def _blocking(name, a, b, component=None, **kw):
-    attrs = {sc.BLOCKING_NAME: name} | ({sc.COMPONENT: component} if component else {})
-    return span(sc.SPAN_BLOCKING, a, b, **attrs, **kw)
-
-
-def _shutdown(step, a, b, **kw):
-    return span(sc.shutdown_span_name(step), a, b, **kw)
-
-
 # --- data stalls ------------------------------------------------------------------------------
 
 
 def test_a_data_stall_is_cut_out_as_idle_data() -> None:
-    s = _job(_data_wait(20, 23), _data_wait(50, 50.5))
+    s = _job(data_wait(20, 23), data_wait(50, 50.5))
 
     assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 3.5})
     assert s.productive_s == pytest.approx(90 - 3.5)
@@ -67,13 +57,13 @@ def test_a_data_stall_is_cut_out_as_idle_data() -> None:
 
 
 def test_one_rank_waiting_for_data_stalls_the_synchronous_job() -> None:
-    s = _job(_data_wait(30, 34, rank=1), ranks=(0, 1))
+    s = _job(data_wait(30, 34, rank=1), ranks=(0, 1))
 
     assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 4})
 
 
 def test_a_stall_yields_to_an_eval_it_overlaps() -> None:
-    s = _job(_data_wait(20, 30), span(sc.SPAN_EVAL, 25, 35))
+    s = _job(data_wait(20, 30), span(sc.SPAN_EVAL, 25, 35))
 
     assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"data": 5, "eval": 10})
 
@@ -82,8 +72,8 @@ def test_a_rank_fetching_while_its_peer_still_saves_leaves_the_save_whole() -> N
     s = _job(
         save(10, 40, 41, rank=1),
         save(10, 40, 44, rank=0),
-        _data_wait(41, 43, rank=1),  # rank 1 fetched its next batch while rank 0 still saved
-        _data_wait(44, 45, rank=0),
+        data_wait(41, 43, rank=1),  # rank 1 fetched its next batch while rank 0 still saved
+        data_wait(44, 45, rank=0),
         ranks=(0, 1),
     )
 
@@ -94,7 +84,7 @@ def test_a_rank_fetching_while_its_peer_still_saves_leaves_the_save_whole() -> N
 
 
 def test_a_stall_beside_a_blocking_event_charged_to_data_counts_once() -> None:
-    s = _job(_data_wait(20, 30), _blocking("prefetch_sync", 25, 35, "data"))
+    s = _job(data_wait(20, 30), blocking("prefetch_sync", 25, 35, "data"))
 
     cut = [seg for seg in s.segments if seg.kind == SegmentKind.CUTOUT]
     assert [(seg.start, seg.end, seg.components) for seg in cut] == [(20, 35, ("data",))]
@@ -103,7 +93,7 @@ def test_a_stall_beside_a_blocking_event_charged_to_data_counts_once() -> None:
 def test_a_stall_before_the_first_batch_is_a_start_up_phase_on_its_rank() -> None:
     spans = [
         phase("model_init", 0, 6),
-        _data_wait(6, 9),
+        data_wait(6, 9),
         first_batch(10),
         window(10, 20),
         attempt_end(0, 20, DONE),
@@ -120,7 +110,7 @@ def test_unsaved_time_never_includes_a_stall() -> None:
         first_batch(0),
         window(0, 100),
         save(1, 40, 42),
-        _data_wait(60, 70),
+        data_wait(60, 70),
         phase("checkpoint_load", 110, 115, attempt=1, **{sc.CHECKPOINT_STEP: 1}),
         first_batch(115, attempt=1),
         window(115, 120, attempt=1),
@@ -138,7 +128,7 @@ def test_unsaved_time_never_includes_a_stall() -> None:
 
 
 def test_a_blocking_event_is_charged_to_its_component() -> None:
-    s = _job(_blocking("sdc_check", 40, 46, "model"))
+    s = _job(blocking("sdc_check", 40, 46, "model"))
 
     cut = [seg for seg in s.segments if seg.kind == SegmentKind.CUTOUT]
     assert [(seg.start, seg.end, seg.components) for seg in cut] == [(40, 46, ("model",))]
@@ -147,7 +137,7 @@ def test_a_blocking_event_is_charged_to_its_component() -> None:
 
 @pytest.mark.parametrize("component", [None, "sdc", "failure"])
 def test_a_blocking_event_without_a_known_component_goes_to_other(component) -> None:
-    event = _blocking("sdc_check", 40, 46, component)
+    event = blocking("sdc_check", 40, 46, component)
     s = _job(event)
 
     assert per_component(s.segments, SegmentKind.CUTOUT) == pytest.approx({"other": 6})
@@ -156,8 +146,8 @@ def test_a_blocking_event_without_a_known_component_goes_to_other(component) -> 
 
 def test_overlapping_blocking_events_of_two_ranks_split_evenly() -> None:
     s = _job(
-        _blocking("sdc_check", 40, 50, "model", rank=0),
-        _blocking("health", 45, 55, "comms", rank=1),
+        blocking("sdc_check", 40, 50, "model", rank=0),
+        blocking("health", 45, 55, "comms", rank=1),
         ranks=(0, 1),
     )
 
@@ -168,10 +158,10 @@ def test_overlapping_blocking_events_of_two_ranks_split_evenly() -> None:
 
 def test_blocking_events_are_listed_by_name_and_charged_component() -> None:
     s = _job(
-        _blocking("sdc_check", 40, 46, "model", rank=0),
-        _blocking("sdc_check", 44, 48, "model", rank=1),  # the same check on the other rank
-        _blocking("sdc_check", 60, 61, "model", rank=0),
-        _blocking("probe", 70, 70.5, "sdc", rank=1),
+        blocking("sdc_check", 40, 46, "model", rank=0),
+        blocking("sdc_check", 44, 48, "model", rank=1),  # the same check on the other rank
+        blocking("sdc_check", 60, 61, "model", rank=0),
+        blocking("probe", 70, 70.5, "sdc", rank=1),
         ranks=(0, 1),
     )
 
@@ -192,10 +182,10 @@ def test_blocking_events_are_listed_by_name_and_charged_component() -> None:
 
 def test_shutdown_steps_name_the_wait_of_a_completed_attempt() -> None:
     s = _job(
-        _shutdown("persist_wait", 100, 104),
-        _shutdown("pg_teardown", 104, 106),
-        _shutdown("exporter_flush", 106, 107),
-        _shutdown("my_own_step", 107, 108),
+        shutdown("persist_wait", 100, 104),
+        shutdown("pg_teardown", 104, 106),
+        shutdown("exporter_flush", 106, 107),
+        shutdown("my_own_step", 107, 108),
         end=110,
     )
 
@@ -205,7 +195,7 @@ def test_shutdown_steps_name_the_wait_of_a_completed_attempt() -> None:
 
 
 def test_a_shutdown_step_may_name_its_component() -> None:
-    s = _job(_shutdown("my_own_step", 100, 105, **{sc.COMPONENT: "publish"}), end=105)
+    s = _job(shutdown("my_own_step", 100, 105, **{sc.COMPONENT: "publish"}), end=105)
 
     assert per_component(s.segments, SegmentKind.SHUTDOWN) == pytest.approx({"publish": 5})
 
@@ -222,7 +212,7 @@ def test_a_failed_attempts_shutdown_stays_failure() -> None:
     spans = [
         first_batch(0),
         window(0, 50),
-        _shutdown("pg_teardown", 50, 60),
+        shutdown("pg_teardown", 50, 60),
         attempt_end(0, 60, sc.EndReasonValues.FAILED.value, "exception"),
     ]
     s = summarize(spans, NOW)
@@ -233,7 +223,7 @@ def test_a_failed_attempts_shutdown_stays_failure() -> None:
 # --- restores apart from saves, per-save statistics ----------------------------------------------
 
 
-def test_restore_is_reported_apart_from_blocking() -> None:
+def test_restore_is_reported_apart_fromblocking() -> None:
     s = summarize(worked_example(), NOW)
 
     assert s.checkpoint_blocking_s == pytest.approx(20)
@@ -261,7 +251,7 @@ def test_per_save_blocking_statistics() -> None:
     assert s.checkpoint_advice.mean_blocking_s == pytest.approx(stats.mean_s)
 
 
-def test_a_final_save_in_the_shutdown_counts_per_save_but_not_as_blocking() -> None:
+def test_a_final_save_in_the_shutdown_counts_per_save_but_not_asblocking() -> None:
     s = _job(save(5, 40, 42), save(9, 99.5, 103, rank=0), end=105)
     stats = s.checkpoint_blocking_stats
 
@@ -331,17 +321,17 @@ def test_the_documented_example() -> None:
         *(phase("checkpoint_load", 10, 14, rank=r, **{sc.CHECKPOINT_STEP: 100}) for r in (0, 1)),
         *(first_batch(20, rank=r) for r in (0, 1)),
         *(window(20, 100, rank=r) for r in (0, 1)),
-        _data_wait(30, 33, rank=1),
+        data_wait(30, 33, rank=1),
         span(sc.SPAN_BLOCKING, 50, 54, rank=0, **sdc, **{sc.COMPONENT: "model"}),
         span(sc.SPAN_BLOCKING, 52, 56, rank=1, **sdc, **{sc.COMPONENT: "sdc"}),
         save(200, 70, 72, rank=0),
         save(200, 70, 73, rank=1),
-        _data_wait(72, 74, rank=0),
+        data_wait(72, 74, rank=0),
         save(300, 100, 102, "async", rank=0),
         save(300, 100, 101.5, "async", rank=1),
         *(persist(300, 100, 106, rank=r) for r in (0, 1)),
-        *(_shutdown("pg_teardown", 106, 108, rank=r) for r in (0, 1)),
-        _shutdown("exporter_flush", 108, 108.5),
+        *(shutdown("pg_teardown", 106, 108, rank=r) for r in (0, 1)),
+        shutdown("exporter_flush", 108, 108.5),
         *(attempt_end(0, 109, DONE, rank=r) for r in (0, 1)),
     ]
     s = summarize(spans, NOW)
