@@ -25,6 +25,7 @@ from collector.api import create_app
 from collector.domain.examples import worked_example
 from collector.pipeline import READ_FLIGHTS, Pipeline
 from collector.query import NotReady, Query
+from collector.replay import encode_request
 from collector.settings import Settings
 from collector.storage import Store
 from tests.support.figures import WORKED_EXAMPLE
@@ -95,7 +96,7 @@ def test_list_reads_answer_stored_figures_and_leave_dirty_jobs_dirty(store: Stor
     assert query.pending_jobs() == 0
 
 
-def test_a_single_job_read_of_a_dirty_job_returns_fresh_figures(store: Store) -> None:
+def test_a_read_of_a_job_without_figures_waits_for_its_first_recompute(store: Store) -> None:
     pipeline, recomputed = _counting_pipeline(store)
     query = Query(pipeline, clock=lambda: NOW, read_wait_s=30)
     pipeline.ingest(worked_example("one", base=BASE))
@@ -281,6 +282,56 @@ def test_api_job_json_carries_computed_at(store: Store) -> None:
     assert job["computed_at"] == NOW and job["fresh"] is True
     assert job["ett_pct"] == pytest.approx(60)
     assert client.get("/api/v1/jobs").json()[0]["computed_at"] == NOW
+
+
+class HeldReads(Store):
+    """A real store whose job reads (``job_state``) wait for ``release``; counts them."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.entered = 0
+        self.inside = threading.Event()
+        self.release = threading.Event()
+
+    def job_state(self, job_id: str):  # type: ignore[no-untyped-def]
+        self.entered += 1
+        self.inside.set()
+        assert self.release.wait(timeout=3600), "the test never released the reads"
+        return super().job_state(job_id)
+
+
+def test_ingest_is_answered_while_every_read_thread_is_held(tmp_path: Path) -> None:
+    """With one read thread, held: a POST is stored and answered (ingest has threads of its
+    own; were it queued behind reads it would hang and the per-test timeout would fail this),
+    and a second read waits for the read thread instead of taking another."""
+    store = HeldReads(f"sqlite:///{tmp_path / 'held.db'}")
+    store.upgrade()
+    settings = Settings(db_url="sqlite:///unused.db", read_threads=1, read_wait_s=60)
+    app = create_app(settings, Pipeline(store, clock=lambda: NOW))
+    body = encode_request(worked_example("in", base=BASE))
+
+    async def go() -> tuple[httpx.Response, int, list[httpx.Response]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ett") as c:
+            reads = [asyncio.create_task(c.get("/api/v1/jobs/in"))]
+            while not store.inside.is_set():
+                await asyncio.sleep(0.01)
+            reads.append(asyncio.create_task(c.get("/api/v1/jobs/in")))
+            posted = await c.post(
+                "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"}
+            )
+            entered = store.entered  # the second read has not taken a thread
+            store.release.set()
+            return posted, entered, list(await asyncio.gather(*reads))
+
+    try:
+        posted, entered, answers = asyncio.run(go())
+    finally:
+        store.release.set()
+        store.close()
+    assert posted.status_code == 200 and entered == 1
+    assert [r.status_code for r in answers] == [200, 200]
+    assert answers[0].json()["ett_pct"] == pytest.approx(WORKED_EXAMPLE["ett_pct"])
 
 
 def test_api_answers_503_with_retry_after_while_a_new_job_is_computed(gated: GatedStore) -> None:
