@@ -143,6 +143,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 sink = EndpointSink(endpoint, 6 if args.gzip else None, token)
             except ValueError as exc:
                 raise CliError(str(exc)) from None
+            _check_listening(endpoint)
             where = endpoint
     try:
         result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
@@ -164,3 +165,23 @@ def _simulate(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _check_listening(endpoint: str) -> None:
+    """``CliError`` (exit 1) when nothing accepts a connection at ``endpoint`` now: the sink
+    retries a lost collector for about a minute and a half, which is right during a run but
+    only silence before the first request."""
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=10):
+            pass
+    except OSError as exc:
+        raise CliError(
+            f"nothing answers at {endpoint} ({exc.strerror or exc}): start the collector "
+            "(ett serve), or pass --endpoint URL, or --db URL to write into a database",
+            exit_code=1,
+        ) from None

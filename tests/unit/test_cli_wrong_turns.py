@@ -184,3 +184,15 @@ def test_serve_with_a_database_under_a_file_is_one_line(tmp_path: Path) -> None:
     line = _one_line(done.stderr)
     assert line.startswith(f"ett serve: cannot create the database sqlite:///{db} (from --db): ")
     assert str(tmp_path / "afile") in line
+
+
+def test_simulate_with_no_collector_says_so(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # released: nothing listens there
+    endpoint = f"http://127.0.0.1:{port}"
+    done = _run(["simulate", "--jobs", "1", "--days", "1", "--endpoint", endpoint], tmp_path)
+    assert done.returncode == 1
+    line = _one_line(done.stderr)
+    assert line.startswith(f"ett simulate: nothing answers at {endpoint} (")
+    assert "ett serve" in line
