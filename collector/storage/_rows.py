@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from collector.domain.model import JobSummary, SpanRecord
@@ -152,32 +153,42 @@ def job_identities(records: Sequence[SpanRecord]) -> dict[str, tuple[int, str | 
     return {job_id: (n, known[job_id][0], known[job_id][1]) for job_id, n in counts.items()}
 
 
-def spans_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
+def spans_from_rows(
+    rows: Sequence[Sequence[Any]],
+    known: Mapping[Any, Any] | None = None,
+    into: dict[Any, Any] | None = None,
+) -> list[SpanRecord]:
     """Spans of rows selected in :data:`SPAN_COLUMNS` order, in row order.
 
     All attributes are decoded by one ``json.loads`` of a JSON array (about 2x faster than one
     call per row). A ``(trace_id, span_id)`` repeated (stored twice with different starts) is
-    kept once: its first row.
+    kept once: its first row. ``known``: records of rows decoded before, by row (reused as they
+    are: records are immutable); ``into`` receives the record of every row of ``rows``.
     """
     if not rows:
         return []
-    attributes = json.loads("[" + ",".join([row[8] for row in rows]) + "]")
-    out = [
-        SpanRecord(
-            trace_id=trace_id,
-            span_id=span_id,
-            name=name,
-            start=start,
-            end=end,
-            job_id=job_id,
-            attempt=attempt,
-            rank=rank,
-            attributes=attrs,
-        )
-        for (trace_id, span_id, job_id, attempt, rank, name, start, end, _), attrs in zip(
-            rows, attributes, strict=True
-        )
-    ]
+    known = known or {}
+    missing = [row for row in rows if row not in known]
+    made: dict[Any, SpanRecord] = {}
+    if missing:
+        attributes = json.loads("[" + ",".join([row[8] for row in missing]) + "]")
+        made = {
+            row: SpanRecord(
+                trace_id=row[0],
+                span_id=row[1],
+                name=row[5],
+                start=row[6],
+                end=row[7],
+                job_id=row[2],
+                attempt=row[3],
+                rank=row[4],
+                attributes=attrs,
+            )
+            for row, attrs in zip(missing, attributes, strict=True)
+        }
+    out = [known.get(row) or made[row] for row in rows]
+    if into is not None:
+        into.update(zip(rows, out, strict=True))
     if len({(s.trace_id, s.span_id) for s in out}) == len(out):
         return out
     seen: set[tuple[str, str]] = set()
@@ -188,6 +199,36 @@ def spans_from_rows(rows: Sequence[Sequence[Any]]) -> list[SpanRecord]:
             seen.add(key)
             unique.append(s)
     return unique
+
+
+class DecodedRows:
+    """What the last load of each of the ``jobs`` most recently loaded jobs decoded, by row.
+
+    A stored span row never changes (a replay conflicts and is ignored), so a row read again
+    decodes to the same record or run parts: a live job's load, which rereads every raw row
+    of the job for the few that arrived since, decodes only the new ones. Each load replaces
+    its job's entry with the rows it read, so an entry holds one load's rows (rows compacted
+    away drop out). Thread-safe.
+    """
+
+    def __init__(self, jobs: int = 64) -> None:
+        self._jobs = jobs
+        self._by_job: OrderedDict[str, dict[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> dict[Any, Any]:
+        """The job's decoded rows (empty when not kept)."""
+        with self._lock:
+            return self._by_job.get(job_id, {})
+
+    def put(self, job_id: str, decoded: dict[Any, Any]) -> None:
+        """Keep ``decoded`` as the job's rows, dropping the least recently put job's beyond
+        ``jobs``."""
+        with self._lock:
+            self._by_job[job_id] = decoded
+            self._by_job.move_to_end(job_id)
+            while len(self._by_job) > self._jobs:
+                self._by_job.popitem(last=False)
 
 
 def figures_row(summary: JobSummary, computed_at: float) -> tuple[Any, ...]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,15 +103,10 @@ class Run:
         attrs: dict[str, AttrValue],
     ) -> Run:
         """The run of one window; ``attrs`` is taken over (its counters popped)."""
-        first = attrs.pop(_SF, None)
-        last = attrs.pop(_SL, None)
-        samples = attrs.pop(_SM, None)
+        first, last, samples, others, raw = window_parts(attrs)
         return cls(
-            job_id, attempt, rank, trace_id, span_id, start, end,
-            first if type(first) is int else None,
-            last if type(last) is int else None,
-            samples if type(samples) is int else None,
-            count, attrs, (first, last, samples),
+            job_id, attempt, rank, trace_id, span_id, start, end, first, last, samples,
+            count, others, raw,
         )  # fmt: skip
 
     def continued_by(self, nxt: Run) -> bool:
@@ -172,6 +167,26 @@ class Run:
         )  # fmt: skip
 
 
+WindowParts = tuple[int | None, int | None, int | None, dict[str, AttrValue], tuple[Any, Any, Any]]
+"""What a window's attributes make of a :class:`Run`: its three counters (None unless ints),
+the other attributes and the counters' raw values. Never mutated once made, so shared by the
+runs of every load that reads the same row (see :class:`collector.storage._rows.DecodedRows`)."""
+
+
+def window_parts(attrs: dict[str, AttrValue]) -> WindowParts:
+    """The :data:`WindowParts` of a window's ``attrs`` (taken over: its counters popped)."""
+    first = attrs.pop(_SF, None)
+    last = attrs.pop(_SL, None)
+    samples = attrs.pop(_SM, None)
+    return (
+        first if type(first) is int else None,
+        last if type(last) is int else None,
+        samples if type(samples) is int else None,
+        attrs,
+        (first, last, samples),
+    )
+
+
 def _key(r: Run) -> tuple[float, float, str, str]:
     return (r.start, r.end, r.trace_id, r.span_id)
 
@@ -222,19 +237,35 @@ def fold(
     return [r.record() for r in runs], dropped
 
 
-def runs_of_rows(rows: Sequence[Sequence[Any]]) -> list[Run]:
+def runs_of_rows(
+    rows: Sequence[Sequence[Any]],
+    known: Mapping[Any, Any] | None = None,
+    into: dict[Any, Any] | None = None,
+) -> list[Run]:
     """Window runs of raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order),
-    without building span records; a (trace id, span id) repeated is kept once."""
+    without building span records; a (trace id, span id) repeated is kept once.
+
+    ``known``: :data:`WindowParts` of rows decoded before, by row (their JSON is not decoded
+    again); ``into`` receives the parts of every row of ``rows``."""
     if not rows:
         return []
-    decoded = json.loads("[" + ",".join([row[8] for row in rows]) + "]")
+    known = known or {}
+    missing = [row for row in rows if row not in known]
+    parts: dict[Any, WindowParts] = {}
+    if missing:
+        decoded = json.loads("[" + ",".join([row[8] for row in missing]) + "]")
+        parts = {row: window_parts(attrs) for row, attrs in zip(missing, decoded, strict=True)}
     seen: dict[tuple[str, str], Run] = {}
-    make = Run.of_attrs
-    for (trace, span, job, attempt, rank, _, start, end, _), attrs in zip(
-        rows, decoded, strict=True
-    ):
+    for row in rows:
+        trace, span, job, attempt, rank, _, start, end, _ = row
+        p = known.get(row) or parts[row]
+        if into is not None:
+            into[row] = p
         if (trace, span) not in seen:
-            seen[(trace, span)] = make(job, attempt, rank, trace, span, start, end, 1, attrs)
+            first, last, samples, others, raw = p
+            seen[(trace, span)] = Run(
+                job, attempt, rank, trace, span, start, end, first, last, samples, 1, others, raw
+            )
     return list(seen.values())
 
 
@@ -252,18 +283,22 @@ def with_runs(spans: Sequence[SpanRecord], stored: Iterable[SpanRecord]) -> list
 
 
 def with_window_rows(
-    rows: Sequence[Sequence[Any]], stored: Sequence[SpanRecord]
+    rows: Sequence[Sequence[Any]],
+    stored: Sequence[SpanRecord],
+    known: Mapping[Any, Any] | None = None,
+    into: dict[Any, Any] | None = None,
 ) -> tuple[list[Sequence[Any]], list[SpanRecord]]:
     """A job's raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order) split:
     the rows of spans other than windows, and the windows folded into the ``stored`` runs.
 
     The same records as :func:`with_runs` of the rows' spans, but a raw window never becomes a
     span record of its own: its row is folded straight into a run (the load of a live job reads
-    hundreds of raw windows per rank for a few runs)."""
+    hundreds of raw windows per rank for a few runs). ``known`` and ``into``: as for
+    :func:`runs_of_rows`."""
     others = [row for row in rows if row[5] != WINDOW]
     if len(others) == len(rows) and not stored:
         return others, []
-    windows = runs_of_rows([row for row in rows if row[5] == WINDOW])
+    windows = runs_of_rows([row for row in rows if row[5] == WINDOW], known, into)
     runs, _ = fold_runs(map(Run.of, stored), windows)
     return others, [r.record() for r in runs]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Engine, func, select, true
 
@@ -27,6 +27,7 @@ from collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from collector.storage._engine import make_engine
 from collector.storage._job_locks import JobLocks
 from collector.storage._rows import (
+    DecodedRows,
     figures_row,
     job_identities,
     segment_rows,
@@ -63,6 +64,8 @@ class Store:
         """Folds old raw heartbeat windows into runs after each batch (see :mod:`._compaction`)."""
         self.locks = JobLocks(self._engine)
         """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
+        self._decoded = DecodedRows()
+        """The rows each live job's last load decoded: the next load decodes only new rows."""
 
     @property
     def engine(self) -> Engine:
@@ -193,8 +196,11 @@ class Store:
             stored = [] if raw else self.compactor.load_runs(conn, job_id)
         if raw:
             return spans_from_rows(rows)
-        others, runs = with_window_rows(rows, stored)
-        spans = spans_from_rows(others)
+        known = self._decoded.get(job_id)
+        into: dict[Any, Any] = {}
+        others, runs = with_window_rows(rows, stored, known, into)
+        spans = spans_from_rows(others, known, into)
+        self._decoded.put(job_id, into)
         if not runs:
             return spans
         out = spans + runs
