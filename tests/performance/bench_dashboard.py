@@ -35,9 +35,10 @@ APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 REPEATS = 3
 
 
-def _requests_per_refresh(api_url: str, page: str | None, **params: str) -> int:
-    """API requests of one uncached run of ``page`` under Streamlit's AppTest (in-process, so
-    the client's own counter sees them)."""
+def _requests_per_refresh(api_url: str, page: str | None, **params: str) -> tuple[int, float]:
+    """API requests and seconds of one uncached run of ``page`` under Streamlit's AppTest
+    (in-process, so the client's own counter sees them; the seconds are the page script's run,
+    its reads included, without a browser)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -51,9 +52,11 @@ def _requests_per_refresh(api_url: str, page: str | None, **params: str) -> int:
     if page:
         at.switch_page(page)
     before = client.requests_made()
+    t0 = time.perf_counter()
     at.run()
+    seconds = time.perf_counter() - t0
     assert not at.exception, [e.value for e in at.exception]
-    return client.requests_made() - before
+    return client.requests_made() - before, seconds
 
 
 def _time_to_content(browser: Any, url: str, text: str) -> tuple[float, float]:
@@ -99,10 +102,10 @@ def measure(jobs: int, home: Path) -> dict[str, float]:
     try:
         job_id = collector.get("/api/v1/jobs?limit=1").json()[0]["job_id"]
         out: dict[str, float] = {"fleet_api_s": _api_seconds(collector, "/api/v1/fleet")}
-        out |= {
-            "fleet_requests": _requests_per_refresh(collector.url, None),
-            "job_requests": _requests_per_refresh(collector.url, "pages/job.py", job=job_id),
-        }
+        out["fleet_requests"], out["fleet_script_s"] = _requests_per_refresh(collector.url, None)
+        out["job_requests"], out["job_script_s"] = _requests_per_refresh(
+            collector.url, "pages/job.py", job=job_id
+        )
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             out["fleet_s"], out["fleet_warm_s"] = _time_to_content(
@@ -136,6 +139,8 @@ def report(small: int, large: int, keep: Path | None = None) -> dict[int, dict[s
         ("job_s", "Job: to content s, fresh"),
         ("job_warm_s", "Job: to content s, cached"),
         ("fleet_api_s", "GET /api/v1/fleet s"),
+        ("fleet_script_s", "Fleet: script run s (AppTest)"),
+        ("job_script_s", "Job: script run s (AppTest)"),
     ):
         a, b = results[small][key], results[large][key]
         print(f"{label:32}{a:>10.2f}{b:>10.2f}")
