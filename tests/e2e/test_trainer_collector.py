@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from test_trainer_e2e import SMALL, assert_resumed, figures, require_training_stack
+from test_trainer_e2e import LAUNCH_S, SMALL, assert_resumed, figures, require_training_stack
 
 from tests.support.collector_process import Collector
 from trainer.testing import Run, launch
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(LAUNCH_S + 120)]
 
 TOL_S = 0.1  # the step log writes an event within milliseconds of the span it mirrors
 EPS = 0.002  # seconds: a figure against instants the step log read around what it bounds
@@ -37,7 +37,7 @@ def killed_run(
     args = ("--steps", "60", "--ckpt-every-steps", "20", "--no-compile", "--fail-at-step", "50",
             "--fail-rank", "1", "--fail-kind", "sigkill", "--window-s", "1",
             "--step-delay-s", "0.02")  # fmt: skip
-    run = launch(tmp_path, module_collector.url, *SMALL, *args, max_restarts=1)
+    run = launch(tmp_path, module_collector.url, *SMALL, *args, max_restarts=1, timeout_s=LAUNCH_S)
     assert run.returncode == 0, run.output[-6000:]
     return run, figures(module_collector, run.job_id)
 

@@ -26,7 +26,10 @@ from instrument import semconv
 from tests.support.collector_process import Collector
 from trainer.testing import REPO, Run, launch, missing_stack
 
-pytestmark = pytest.mark.e2e
+LAUNCH_S = 480
+"""How long one torchrun run may take: about a minute on an idle 2-core machine, several times
+that on a loaded one (torch.compile's first compile of both ranks, TorchRec's imports)."""
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(LAUNCH_S + 120)]
 
 SMALL = ("--size", "tiny", "--batch-size", "64", "--no-progress", "--watchdog-s", "60")
 
@@ -49,7 +52,10 @@ def require_training_stack() -> None:
 def train(tmp_path: Path, collector: Collector, *args: str, max_restarts: int = 0) -> Run:
     """A 2-rank run of the small config; it must exit 0."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    run = launch(tmp_path, collector.url, *SMALL, *args, max_restarts=max_restarts, env=env)
+    run = launch(
+        tmp_path, collector.url, *SMALL, *args,
+        max_restarts=max_restarts, env=env, timeout_s=LAUNCH_S,
+    )  # fmt: skip
     assert run.returncode == 0, run.output[-6000:]
     return run
 

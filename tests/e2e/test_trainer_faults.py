@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_trainer_e2e import (
+    LAUNCH_S,
     assert_one_failure,
     assert_resumed,
     figures,
@@ -19,7 +20,7 @@ from test_trainer_e2e import (
 from instrument import semconv
 from tests.support.collector_process import Collector
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(LAUNCH_S + 120)]
 
 
 @pytest.fixture(scope="module", autouse=True)

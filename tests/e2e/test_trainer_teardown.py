@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_trainer_e2e import (
+    LAUNCH_S,
     SMALL,
     Collector,
     assert_one_failure,
@@ -24,7 +25,7 @@ from test_trainer_e2e import (
 
 from trainer.testing import launch
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(LAUNCH_S + 120)]
 
 RESTART_BOUND_S = 150.0
 """From the failure to the restarted attempt's first rank: flush, teardown, torchrun's restart
@@ -44,7 +45,7 @@ def test_failure_with_a_collective_in_flight_exits_and_restarts(
         tmp_path, module_collector.url, *SMALL, "--sharding", "ddp", "--steps", "30",
         "--ckpt-every-steps", "10", "--no-compile", "--fail-at-step", "15",
         "--fail-kind", "collective", "--fail-rank", "0",
-        max_restarts=1, env={"ETT_EXIT_TIMEOUT_S": "0"}, timeout_s=200,
+        max_restarts=1, env={"ETT_EXIT_TIMEOUT_S": "0"}, timeout_s=LAUNCH_S,
     )  # fmt: skip
     assert run.returncode == 0, run.output[-6000:]
     [fault] = run.events(0, "fault", 0)
