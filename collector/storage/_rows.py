@@ -202,30 +202,29 @@ def spans_from_rows(
 
 
 class DecodedRows:
-    """What the last load of each of the ``jobs`` most recently loaded jobs decoded, by row.
+    """What the last load of each of the ``jobs`` most recently loaded jobs decoded, by job.
 
     A stored span row never changes (a replay conflicts and is ignored), so a row read again
     decodes to the same record or run parts: a live job's load, which rereads every raw row
     of the job for the few that arrived since, decodes only the new ones. Each load replaces
-    its job's entry with the rows it read, so an entry holds one load's rows (rows compacted
-    away drop out). Thread-safe.
+    its job's entry with what it read, so an entry holds one load's rows (rows compacted away
+    drop out). Thread-safe.
     """
 
     def __init__(self, jobs: int = 64) -> None:
         self._jobs = jobs
-        self._by_job: OrderedDict[str, dict[Any, Any]] = OrderedDict()
+        self._by_job: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, job_id: str) -> dict[Any, Any]:
-        """The job's decoded rows (empty when not kept)."""
+    def get(self, job_id: str) -> Any:
+        """The job's entry (None when not kept)."""
         with self._lock:
-            return self._by_job.get(job_id, {})
+            return self._by_job.get(job_id)
 
-    def put(self, job_id: str, decoded: dict[Any, Any]) -> None:
-        """Keep ``decoded`` as the job's rows, dropping the least recently put job's beyond
-        ``jobs``."""
+    def put(self, job_id: str, entry: Any) -> None:
+        """Keep ``entry`` as the job's, dropping the least recently put job's beyond ``jobs``."""
         with self._lock:
-            self._by_job[job_id] = decoded
+            self._by_job[job_id] = entry
             self._by_job.move_to_end(job_id)
             while len(self._by_job) > self._jobs:
                 self._by_job.popitem(last=False)

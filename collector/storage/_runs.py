@@ -187,40 +187,59 @@ def window_parts(attrs: dict[str, AttrValue]) -> WindowParts:
     )
 
 
-def _key(r: Run) -> tuple[float, float, str, str]:
+def run_key(r: Run) -> tuple[float, float, str, str]:
     return (r.start, r.end, r.trace_id, r.span_id)
 
 
 def fold_runs(stored: Iterable[Run], fresh: Iterable[Run]) -> tuple[list[Run], int]:
     """Fold ``fresh`` windows into ``stored`` runs (see :func:`fold`), as runs."""
+    groups = group_runs(stored, fresh)
+    out: list[Run] = []
+    dropped = 0
+    for runs, new in groups.values():
+        runs.sort(key=run_key)
+        folded, n = fold_group(runs, new)
+        out += folded
+        dropped += n
+    return out, dropped
+
+
+def group_runs(
+    stored: Iterable[Run], fresh: Iterable[Run]
+) -> dict[tuple[int, int], tuple[list[Run], list[Run]]]:
+    """``stored`` runs and ``fresh`` windows by (attempt, rank): the ranks of ``stored`` first,
+    then the new ones in the order of ``fresh``."""
     groups: dict[tuple[int, int], tuple[list[Run], list[Run]]] = {}
     for r in stored:
         groups.setdefault((r.attempt, r.rank), ([], []))[0].append(r)
     for r in fresh:
         groups.setdefault((r.attempt, r.rank), ([], []))[1].append(r)
-    out: list[Run] = []
+    return groups
+
+
+def fold_group(runs: list[Run], new: list[Run]) -> tuple[list[Run], int]:
+    """One (attempt, rank)'s fold: its stored ``runs`` (sorted by key) with its ``new``
+    windows; returns the runs (pieces are absorbed in place) and how many windows were dropped
+    as replays."""
     dropped = 0
-    for runs, new in groups.values():
-        runs.sort(key=_key)
-        if runs and new:
-            starts = [r.start for r in runs]
-            kept: list[Run] = []
-            for w in new:
-                i = bisect.bisect_right(starts, w.start) - 1
-                if i >= 0 and w.end <= runs[i].end:
-                    dropped += 1
-                else:
-                    kept.append(w)
-            new = kept
-        pieces = sorted(runs + new, key=_key) if new else runs
-        folded: list[Run] = []
-        for p in pieces:
-            if folded and folded[-1].continued_by(p):
-                folded[-1].absorb(p)
+    if runs and new:
+        starts = [r.start for r in runs]
+        kept: list[Run] = []
+        for w in new:
+            i = bisect.bisect_right(starts, w.start) - 1
+            if i >= 0 and w.end <= runs[i].end:
+                dropped += 1
             else:
-                folded.append(p)
-        out += folded
-    return out, dropped
+                kept.append(w)
+        new = kept
+    pieces = sorted(runs + new, key=run_key) if new else runs
+    folded: list[Run] = []
+    for p in pieces:
+        if folded and folded[-1].continued_by(p):
+            folded[-1].absorb(p)
+        else:
+            folded.append(p)
+    return folded, dropped
 
 
 def fold(

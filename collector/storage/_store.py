@@ -26,6 +26,7 @@ from collector.storage import _fleet_cells, _lost_time, _migrate
 from collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from collector.storage._engine import make_engine
 from collector.storage._job_locks import JobLocks
+from collector.storage._live_fold import fold_rows
 from collector.storage._rows import (
     DecodedRows,
     figures_row,
@@ -35,7 +36,7 @@ from collector.storage._rows import (
     span_rows,
     spans_from_rows,
 )
-from collector.storage._runs import WINDOW, with_window_rows
+from collector.storage._runs import WINDOW
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
 
@@ -65,7 +66,8 @@ class Store:
         self.locks = JobLocks(self._engine)
         """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
         self._decoded = DecodedRows()
-        """The rows each live job's last load decoded: the next load decodes only new rows."""
+        """What each live job's last load decoded and folded: the next load decodes only the
+        rows new since, and continues that fold with them (:mod:`._live_fold`)."""
 
     @property
     def engine(self) -> Engine:
@@ -196,11 +198,13 @@ class Store:
             stored = [] if raw else self.compactor.load_runs(conn, job_id)
         if raw:
             return spans_from_rows(rows)
-        known = self._decoded.get(job_id)
+        known, prev = self._decoded.get(job_id) or ({}, None)
         into: dict[Any, Any] = {}
-        others, runs = with_window_rows(rows, stored, known, into)
+        others = [row for row in rows if row[5] != WINDOW]
+        folded = fold_rows([row for row in rows if row[5] == WINDOW], stored, known, into, prev)
         spans = spans_from_rows(others, known, into)
-        self._decoded.put(job_id, into)
+        self._decoded.put(job_id, (into, folded))
+        runs = folded.records()
         if not runs:
             return spans
         out = spans + runs

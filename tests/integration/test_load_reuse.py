@@ -15,12 +15,12 @@ from collector.domain import SpanRecord
 from collector.storage import Store
 from tests.integration.test_window_runs_storage import BACKENDS, figures, job_spans
 
-BATCH = 24
+BATCH = 12
 
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Store]:
-    s = Store(database_url, raw_window_retention_s=120.0)
+    s = Store(database_url, raw_window_retention_s=300.0)
     s.upgrade()
     try:
         yield s
@@ -29,39 +29,50 @@ def store(database_url: str) -> Iterator[Store]:
 
 
 def _stream(spans: list[SpanRecord]) -> list[list[SpanRecord]]:
-    """The spans in batches, mostly in end order, with a few late, replayed and odd ones."""
+    """The spans in batches, mostly in end order, with a few late, replayed and odd ones (a
+    window's span id at another start, earlier and later than the window)."""
     rng = random.Random(3)
     ordered = sorted(spans, key=lambda s: s.end)
-    late = set(rng.sample(range(len(ordered)), k=len(ordered) // 20))
+    windows = [i for i, s in enumerate(ordered) if s.name == "ett.train.window"]
+    late = set(rng.sample(windows, k=len(windows) // 20))
     kept = [s for i, s in enumerate(ordered) if i not in late]
     batches = [kept[i : i + BATCH] for i in range(0, len(kept), BATCH)]
     for i in sorted(late):  # each late span arrives a few batches after its neighbours
-        batches[min(len(batches) - 1, i // BATCH + rng.randint(1, 4))].append(ordered[i])
+        batches[min(len(batches) - 1, i // BATCH + rng.randint(1, 3))].append(ordered[i])
     for b in rng.sample(range(len(batches)), k=len(batches) // 5):  # replays of earlier spans
         batches[b] += rng.sample(kept[: (b + 1) * BATCH], k=3)
     w = next(s for s in ordered if s.name == "ett.train.window" and s.rank == 0)
     odd = dataclasses.replace(w, start=w.start + 0.5, end=w.end + 0.5)
     batches[len(batches) // 2].append(odd)  # a stored window's span id at another start
+    m = len(batches) // 3
+    w = max((s for b in batches[: m + 1] for s in b if s.name == "ett.train.window"
+             and s.rank == 1), key=lambda s: s.end)  # fmt: skip
+    batches.insert(m + 1, [dataclasses.replace(w, start=w.end, end=w.end + 10)])  # id, later
     return batches
+
+
+def _fresh_load(database_url: str) -> list[SpanRecord]:
+    """The job's load by a new store: nothing remembered from an earlier load."""
+    fresh = Store(database_url, raw_window_retention_s=300.0)
+    try:
+        return fresh.load_spans("j")
+    finally:
+        fresh.close()
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
 def test_each_load_equals_a_fresh_stores(store: Store, database_url: str) -> None:
     spans = job_spans("j", ranks=3, windows=60)  # attempt 1's ranks: new ranks mid-stream
-    fresh = Store(database_url, raw_window_retention_s=120.0)
     sent: list[SpanRecord] = []
-    try:
-        for i, batch in enumerate(_stream(spans)):
-            store.ingest(batch)
-            sent += batch
-            got = store.load_spans("j")
-            assert got == fresh.load_spans("j"), f"after batch {i}"
-            if i % 7 == 0:  # the figures of the raw spans sent so far (first copy of each)
-                unique = {(s.trace_id, s.span_id, s.start): s for s in reversed(sent)}
-                by_id = {(s.trace_id, s.span_id): s for s in sorted(unique.values(),
-                         key=lambda s: -s.start)}  # fmt: skip
-                assert figures(got) == figures(list(by_id.values())), f"after batch {i}"
-        store.compactor.compact("j", cutoff=max(s.end for s in spans) + 1)
-        assert store.load_spans("j") == fresh.load_spans("j")
-    finally:
-        fresh.close()
+    for i, batch in enumerate(_stream(spans)):
+        store.ingest(batch)
+        sent += batch
+        got = store.load_spans("j")
+        assert got == _fresh_load(database_url), f"after batch {i}"
+        if i % 7 == 0:  # the figures of the raw spans sent so far (first copy of each)
+            unique = {(s.trace_id, s.span_id, s.start): s for s in reversed(sent)}
+            by_id = {(s.trace_id, s.span_id): s for s in sorted(unique.values(),
+                     key=lambda s: -s.start)}  # fmt: skip
+            assert figures(got) == figures(list(by_id.values())), f"after batch {i}"
+    store.compactor.compact("j", cutoff=max(s.end for s in spans) + 1)
+    assert store.load_spans("j") == _fresh_load(database_url)
