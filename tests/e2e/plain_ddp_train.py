@@ -123,6 +123,14 @@ def main() -> None:
                 tmp = args.ckpt_dir / "latest.tmp"
                 tmp.write_text(name)
                 tmp.replace(latest)
+    # Drop the DDP wrapper while the process group is still registered, then destroy the
+    # group. With the wrapper dropped last (torch 2.13, gloo), its reducer held the group's last
+    # reference: freeing it ran ~ProcessGroupGloo on the main thread with the GIL held, which
+    # joins gloo's worker threads, while one of them was still freeing the last collective's
+    # work (DCP's broadcast/all_gather_object tensors) and waited for the GIL to drop their
+    # Python objects: a deadlock as main() returned (1 run in ~30 at load 20; gdb stacks in
+    # the commit message). No ETT code is involved: a plain torchrun loop hangs alike.
+    del model
     dist.destroy_process_group()
     clock.log("end", step=step)
 
