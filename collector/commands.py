@@ -308,24 +308,25 @@ def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[
     except NotFound as exc:
         where = f"{target.shown} (from {target.source})"
         hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
-        print(f"ett: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
+        print(f"ett {args.command}: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
         return 1
     except (NotReady, RecomputeFailed) as exc:
-        print(f"ett: {exc.args[0]}", file=sys.stderr)
+        print(f"ett {args.command}: {exc.args[0]}", file=sys.stderr)
         return 1
     except QueryError as exc:
-        print(f"ett: {exc}", file=sys.stderr)
+        print(f"ett {args.command}: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2))
     else:
         render(data)
     if isinstance(data, dict) and data.get("error"):
-        print(f"ett: note: {data['error']}; these figures are older", file=sys.stderr)
+        note = f"{data['error']}; these figures are older"
+        print(f"ett {args.command}: note: {note}", file=sys.stderr)
     if isinstance(data, list) and (pending := query.pending_jobs()):
         print(
-            f"ett: note: {pending} job(s) have spans newer than their figures; a running "
-            "`ett serve` computes them in the background, `ett recompute` does it now",
+            f"ett {args.command}: note: {pending} job(s) have spans newer than their figures; "
+            "a running `ett serve` computes them in the background, `ett recompute` does it now",
             file=sys.stderr,
         )
     return 0

@@ -196,3 +196,12 @@ def test_simulate_with_no_collector_says_so(tmp_path: Path) -> None:
     line = _one_line(done.stderr)
     assert line.startswith(f"ett simulate: nothing answers at {endpoint} (")
     assert "ett serve" in line
+
+
+def test_a_read_names_its_command_in_its_error(db_url: str, tmp_path: Path) -> None:
+    done = _run(["report", "nope", "--db", db_url], tmp_path)
+    assert done.returncode == 1
+    assert _one_line(done.stderr).startswith("ett report: no job 'nope' in ")
+    done = _run(["lost-time", "--since", "yesterday", "--db", db_url], tmp_path)
+    assert done.returncode == 2
+    assert _one_line(done.stderr).startswith("ett lost-time: cannot read time 'yesterday'")
