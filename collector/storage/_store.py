@@ -51,10 +51,18 @@ class Store:
     ``raw_window_retention_s``: how long (on each job's own span clock) heartbeat windows stay
     raw before they are folded into runs (``collector/storage/_compaction.py``); None keeps every
     raw window and folds only when loading.
+
+    ``loads_kept``: of how many jobs the last :meth:`load_spans` is remembered, so that the
+    next load of the job decodes and folds only the rows new since (0: every load from scratch;
+    the figures are the same either way).
     """
 
     def __init__(
-        self, url: str, raw_window_retention_s: float | None = DEFAULT_RETENTION_S
+        self,
+        url: str,
+        raw_window_retention_s: float | None = DEFAULT_RETENTION_S,
+        *,
+        loads_kept: int = 64,
     ) -> None:
         """Connect lazily to ``url``; nothing is created until :meth:`upgrade`."""
         self._engine = make_engine(url)
@@ -65,7 +73,7 @@ class Store:
         """Folds old raw heartbeat windows into runs after each batch (see :mod:`._compaction`)."""
         self.locks = JobLocks(self._engine)
         """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
-        self._decoded = DecodedRows()
+        self._decoded = DecodedRows(loads_kept)
         """What each live job's last load decoded and folded: the next load decodes only the
         rows new since, and continues that fold with them (:mod:`._live_fold`)."""
 

@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from collector.domain import SpanRecord
+from collector.domain import SpanRecord, summarize
 from collector.replay import encode_request
 from collector.storage import Store
 from collector.storage._runs import Run
@@ -398,6 +398,53 @@ def report(f: dict[str, float]) -> None:
     print(f"  ({f['samples']:,.0f} lag samples; load average {os.getloadavg()[0]:.1f})")
 
 
+def profile_one(home: Path, ranks: int = 16, history_h: float = 12.0, rounds: int = 200) -> None:
+    """One job of the fleet, in process: each round its ranks' next windows are ingested, then
+    the job is recomputed by two pipelines on the same database: one whose store loads from
+    scratch (``loads_kept=0``, as before) and one whose store continues its previous load (the
+    default). Prints each one's CPU per recompute (load, summarize, save) side by side."""
+    url = f"sqlite:///{home / 'one.db'}"
+    now = time.time()
+    job_ranks = fleet(1, ranks, history_h * 3600, now)
+    seed(url, job_ranks, now, _progress)
+    sys.stderr.write("\n")
+    job = job_ranks[0].kw["job"]
+    stores = {"from scratch": Store(url, loads_kept=0), "continued": Store(url)}
+    cpu: dict[str, dict[str, list[float]]] = {k: {} for k in stores}
+
+    def timed(name: str, part: str, fn: Callable[[], Any]) -> Any:
+        t = time.process_time()
+        out = fn()
+        cpu[name].setdefault(part, []).append(time.process_time() - t)
+        return out
+
+    for i in range(rounds + 5):
+        stores["continued"].ingest([r.window(r.next_i) for r in job_ranks])
+        for r in job_ranks:
+            r.next_i += 1
+        for name, store in stores.items():
+            seq = store.dirty_seq(job)
+            t = time.process_time()
+            spans = timed(name, "load", lambda s=store: s.load_spans(job))
+            at = time.time()
+            summary = timed(name, "summarize", lambda sp=spans, a=at: summarize(sp, a))
+            timed(name, "save", lambda s=store, sm=summary, q=seq, a=at: s.save_summary(sm, q, a))
+            cpu[name].setdefault("total", []).append(time.process_time() - t)
+            if i < 5:  # the first rounds warm both up
+                for xs in cpu[name].values():
+                    xs.pop()
+    for store in stores.values():
+        store.close()
+    print(f"\none job of {ranks} ranks, {history_h:g} h of history, {rounds} recomputes after"
+          " each new window per rank: CPU per recompute, p50 (mean)")  # fmt: skip
+    print(f"  {'':12} {'from scratch':>18} {'continued':>18}   ratio of p50")
+    for part in ("load", "summarize", "save", "total"):
+        a, b = cpu["from scratch"][part], cpu["continued"][part]
+        cells = [f"{_q(x, 0.5) * 1e3:7.2f} ({sum(x) / len(x) * 1e3:6.2f}) ms" for x in (a, b)]
+        print(f"  {part:12} {cells[0]:>18} {cells[1]:>18}   {_q(a, 0.5) / _q(b, 0.5):.2f}x")
+    print(f"  (target: one recompute under ~20 ms of CPU; load average {os.getloadavg()[0]:.1f})")
+
+
 try:
     import pytest
 except ImportError:  # the benchmark runs as a script without pytest
@@ -435,8 +482,19 @@ def main() -> int:
         help="database URL (default: a SQLite file in a temporary folder); a PostgreSQL URL"
         " must name an empty database",
     )
+    parser.add_argument(
+        "--profile-one",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="instead: one job's recompute, ROUNDS times in process, from scratch and continued"
+        " side by side (CPU of load, summarize and save)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.profile_one:
+            profile_one(Path(tmp), args.ranks, args.history_h, args.profile_one)
+            return 0
         run(Path(tmp), args.jobs, args.ranks, args.history_h, args.live_s, args.warmup_s, args.db)
     return 0
 
