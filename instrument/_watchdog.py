@@ -29,6 +29,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from ._errors import log_once
 
@@ -55,6 +56,19 @@ _STACK_FRAMES = 12
 
 def _interactive() -> bool:
     return bool(getattr(sys, "ps1", None)) or bool(sys.flags.interactive)
+
+
+def _stderr() -> Any:
+    """Where the native backstop writes: ``sys.stderr``, or the interpreter's own when
+    ``sys.stderr`` has no file descriptor (``torch.distributed``'s excepthook swaps in a
+    ``StringIO`` while it calls the previous hook, ours, which arms the watchdog)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return sys.stderr  # faulthandler says why it cannot: logged once by arm()
 
 
 def main_thread_stack(limit: int = _STACK_FRAMES) -> str:
@@ -134,7 +148,7 @@ class ExitWatchdog:
             self._cancel.clear()
         try:
             faulthandler.dump_traceback_later(
-                self.timeout_s + self._flush_s + BACKSTOP_SLACK_S, exit=True
+                self.timeout_s + self._flush_s + BACKSTOP_SLACK_S, exit=True, file=_stderr()
             )
         except Exception:
             log_once("watchdog.backstop", "exit watchdog: no faulthandler backstop", exc_info=True)

@@ -46,10 +46,12 @@ sess.fail(RuntimeError("boom"))
 """
 
 
-def run_child(tmp_path: Path, tail: str, timeout_s: float) -> tuple[int, str, list[dict[str, Any]]]:
-    """Run CHILD + ``tail``; returns its exit status, stderr and the spans it exported."""
+def run_child(
+    tmp_path: Path, tail: str, timeout_s: float, child: str = CHILD
+) -> tuple[int, str, list[dict[str, Any]]]:
+    """Run ``child`` + ``tail``; returns its exit status, stderr and the spans it exported."""
     script = tmp_path / "child.py"
-    script.write_text(CHILD + textwrap.dedent(tail))
+    script.write_text(child + textwrap.dedent(tail))
     spans_file = tmp_path / "spans.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("ETT_EXIT_TIMEOUT_S", None)
@@ -129,6 +131,19 @@ def test_a_hang_holding_the_gil_is_ended_by_the_native_backstop(tmp_path: Path) 
     assert rc == 1
     assert "Timeout" in err and "child.py" in err
     assert hang_records(spans) == []  # Python never ran again: nothing could be recorded
+
+
+def test_the_native_backstop_is_armed_while_stderr_is_a_buffer(tmp_path: Path) -> None:
+    # torch.distributed's excepthook calls the previous one (ours: it records the failure and
+    # arms the watchdog) with sys.stderr swapped for a StringIO, which has no file descriptor
+    fail = 'sess.fail(RuntimeError("boom"))'
+    child = CHILD.replace(
+        fail, f"import io\nsys.stderr = io.StringIO()\n{fail}\nsys.stderr = sys.__stderr__\n"
+    )
+    assert child != CHILD
+    rc, err, _ = run_child(tmp_path, 're.match(r"(a+)+$", "a" * 64 + "b")\n', 0.5, child)
+    assert rc == 1, err  # without the backstop, the GIL-holding hang outlives the 60 s bound
+    assert "Timeout" in err and "child.py" in err
 
 
 def test_disabled_and_configured() -> None:
