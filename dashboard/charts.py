@@ -42,13 +42,27 @@ def _component_scale(values: pd.Series) -> alt.Scale:
     return alt.Scale(domain=domain, range=colors)
 
 
+LEGEND_COLUMNS = 5
+"""Columns of a component legend below a chart: all 13 components fit in three rows of a
+half-width chart at 1400 px, where one row would be cut off."""
+
+LANE_STEP = 34
+"""Pixels per lane of a Gantt chart: room for every lane's label (a shorter lane loses it)."""
+
+
 def _component_color(values: pd.Series, legend: bool = True) -> alt.Color:
-    """Colour by ``component`` with the fixed colours (legend below the chart, or none)."""
+    """Colour by ``component`` with the fixed colours (legend below the chart in
+    :data:`LEGEND_COLUMNS` columns, so that no entry is cut off; or none)."""
     return alt.Color(
         "component:N",
         scale=_component_scale(values),
-        legend=alt.Legend(orient="bottom", title=None) if legend else None,
+        legend=alt.Legend(orient="bottom", title=None, columns=LEGEND_COLUMNS) if legend else None,
     )
+
+
+def _lanes(field: str, sort: Any) -> alt.Y:
+    """A nominal y axis whose every label shows (Vega-Lite would drop overlapping ones)."""
+    return alt.Y(field, sort=sort, title=None, axis=alt.Axis(labelOverlap=False))
 
 
 def chart(
@@ -112,8 +126,8 @@ def lost_ranked(df: pd.DataFrame) -> ChartLike:
         df,
         "bar",
         "Lost GPU-hours by component, ranked",
-        280,
-        y=alt.Y("component:N", sort="-x", title=None),
+        alt.Step(22),
+        y=_lanes("component:N", "-x"),
         x=alt.X("lost_gpu_h:Q", title="GPU-hours"),
         color=_component_color(df["component"], legend=False),
         tooltip=[
@@ -156,7 +170,7 @@ def timeline(df: pd.DataFrame) -> ChartLike:
     """
     bars = gantt(
         df,
-        alt.Y("category:N", sort=CATEGORY_ORDER, title=None),
+        _lanes("category:N", CATEGORY_ORDER),
         [
             "attempt:Q",
             "category:N",
@@ -179,7 +193,7 @@ def timeline(df: pd.DataFrame) -> ChartLike:
         y=alt.value(0),
         text="label:N",
     )
-    return alt.LayerChart(layer=[bars, rules, labels], height=150)
+    return alt.LayerChart(layer=[bars, rules, labels], height=alt.Step(LANE_STEP))
 
 
 def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> ChartLike:
@@ -188,7 +202,7 @@ def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> Cha
     ``phases``: ``rank_label``, ``phase``, ``component``, ``start``, ``end``, ``seconds``;
     ``firsts``: ``rank_label``, ``at``.
     """
-    lane = alt.Y("rank_label:N", title=None, sort=None)
+    lane = _lanes("rank_label:N", None)
     tooltip = ["rank_label:N", "phase:N", "component:N", _tip("seconds:Q", "seconds", ",.2f")]
     bars = gantt(phases, lane, tooltip, bar_height=14, title=title, opacity=0.85)
     if firsts.empty:

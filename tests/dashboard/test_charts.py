@@ -1,0 +1,70 @@
+"""Chart specs (pure functions, no server): every axis label and legend entry has room."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("altair", reason="the dashboard extra: pip install -e '.[dashboard]'")
+import pandas as pd
+
+from dashboard import charts
+
+COMPONENTS = [c for c in charts.COMPONENT_COLORS if c != "productive"]
+
+
+def _spec(chart: Any) -> dict[str, Any]:
+    out: dict[str, Any] = chart.to_dict()
+    return out
+
+
+def test_ranked_bars_label_every_component() -> None:
+    df = pd.DataFrame(
+        {"component": COMPONENTS, "lost_gpu_h": range(len(COMPONENTS), 0, -1)}
+        | {"idle_s": 0.0, "failure_s": 0.0}
+    )
+    spec = _spec(charts.lost_ranked(df))
+    y = spec["encoding"]["y"]
+    assert y["field"] == "component"
+    assert y["axis"]["labelOverlap"] is False
+    # the height grows with the components: a fixed height squeezed labels out
+    assert spec["height"] == {"step": 22}
+
+
+def test_component_legend_wraps_so_every_entry_shows() -> None:
+    t = pd.Timestamp("2026-12-01", tz="UTC")
+    df = pd.DataFrame({"t": t, "component": COMPONENTS, "lost_gpu_h": 1.0})
+    legend = _spec(charts.lost_stacked(df))["encoding"]["color"]["legend"]
+    assert legend["orient"] == "bottom"
+    assert legend["columns"] == charts.LEGEND_COLUMNS
+    rows = -(-len(COMPONENTS) // charts.LEGEND_COLUMNS)
+    assert rows <= 3, "the legend of all components stays short"
+    domain = _spec(charts.lost_stacked(df))["encoding"]["color"]["scale"]["domain"]
+    assert domain == COMPONENTS
+
+
+def test_timeline_labels_every_lane() -> None:
+    t = pd.Timestamp("2026-12-01", tz="UTC")
+    df = pd.DataFrame(
+        {
+            "start": [t, t + pd.Timedelta(seconds=10), t + pd.Timedelta(seconds=11)],
+            "end": [
+                t + pd.Timedelta(seconds=10),
+                t + pd.Timedelta(seconds=11),
+                t + pd.Timedelta(seconds=20),
+            ],
+            "category": ["productive", "idle", "failure"],
+            "component": ["productive", "checkpoint", "failure"],
+            "kind": ["train", "checkpoint", "failure"],
+            "attempt": [0, 0, 1],
+            "seconds": [10.0, 1.0, 9.0],
+        }
+    )
+    spec = _spec(charts.timeline(df))
+    bars = spec["layer"][0]
+    assert bars["encoding"]["y"]["axis"]["labelOverlap"] is False
+    assert bars["encoding"]["y"]["sort"] == ["productive", "idle", "failure"]
+    # each lane is tall enough for its label (a 1 s idle lane lost it at a fixed height)
+    assert spec["height"] == {"step": charts.LANE_STEP}
+    assert bars["mark"]["height"] < charts.LANE_STEP
