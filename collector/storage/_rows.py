@@ -167,6 +167,16 @@ def spans_from_rows(
     """
     if not rows:
         return []
+    out: list[SpanRecord]
+    if known is None and into is None:  # nothing remembered: decode every row
+        attributes = json.loads("[" + ",".join([row[8] for row in rows]) + "]")
+        out = [
+            SpanRecord(trace_id, span_id, name, start, end, job_id, attempt, rank, attrs)
+            for (trace_id, span_id, job_id, attempt, rank, name, start, end, _), attrs in zip(
+                rows, attributes, strict=True
+            )
+        ]
+        return _first_of_each(out)
     known = known or {}
     missing = [row for row in rows if row not in known]
     made: dict[Any, SpanRecord] = {}
@@ -189,6 +199,11 @@ def spans_from_rows(
     out = [known.get(row) or made[row] for row in rows]
     if into is not None:
         into.update(zip(rows, out, strict=True))
+    return _first_of_each(out)
+
+
+def _first_of_each(out: list[SpanRecord]) -> list[SpanRecord]:
+    """``out`` with each ``(trace_id, span_id)`` once: its first."""
     if len({(s.trace_id, s.span_id) for s in out}) == len(out):
         return out
     seen: set[tuple[str, str]] = set()
@@ -212,7 +227,8 @@ class DecodedRows:
     """
 
     def __init__(self, jobs: int = 64) -> None:
-        self._jobs = jobs
+        self.jobs = jobs
+        """How many jobs' entries are kept (0: none)."""
         self._by_job: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -226,7 +242,7 @@ class DecodedRows:
         with self._lock:
             self._by_job[job_id] = entry
             self._by_job.move_to_end(job_id)
-            while len(self._by_job) > self._jobs:
+            while len(self._by_job) > self.jobs:
                 self._by_job.popitem(last=False)
 
 

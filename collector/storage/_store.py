@@ -36,7 +36,7 @@ from collector.storage._rows import (
     span_rows,
     spans_from_rows,
 )
-from collector.storage._runs import WINDOW
+from collector.storage._runs import WINDOW, with_window_rows
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
 
@@ -206,13 +206,19 @@ class Store:
             stored = [] if raw else self.compactor.load_runs(conn, job_id)
         if raw:
             return spans_from_rows(rows)
+        if not self._decoded.jobs:  # nothing remembered: every load from scratch
+            others, runs = with_window_rows(rows, stored)
+            return self._merged(spans_from_rows(others), runs)
         known, prev = self._decoded.get(job_id) or ({}, None)
         into: dict[Any, Any] = {}
         others = [row for row in rows if row[5] != WINDOW]
         folded = fold_rows([row for row in rows if row[5] == WINDOW], stored, known, into, prev)
         spans = spans_from_rows(others, known, into)
         self._decoded.put(job_id, (into, folded))
-        runs = folded.records()
+        return self._merged(spans, folded.records())
+
+    @staticmethod
+    def _merged(spans: list[SpanRecord], runs: list[SpanRecord]) -> list[SpanRecord]:
         if not runs:
             return spans
         out = spans + runs

@@ -52,12 +52,17 @@ def _stream(spans: list[SpanRecord]) -> list[list[SpanRecord]]:
 
 
 def _fresh_load(database_url: str) -> list[SpanRecord]:
-    """The job's load by a new store: nothing remembered from an earlier load."""
-    fresh = Store(database_url, raw_window_retention_s=300.0)
-    try:
-        return fresh.load_spans("j")
-    finally:
-        fresh.close()
+    """The job's load by a new store (nothing remembered from an earlier load), the same as
+    that of a store that remembers no load (``loads_kept=0``)."""
+    loads = []
+    for kept in (64, 0):
+        fresh = Store(database_url, raw_window_retention_s=300.0, loads_kept=kept)
+        try:
+            loads.append(fresh.load_spans("j"))
+        finally:
+            fresh.close()
+    assert loads[0] == loads[1]
+    return loads[0]
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
