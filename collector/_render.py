@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
-from .schemas import LIVE_STATES, JobJSON, JobRowJSON, LostTimeJSON
+from .schemas import LIVE_STATES, MIN_ADVICE_FAILURES, JobJSON, JobRowJSON, LostTimeJSON, advice_ok
 
 
 def duration(seconds: float | None) -> str:
@@ -36,10 +36,6 @@ def _bar(part: float, whole: float, width: int = 24) -> str:
     return "█" * n
 
 
-MIN_ADVICE_FAILURES = 3
-"""Fewer failures than this give too rough a failure rate to state an optimal interval."""
-
-
 def recovery(job: JobJSON) -> str:
     """Time to recover after each failed attempt, or why there is none."""
     attempts = {a["attempt"]: a for a in job["attempts"]}
@@ -65,7 +61,7 @@ def advice(job: JobJSON) -> str:
     if adv["optimal_interval_s"] is None:
         return text + ", optimal - (needs at least one failure)"
     n = job["failures"]
-    if n < MIN_ADVICE_FAILURES:
+    if not advice_ok(n):
         return (
             text + f", optimal not shown: it would rest on {n} failure(s), "
             f"at least {MIN_ADVICE_FAILURES} needed"

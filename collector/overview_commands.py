@@ -166,6 +166,15 @@ def print_fleet(data: dict[str, Any], console: Any) -> None:
         console.print(t)
 
 
+def _optimum(row: dict[str, Any], data: dict[str, Any]) -> str:
+    """Young's optimum of a row, or why it is withheld (the rule of ``ett report``)."""
+    from ._render import duration
+
+    if row["optimal_interval_s"] is None or row.get("advice_ok", True):
+        return duration(row["optimal_interval_s"])
+    return f"not enough failures yet ({row['failures']} of {data['min_failures']})"
+
+
 def print_advice(data: dict[str, Any], console: Any) -> None:
     """The ``ett checkpoint-advice`` tables: per model, then per job."""
     from rich.table import Table
@@ -183,10 +192,10 @@ def print_advice(data: dict[str, Any], console: Any) -> None:
         t.add_row(
             str(m["model"] or "(none)"), str(m["jobs"]), str(m["failures"]),
             "—" if per_day is None else f"{per_day:.2f}", duration(m["mean_blocking_s"]),
-            duration(m["interval_s"]), duration(m["optimal_interval_s"]),
+            duration(m["interval_s"]), _optimum(m, data),
         )  # fmt: skip
     console.print(t)
-    jobs = [j for j in data["jobs"] if j.get("saving_s")]
+    jobs = [j for j in data["jobs"] if j.get("saving_s") and j.get("advice_ok", True)]
     if len(jobs) > SHOWN_JOBS:
         console.print(f"{len(jobs) - SHOWN_JOBS} more jobs could save time: --json lists them")
         jobs = jobs[:SHOWN_JOBS]

@@ -46,14 +46,27 @@ class AttemptJSON(TypedDict):
     ranks: list[int]
 
 
+MIN_ADVICE_FAILURES = 3
+"""Fewer failures than this give too rough a failure rate to state an optimal interval. The one
+rule of every reader: ``ett report``, ``ett checkpoint-advice``, the API (``min_failures``,
+``advice_ok``) and the dashboard withhold Young's optimum below it."""
+
+
+def advice_ok(failures: int) -> bool:
+    """Whether ``failures`` are enough evidence to state Young's optimum."""
+    return failures >= MIN_ADVICE_FAILURES
+
+
 class CheckpointAdviceJSON(TypedDict):
-    """Young's checkpoint interval advice."""
+    """Young's checkpoint interval advice (``min_failures``: the failures the optimum needs
+    before it is shown; absent from summaries stored before it was added)."""
 
     interval_s: float | None
     optimal_interval_s: float | None
     saving_s: float | None
     mean_blocking_s: float | None
     checkpoints: int
+    min_failures: NotRequired[int]
 
 
 class BlockingStatsJSON(TypedDict):
@@ -191,6 +204,7 @@ def advice_json(adv: CheckpointAdvice) -> CheckpointAdviceJSON:
         "saving_s": adv.saving_s,
         "mean_blocking_s": adv.mean_blocking_s,
         "checkpoints": adv.checkpoints,
+        "min_failures": MIN_ADVICE_FAILURES,
     }
 
 

@@ -12,8 +12,9 @@ def pct(value: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """``42.0 s``, ``12.5 min``, ``3.20 h``; an em dash when unknown."""
-    if seconds is None:
+    """``42.0 s``, ``12.5 min``, ``3.20 h``; an em dash when unknown (None, or the NaN that
+    pandas makes of a JSON null)."""
+    if seconds is None or seconds != seconds:
         return "—"
     if abs(seconds) < 120:
         return f"{seconds:.1f} s"

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from collector.schemas import MIN_ADVICE_FAILURES, advice_ok
 from collector.storage._tables import job_figures
 
 
@@ -40,6 +41,7 @@ def _job_row(summary: dict[str, Any]) -> dict[str, Any]:
         "interval_s": advice.get("interval_s"),
         "optimal_interval_s": advice.get("optimal_interval_s"),
         "saving_s": advice.get("saving_s"),
+        "advice_ok": advice_ok(failures),
     }
 
 
@@ -65,6 +67,7 @@ def _model_row(model: str | None, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_blocking_s": mean_b,
         "interval_s": interval,
         "optimal_interval_s": optimal,
+        "advice_ok": advice_ok(failures),
         "ranks": max((r["ranks"] for r in rows), default=1),
     }
 
@@ -76,8 +79,10 @@ def checkpoint_advice(
     team: str | None,
     limit: int = 500,
 ) -> dict[str, Any]:
-    """``{"models": [...], "jobs": [...]}``: per model the pooled figures, per job its own advice
-    (the ``limit`` jobs a change would save the most on, first)."""
+    """``{"models": [...], "jobs": [...], "min_failures": n}``: per model the pooled figures, per
+    job its own advice (the ``limit`` jobs a change would save the most on, first); each row's
+    ``advice_ok`` says whether its failures reach ``min_failures``, below which readers withhold
+    the optimum (the figures stay, for the what-if)."""
     fig = job_figures.c
     q = select(fig.summary)
     if since is not None:
@@ -94,4 +99,4 @@ def checkpoint_advice(
     models = [_model_row(m, rs) for m, rs in by_model.items()]
     models.sort(key=lambda m: (m["model"] is None, m["model"] or ""))
     rows.sort(key=lambda r: (-(r["saving_s"] or 0.0), r["job_id"]))
-    return {"models": models, "jobs": rows[:limit]}
+    return {"models": models, "jobs": rows[:limit], "min_failures": MIN_ADVICE_FAILURES}

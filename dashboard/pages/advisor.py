@@ -4,6 +4,7 @@ what-if controls that project lost GPU-hours per day (ETT-SPEC section 3)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,14 @@ def lost_gpu_h_per_day(
     return seconds * ranks / 3600.0
 
 
+def optimum_text(optimal_s: Any, failures: Any, ok: Any, needed: int) -> str:
+    """Young's optimum as the API advises it: withheld below ``needed`` failures (the rule of
+    ``ett report`` and ``ett checkpoint-advice``; ``ok`` is the API's ``advice_ok``)."""
+    if pd.notna(optimal_s) and ok is False:
+        return f"not enough failures yet ({int(failures)} of {needed})"
+    return fmt.duration(optimal_s)
+
+
 try:
     data = client.checkpoint_advice(since=st.query_params.get("since"))
 except ApiError as exc:
@@ -42,6 +51,7 @@ if models.empty:
     _page.empty_state()
     st.stop()
 models["model"] = models["model"].fillna("(none)")
+needed = int(data.get("min_failures", 0))
 model = _page.url_select("Model", "model", list(models["model"]), str(models["model"].iloc[0]))
 row = models[models["model"] == model].iloc[0]
 
@@ -55,7 +65,15 @@ st.dataframe(
             "failures / training day": models["failures_per_day"].round(2),
             "mean blocking": [fmt.duration(v) for v in models["mean_blocking_s"]],
             "interval in use": [fmt.duration(v) for v in models["interval_s"]],
-            "Young's optimum": [fmt.duration(v) for v in models["optimal_interval_s"]],
+            "Young's optimum": [
+                optimum_text(v, n, ok, needed)
+                for v, n, ok in zip(
+                    models["optimal_interval_s"],
+                    models["failures"],
+                    models["advice_ok"],
+                    strict=True,
+                )
+            ],
         }
     ),
     hide_index=True,
@@ -65,7 +83,13 @@ st.dataframe(
 st.subheader(f"What if: {model}")
 c = st.columns(4)
 in_use = float(row["interval_s"]) if pd.notna(row["interval_s"]) else 600.0
-rate = float(row["failures_per_day"]) if pd.notna(row["failures_per_day"]) else 1.0
+trusted = bool(row["advice_ok"]) and pd.notna(row["failures_per_day"])
+rate = float(row["failures_per_day"]) if trusted else 1.0
+if not trusted:
+    st.info(
+        f"Not enough failures yet ({int(row['failures'])} of {needed}) to measure {model}'s "
+        "failure rate: the what-if starts from 1 failure per training day; enter your own."
+    )
 block = float(row["mean_blocking_s"]) if pd.notna(row["mean_blocking_s"]) else 10.0
 interval_min = c[0].number_input("Interval (minutes)", 0.1, 1440.0, round(in_use / 60, 1), 1.0)
 rate = c[1].number_input("Failures per training day", 0.01, 500.0, round(max(rate, 0.01), 2), 0.5)
@@ -107,8 +131,16 @@ if not jobs.empty:
                 "failures": jobs["failures"],
                 "checkpoints": jobs["checkpoints"],
                 "interval in use": [fmt.duration(v) for v in jobs["interval_s"]],
-                "Young's optimum": [fmt.duration(v) for v in jobs["optimal_interval_s"]],
-                "a change would save": [fmt.duration(v) for v in jobs["saving_s"]],
+                "Young's optimum": [
+                    optimum_text(v, n, ok, needed)
+                    for v, n, ok in zip(
+                        jobs["optimal_interval_s"], jobs["failures"], jobs["advice_ok"], strict=True
+                    )
+                ],
+                "a change would save": [
+                    fmt.duration(v) if ok is not False else "—"
+                    for v, ok in zip(jobs["saving_s"], jobs["advice_ok"], strict=True)
+                ],
             }
         ),
         hide_index=True,

@@ -55,11 +55,18 @@ def _figures(job: dict[str, Any]) -> None:
         help="a live job's time since its last committed snapshot: not lost yet",
     )
     advice = job["checkpoint_advice"]
+    needed = int(advice.get("min_failures", 0))
+    if advice["optimal_interval_s"] is not None and job["failures"] < needed:
+        optimum = f"not enough failures yet ({job['failures']} of {needed})"
+    else:
+        optimum = (
+            f"{fmt.duration(advice['optimal_interval_s'])}; "
+            f"a change would save {fmt.duration(advice['saving_s'])}"
+        )
     m[4].metric(
         "Checkpoint interval",
         fmt.duration(advice["interval_s"]),
-        help=f"Young's optimum {fmt.duration(advice['optimal_interval_s'])}; "
-        f"a change would save {fmt.duration(advice['saving_s'])}",
+        help=f"in use; Young's optimum: {optimum}",
     )
 
 
@@ -176,8 +183,9 @@ def _checkpoints(act: dict[str, list[dict[str, Any]]]) -> None:
             ),
         ]
     )
-    left, right = st.columns([3, 2])
-    left.altair_chart(charts.checkpoint_bars(parts), width="stretch")
+    # the chart above its table, each the page's full width: beside the chart, the table's
+    # "committed" column was cut off at 1400 px
+    st.altair_chart(charts.checkpoint_bars(parts), width="stretch")
     restores = {(r["attempt"], r["step"]) for r in act["restores"]}
     table = pd.DataFrame(
         {
@@ -195,7 +203,7 @@ def _checkpoints(act: dict[str, list[dict[str, Any]]]) -> None:
             ],
         }
     )
-    right.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(table, hide_index=True, width="stretch")
 
 
 @st.fragment(run_every=_page.settings().refresh_s)

@@ -1,0 +1,49 @@
+"""One rule for Young's optimum everywhere: below ``MIN_ADVICE_FAILURES`` failures ``ett report``,
+``ett checkpoint-advice`` and the API (``advice_ok``) withhold it."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from collector import _render, schemas
+from collector.overview_commands import print_advice
+
+
+def _row(model: str, failures: int, optimal_s: float) -> dict[str, Any]:
+    return {
+        "model": model,
+        "jobs": 1,
+        "failures": failures,
+        "failures_per_day": 2.0,
+        "mean_blocking_s": 4.0,
+        "interval_s": 600.0,
+        "optimal_interval_s": optimal_s,
+        "advice_ok": schemas.advice_ok(failures),
+    }
+
+
+def test_report_uses_the_shared_rule() -> None:
+    needed = schemas.MIN_ADVICE_FAILURES
+    assert _render.advice_ok is schemas.advice_ok  # the report applies the shared rule
+    assert not schemas.advice_ok(needed - 1) and schemas.advice_ok(needed)
+
+
+def test_checkpoint_advice_withholds_an_optimum_on_too_few_failures() -> None:
+    needed = schemas.MIN_ADVICE_FAILURES
+    few, many = _row("few", needed - 1, 91.0), _row("many", needed, 1234.0)
+    job = {"job_id": "j-few", "model": "few", "interval_s": 600.0}
+    data = {
+        "models": [few, many],
+        "jobs": [job | {"optimal_interval_s": 91.0, "saving_s": 50.0, "advice_ok": False}],
+        "min_failures": needed,
+    }
+    out = io.StringIO()
+    print_advice(data, Console(file=out, width=200))
+    text = out.getvalue()
+    assert f"not enough failures yet ({needed - 1} of {needed})" in text
+    assert _render.duration(91.0) not in text  # neither in the model's row nor as a job
+    assert "j-few" not in text
+    assert _render.duration(1234.0) in text
