@@ -217,33 +217,45 @@ def _first_of_each(out: list[SpanRecord]) -> list[SpanRecord]:
 
 
 class DecodedRows:
-    """What the last load of each of the ``jobs`` most recently loaded jobs decoded, by job.
+    """What the last load of each of the ``jobs`` most recently loaded jobs decoded, by job,
+    within ``rows`` rows in all.
 
     A stored span row never changes (a replay conflicts and is ignored), so a row read again
     decodes to the same record or run parts: a live job's load, which rereads every raw row
     of the job for the few that arrived since, decodes only the new ones. Each load replaces
     its job's entry with what it read, so an entry holds one load's rows (rows compacted away
-    drop out). Thread-safe.
+    drop out). A load of more than ``rows`` rows is not kept (:meth:`fits`). Thread-safe.
     """
 
-    def __init__(self, jobs: int = 64) -> None:
+    def __init__(self, jobs: int = 64, rows: int = 200_000) -> None:
         self.jobs = jobs
         """How many jobs' entries are kept (0: none)."""
-        self._by_job: OrderedDict[str, Any] = OrderedDict()
+        self.rows = rows
+        """How many rows all entries hold at most."""
+        self._by_job: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+        self._held = 0
         self._lock = threading.Lock()
+
+    def fits(self, n_rows: int) -> bool:
+        """Whether a load of ``n_rows`` rows is kept."""
+        return self.jobs > 0 and n_rows <= self.rows
 
     def get(self, job_id: str) -> Any:
         """The job's entry (None when not kept)."""
         with self._lock:
-            return self._by_job.get(job_id)
+            kept = self._by_job.get(job_id)
+        return None if kept is None else kept[1]
 
-    def put(self, job_id: str, entry: Any) -> None:
-        """Keep ``entry`` as the job's, dropping the least recently put job's beyond ``jobs``."""
+    def put(self, job_id: str, n_rows: int, entry: Any) -> None:
+        """Keep ``entry`` (of ``n_rows`` rows) as the job's, dropping the least recently put
+        jobs' beyond ``jobs`` entries or ``rows`` rows."""
         with self._lock:
-            self._by_job[job_id] = entry
-            self._by_job.move_to_end(job_id)
-            while len(self._by_job) > self.jobs:
-                self._by_job.popitem(last=False)
+            old = self._by_job.pop(job_id, None)
+            self._held -= 0 if old is None else old[0]
+            self._by_job[job_id] = (n_rows, entry)
+            self._held += n_rows
+            while len(self._by_job) > self.jobs or self._held > self.rows:
+                self._held -= self._by_job.popitem(last=False)[1][0]
 
 
 def figures_row(summary: JobSummary, computed_at: float) -> tuple[Any, ...]:

@@ -54,7 +54,8 @@ class Store:
 
     ``loads_kept``: of how many jobs the last :meth:`load_spans` is remembered, so that the
     next load of the job decodes and folds only the rows new since (0: every load from scratch;
-    the figures are the same either way).
+    the figures are the same either way); ``loads_kept_rows``: how many rows those loads hold
+    in all (about 1.9 KB each; a load of more rows is not remembered).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class Store:
         raw_window_retention_s: float | None = DEFAULT_RETENTION_S,
         *,
         loads_kept: int = 64,
+        loads_kept_rows: int = 200_000,
     ) -> None:
         """Connect lazily to ``url``; nothing is created until :meth:`upgrade`."""
         self._engine = make_engine(url)
@@ -73,7 +75,7 @@ class Store:
         """Folds old raw heartbeat windows into runs after each batch (see :mod:`._compaction`)."""
         self.locks = JobLocks(self._engine)
         """Recompute ownership of each job across processes (see :mod:`._job_locks`)."""
-        self._decoded = DecodedRows(loads_kept)
+        self._decoded = DecodedRows(loads_kept, loads_kept_rows)
         """What each live job's last load decoded and folded: the next load decodes only the
         rows new since, and continues that fold with them (:mod:`._live_fold`)."""
 
@@ -206,7 +208,7 @@ class Store:
             stored = [] if raw else self.compactor.load_runs(conn, job_id)
         if raw:
             return spans_from_rows(rows)
-        if not self._decoded.jobs:  # nothing remembered: every load from scratch
+        if not self._decoded.fits(len(rows)):  # not remembered: the plain load
             others, runs = with_window_rows(rows, stored)
             return self._merged(spans_from_rows(others), runs)
         known, prev = self._decoded.get(job_id) or ({}, None)
@@ -214,7 +216,7 @@ class Store:
         others = [row for row in rows if row[5] != WINDOW]
         folded = fold_rows([row for row in rows if row[5] == WINDOW], stored, known, into, prev)
         spans = spans_from_rows(others, known, into)
-        self._decoded.put(job_id, (into, folded))
+        self._decoded.put(job_id, len(rows), (into, folded))
         return self._merged(spans, folded.records())
 
     @staticmethod
