@@ -358,7 +358,7 @@ def test_ett_report_of_a_failed_job_says_why_in_one_line(
     assert main(["report", "never", "--db", url]) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "ett: the figures of job 'never' could not be computed: "
+        "ett report: the figures of job 'never' could not be computed: "
         "ValueError: cannot read the spans of never"
     ]
     assert main(["report", "once", "--json", "--db", url]) == 0
