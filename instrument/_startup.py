@@ -48,6 +48,26 @@ HEAVY_PACKAGES = ("torch", "numpy", "jax", "tensorflow", "pandas", "torchrec")
 LOADED_NS = time.time_ns()
 """When this module was imported (``import instrument`` imports it)."""
 
+
+def _boot_ns() -> int | None:
+    """Nanoseconds since boot, the clock of ``/proc/<pid>/stat``'s start times; None where
+    unknown."""
+    try:
+        return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        try:
+            with open("/proc/uptime", encoding="ascii") as f:
+                return int(float(f.read().split()[0]) * 1e9)
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+_BOOT_AT_LOAD_NS = _boot_ns()
+"""The boot clock read with :data:`LOADED_NS`: process starts are placed on the wall clock through
+this one pair of readings, so they agree with :data:`LOADED_NS` however the wall clock is slewed or
+stepped later (a VM's wall clock drifts from its boot clock by milliseconds a minute; read at
+each call, a long-lived process's start moved later by all the drift since)."""
+
 _LOADED_BEFORE_HEAVY = not any(name in sys.modules for name in HEAVY_PACKAGES)
 
 
@@ -70,13 +90,12 @@ def process_start_ns(pid: int | None = None) -> int | None:
             stat = f.read()
         # field 22 (starttime); the fields after the ")" of comm are numbered from 3
         start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime", encoding="ascii") as f:
-            uptime_s = float(f.read().split()[0])
-        now_ns = time.time_ns()
         hz = os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, UnicodeDecodeError):
         return None
-    return now_ns - int((uptime_s - start_ticks / hz) * 1e9)
+    if _BOOT_AT_LOAD_NS is None:
+        return None
+    return LOADED_NS - (_BOOT_AT_LOAD_NS - start_ticks * 1_000_000_000 // hz)
 
 
 def _emit(sink: SpanSink, phase: str, start_ns: int, end_ns: int, part: str | None = None) -> None:

@@ -250,3 +250,16 @@ def test_cuda_init_phase_starts_before_the_driver_check_and_records_errors(
     span = recorder.one(CUDA_INIT)
     assert span.start_time == checked_from
     assert not span.status.is_ok
+
+
+def test_process_start_does_not_move_when_the_wall_clock_is_stepped_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a VM's wall clock drifts from its boot clock (ms a minute); a start read through the wall
+    # clock at each call moved later by all the drift since, past the library's own import, and
+    # the split of imports vanished in a long-lived process (seen in CI)
+    before = process_start_ns()
+    real = time.time_ns
+    monkeypatch.setattr(_startup.time, "time_ns", lambda: real() + 5_000_000_000)
+    assert process_start_ns() == before
+    assert before is not None and before <= _startup.LOADED_NS
