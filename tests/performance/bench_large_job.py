@@ -239,8 +239,8 @@ def ingest(base: str, pid: int, ranks: int, hours: float, total: int) -> dict[st
     sys.stderr.write("\n")
     if failed:
         raise RuntimeError(f"{len(failed)} posts failed, first: {failed[0]}")
-    tenths = [max(rss[len(rss) * k // 10 : max(len(rss) * (k + 1) // 10, 1)], default=0.0)
-              for k in range(10)]  # fmt: skip
+    tenths = [max(rss[len(rss) * k // 10 : max(len(rss) * (k + 1) // 10, 1)], default=None)
+              for k in range(10)]  # fmt: skip  # None: no sample in that tenth (a short run)
     return {
         "spans_per_s": total / ingest_s,
         "ingest_s": ingest_s,
@@ -309,7 +309,7 @@ def run(home: Path, ranks: int, hours: float, url: str | None = None) -> dict[st
 
 
 def report(f: dict[str, Any]) -> None:
-    tenths = ", ".join(f"{x:,.0f}" for x in f["rss_tenths_mb"])
+    tenths = ", ".join("—" if x is None else f"{x:,.0f}" for x in f["rss_tenths_mb"])
     rows = [
         ("ingest over HTTP", f"{f['spans_per_s']:,.0f} spans/s ({f['ingest_s']:.0f} s)", ""),
         ("POST /v1/traces p95", f"{f['post_p95_s'] * 1e3:,.0f} ms", "< 1 s"),
