@@ -392,7 +392,7 @@ def _recompute(args: argparse.Namespace) -> int:
 
     from .pipeline import Outcome
 
-    pipeline = _open(args)
+    pipeline = _open(args, read=True)  # an existing database: a mistyped path creates nothing
     if args.jobs:
         not_done = 0
         for j in args.jobs:
@@ -408,7 +408,8 @@ def _recompute(args: argparse.Namespace) -> int:
                 print(f"ett: job {j!r} is being recomputed by a collector now", file=sys.stderr)
             else:
                 print(f"ett: no spans for job {j!r}", file=sys.stderr)
-        print(f"recomputed {len(args.jobs) - not_done} job(s)")
+        if not_done < len(args.jobs):  # the errors above alone say that none was
+            print(f"recomputed {len(args.jobs) - not_done} job(s)")
         return 1 if not_done else 0
     with Progress(transient=True) as progress:
         task = progress.add_task("recomputing jobs", total=None)

@@ -205,3 +205,16 @@ def test_a_read_names_its_command_in_its_error(db_url: str, tmp_path: Path) -> N
     done = _run(["lost-time", "--since", "yesterday", "--db", db_url], tmp_path)
     assert done.returncode == 2
     assert _one_line(done.stderr).startswith("ett lost-time: cannot read time 'yesterday'")
+
+
+def test_recompute_of_a_mistyped_database_creates_nothing(db_url: str, tmp_path: Path) -> None:
+    typo = tmp_path / "colector.db"
+    done = _run(["recompute", JOB, "--db", str(typo)], tmp_path)
+    assert done.returncode == 1, done  # as `ett report` on a missing database
+    assert "does not exist" in _one_line(done.stderr) and done.stdout == ""
+    assert not typo.exists()
+    done = _run(["recompute", "nope", "--db", db_url], tmp_path)
+    assert done.returncode == 1 and done.stdout == ""  # no "recomputed 0 job(s)" beside the error
+    assert _one_line(done.stderr) == "ett: no spans for job 'nope'"
+    done = _run(["recompute", JOB, "nope", "--db", db_url], tmp_path)
+    assert done.returncode == 1 and done.stdout == "recomputed 1 job(s)\n"
