@@ -8,7 +8,10 @@ so the user's program behaves exactly as without the library:
 - ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured; otherwise, when the
   program asked for it (``init(raise_on_sigterm=True)``), :class:`Preempted` is raised in the main
   thread, so its ``finally`` blocks run; else the default action is restored and the signal
-  re-raised, so the exit status stays "killed by SIGTERM" (143 under a shell);
+  re-raised, so the exit status stays "killed by SIGTERM" (143 under a shell). A SIGTERM that
+  arrives while the attempt's end is being recorded and flushed (a rank failing on its own gets
+  torchrun's SIGTERM just then: its peer died first) takes that action once the end returns,
+  not in the middle of its flush, which would lose the spans the end records;
 - ``atexit``: runs at a normal interpreter exit.
 
 Hooks are only active in the process that installed them (not in forked children).
@@ -58,8 +61,12 @@ class ProcessHooks:
         on_sigterm: Callable[[], None],
         on_exit: Callable[[], None],
         raise_on_sigterm: bool = False,
+        defer: Callable[[Callable[[], None]], bool] | None = None,
     ) -> None:
         self._raise_on_sigterm = raise_on_sigterm
+        self._defer = defer
+        """``defer(action)``: True when the attempt's end is running in this thread and will
+        call ``action`` when it returns (``Session.defer_while_ending``)."""
         self._on_exception = on_exception
         self._on_thread_exception = on_thread_exception
         self._on_sigterm = on_sigterm
@@ -110,6 +117,17 @@ class ProcessHooks:
         self._prev_thread_hook(args)
 
     def _sigterm(self, signum: int, frame: FrameType | None) -> None:
+        if self._defer is not None and self._mine():
+            try:
+                held = self._defer(lambda: self._on_signal(signum, frame))
+            except Exception:
+                log_once("sigterm.defer", "ETT could not hold SIGTERM (ignored)", exc_info=True)
+                held = False
+            if held:
+                return
+        self._on_signal(signum, frame)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._guarded(self._on_sigterm, "sigterm")
         prev = self._prev_sigterm
         if callable(prev):

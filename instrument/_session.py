@@ -77,6 +77,10 @@ class Session:
         self._ended = False
         self._ending = False
         self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
+        self._end_thread: int | None = None
+        """The thread running :meth:`end`, while it runs."""
+        self._end_done = threading.Event()
+        self._after_end: list[Callable[[], None]] = []
         self._end_callbacks: list[Callable[[], None]] = []
         self._first_batch_seen = False
         self._first_batch_lock = threading.Lock()
@@ -325,7 +329,39 @@ class Session:
         with self._end_lock:
             if self._ending:
                 return
+            self._end_thread = threading.get_ident()
             self._ending = True
+        try:
+            self._end(reason, cause)
+        finally:
+            self._end_thread = None
+            self._end_done.set()
+            deferred, self._after_end = self._after_end, []
+            for action in deferred:  # a signal's action, held while the end was flushed
+                action()
+
+    def defer_while_ending(self, action: Callable[[], None], wait_s: float = 0.0) -> bool:
+        """For a signal handler: hold ``action`` (the signal's own action: raise
+        :class:`~instrument.Preempted`, die by the signal) until :meth:`end` has returned, when
+        the handler interrupted :meth:`end` in this thread; True then. Raising there would cut
+        the end's flush short and lose the spans it records (the attempt span, the failure, the
+        last window): a failing rank under torchrun gets its SIGTERM just as it records its own
+        failure. When :meth:`end` runs in another thread, wait for it (at most ``wait_s``) and
+        return False: the caller acts now. False when no end is running."""
+        if self._end_thread is None:
+            return False
+        if self._end_thread == threading.get_ident():
+            self._after_end.append(action)
+            return True
+        self._end_done.wait(wait_s)
+        return False
+
+    @property
+    def end_bound_s(self) -> float:
+        """The most :meth:`end` waits in all (persists in flight, then the flushes)."""
+        return self._persist_wait_s + 2 * self._flush_timeout_s
+
+    def _end(self, reason: str, cause: str | None) -> None:
         wait_start = time.time_ns()
         if self._persists.finish(self._persist_wait_s):
             self._spans.instant(

@@ -168,6 +168,7 @@ def _install_hooks(session: Session, raise_on_sigterm: bool) -> None:
         on_sigterm=on_sigterm,
         on_exit=session.end,
         raise_on_sigterm=raise_on_sigterm,
+        defer=lambda action: session.defer_while_ending(action, session.end_bound_s),
     ).install()
 
 
