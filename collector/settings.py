@@ -20,6 +20,10 @@ DEFAULT_READ_THREADS = 8
 """Threads that answer read requests at once, per server process (more reads wait their turn on
 the event loop); ingest keeps the default pool of 40 to itself, so readers never fill the threads,
 database connections and GIL time that a POST needs."""
+DEFAULT_READ_CACHE_JOBS = 1000
+"""Jobs whose last read answer each server process keeps (``ETT_READ_CACHE``; 0: none): a read
+that finds the job's stored figures unchanged, by one indexed lookup, answers the kept bytes
+(``collector/answers.py``)."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
@@ -81,6 +85,16 @@ def _float_env(name: str, default: float) -> float:
     return value
 
 
+def _count_env(name: str, default: int) -> int:
+    """A whole number of 0 or more from ``name`` (``default`` when unset)."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return default
+    if not raw.isdigit():
+        raise ConfigError(f"{name}={raw!r} is not a whole number of 0 or more")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
@@ -92,6 +106,7 @@ class Settings:
     (how long a read of a job with spans but no figures yet waits for its first figures, and
     ``ett report`` for fresh ones; :data:`DEFAULT_READ_WAIT_S`),
     ``ETT_READ_THREADS`` (:data:`DEFAULT_READ_THREADS`),
+    ``ETT_READ_CACHE`` (:data:`DEFAULT_READ_CACHE_JOBS`; 0 turns the cache off),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
 
@@ -117,6 +132,9 @@ class Settings:
     read_threads: int = field(
         default_factory=lambda: int(_float_env("ETT_READ_THREADS", DEFAULT_READ_THREADS))
     )
+    read_cache_jobs: int = field(
+        default_factory=lambda: _count_env("ETT_READ_CACHE", DEFAULT_READ_CACHE_JOBS)
+    )
     raw_window_retention_s: float | None = field(default_factory=raw_window_retention_s)
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
@@ -132,6 +150,8 @@ class Settings:
             )
         if self.read_threads < 1:
             raise ConfigError(f"ETT_READ_THREADS must be at least 1, got {self.read_threads}")
+        if self.read_cache_jobs < 0:
+            raise ConfigError(f"ETT_READ_CACHE must be 0 or more, got {self.read_cache_jobs}")
         if self.max_body_bytes < 1024:
             raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
         if self.max_inflight_bytes < self.max_body_bytes:

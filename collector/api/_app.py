@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -53,15 +54,17 @@ def create_app(
     settings: Settings, pipeline: Pipeline, metrics: CollectorMetrics | None = None
 ) -> Starlette:
     """The ASGI app. The pipeline's worker runs for the app's lifetime."""
-    query = Query(pipeline, read_wait_s=settings.read_wait_s)
+    query = Query(pipeline, read_wait_s=settings.read_wait_s, cache_jobs=settings.read_cache_jobs)
     metrics = metrics or CollectorMetrics()
     token = settings.token.encode() if settings.token else None
     budget = InflightBudget(settings.max_inflight_bytes)
     outage = OutageClock()
-    reads = anyio.CapacityLimiter(settings.read_threads)  # ingest keeps the default pool
+    # reads in threads of their own (ingest keeps anyio's default pool): an executor's hand-off
+    # costs half the CPU of anyio.to_thread's (57 vs 117 us per read, measured under uvicorn)
+    reads = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="ett-read")
 
     async def answer(fn: Callable[..., Any], *args: Any) -> Response:
-        return await _answer(fn, *args, limiter=reads)
+        return await _answer(fn, *args, pool=reads)
 
     disk = DiskWatch(sqlite_path(settings.db_url), min_free_bytes_from_env())
 
@@ -171,7 +174,7 @@ def create_app(
         )
 
     async def job(request: Request) -> Response:
-        return await answer(query.job, request.path_params["job_id"])
+        return await answer(query.job_body, request.path_params["job_id"], json_body)
 
     async def segments(request: Request) -> Response:
         return await answer(query.segments, request.path_params["job_id"])
@@ -258,11 +261,14 @@ def _int_param(value: str | None, default: int) -> int | None:
         return None
 
 
-async def _answer(
-    fn: Callable[..., Any], *args: Any, limiter: anyio.CapacityLimiter | None = None
-) -> Response:
+def json_body(content: Any) -> bytes:
+    """The body :class:`JSONResponse` sends for ``content`` (its own rendering)."""
+    return bytes(JSONResponse(content).body)
+
+
+async def _answer(fn: Callable[..., Any], *args: Any, pool: ThreadPoolExecutor) -> Response:
     try:
-        data = await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+        data = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
     except NotFound as exc:
         return _error(404, str(exc.args[0]))
     except NotReady as exc:
@@ -275,4 +281,6 @@ async def _answer(
         if not is_passing(exc):
             raise
         return _error(503, f"the database is unavailable: {_db_reason(exc)}", _RETRY_HEADERS)
+    if isinstance(data, bytes):  # encoded already (json_body)
+        return Response(data, media_type="application/json")
     return JSONResponse(data)

@@ -33,6 +33,7 @@ class Statements:
     upsert_figures: str
     load_spans: str
     get_segments: str
+    figures_stamp: str
 
     @classmethod
     def for_paramstyle(cls, paramstyle: str) -> Statements:
@@ -104,5 +105,10 @@ class Statements:
             get_segments=(
                 'SELECT seg, attempt, start, "end", category, kind, component FROM segments'
                 f" WHERE job_id = {ph} ORDER BY start, seg, part"
+            ),
+            figures_stamp=(
+                "SELECT j.dirty, j.failure, j.computed_seq, f.computed_at, f.span_count,"
+                " f.last_span_end FROM jobs j LEFT JOIN job_figures f ON f.job_id = j.job_id"
+                f" WHERE j.job_id = {ph}"
             ),
         )

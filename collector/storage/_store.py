@@ -40,6 +40,10 @@ from collector.storage._runs import WINDOW, with_window_rows
 from collector.storage._sql import Statements
 from collector.storage._tables import job_figures, jobs
 
+FiguresStamp = tuple[bool, str | None, int, float | None, int | None, float | None]
+""":meth:`Store.figures_stamp`: ``(dirty, failure, computed_seq, computed_at, span_count,
+last_span_end)`` of one job."""
+
 
 class Store:
     """Storage of spans, jobs, figures and segments behind one SQLAlchemy engine.
@@ -283,6 +287,30 @@ class Store:
         out = cast(JobJSON, json.loads(summary))
         out["computed_at"] = computed_at
         return bool(dirty), failure, out
+
+    def figures_stamp(self, job_id: str) -> FiguresStamp | None:
+        """What identifies one job's read answer, by one indexed lookup without its summary:
+        ``(dirty, failure, computed_seq, computed_at, span_count, last_span_end)``, the last
+        three None while the job has no figures; None for an unknown job.
+
+        Every save of figures writes a new ``computed_at`` (the instant its summary was
+        computed at) and ``computed_seq`` in one transaction, and no two saves of one job run
+        at once (its recompute lock), so an unchanged stamp means the same stored figures.
+        Through the driver's cursor: a fraction of a SQLAlchemy statement's CPU."""
+        dbapi = self._engine.raw_connection()
+        try:
+            cursor = dbapi.cursor()
+            try:
+                cursor.execute(self._sql.figures_stamp, (job_id,))
+                row = cursor.fetchone()
+            finally:
+                cursor.close()
+        finally:
+            dbapi.close()  # back to the pool (rolled back there)
+        if row is None:
+            return None
+        dirty, failure, seq, computed_at, span_count, last_end = row
+        return (bool(dirty), failure, int(seq), computed_at, span_count, last_end)
 
     def list_jobs(
         self,

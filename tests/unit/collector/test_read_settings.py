@@ -1,10 +1,16 @@
-"""The read settings of ``ett serve``: ETT_READ_WAIT_S and ETT_READ_THREADS."""
+"""The read settings of ``ett serve``: ETT_READ_WAIT_S, ETT_READ_THREADS and ETT_READ_CACHE."""
 
 from __future__ import annotations
 
 import pytest
 
-from collector.settings import DEFAULT_READ_THREADS, DEFAULT_READ_WAIT_S, ConfigError, Settings
+from collector.settings import (
+    DEFAULT_READ_CACHE_JOBS,
+    DEFAULT_READ_THREADS,
+    DEFAULT_READ_WAIT_S,
+    ConfigError,
+    Settings,
+)
 
 
 def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,3 +29,15 @@ def test_read_threads_must_be_a_positive_count(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("ETT_READ_THREADS", raw)
     with pytest.raises(ConfigError, match="ETT_READ_THREADS"):
         Settings(db_url="sqlite:///x.db")
+
+
+def test_read_cache_is_a_count_of_jobs_and_0_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ETT_READ_CACHE", raising=False)
+    assert Settings(db_url="sqlite:///x.db").read_cache_jobs == DEFAULT_READ_CACHE_JOBS
+    for raw, jobs in (("0", 0), ("25", 25)):
+        monkeypatch.setenv("ETT_READ_CACHE", raw)
+        assert Settings(db_url="sqlite:///x.db").read_cache_jobs == jobs
+    for raw in ("-1", "many", "0.5"):
+        monkeypatch.setenv("ETT_READ_CACHE", raw)
+        with pytest.raises(ConfigError, match="ETT_READ_CACHE"):
+            Settings(db_url="sqlite:///x.db")

@@ -1,0 +1,162 @@
+"""The read cache of one job's answer (``collector/answers.py``), on real SQLite and PostgreSQL.
+
+Two apps read one database: one keeps answers (``ETT_READ_CACHE``), one does not. Another store,
+as another collector would, changes a job underneath them between reads (new spans, recomputes,
+a clock-only refresh, a failed recompute), and once a separate process (``ett recompute``) does:
+after each change both apps answer the same status and the same bytes, and the caching app's
+answer is the new one. The apps' pipelines are fakes that record what a read asks of them (a
+dirty job's recompute scheduled) instead of recomputing, so nothing changes but what the test
+changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from collector.api import create_app
+from collector.domain.examples import worked_example
+from collector.pipeline import Pipeline
+from collector.settings import Settings
+from collector.storage import Store
+from instrument import semconv as sc
+from tests.conftest import BACKENDS
+from tests.support.spans import span
+
+BASE = 1_790_000_000.0
+T1 = BASE + 1000.0
+T2 = BASE + 2000.0
+REPO = Path(__file__).resolve().parents[2]
+
+
+class RecordingPipeline(Pipeline):
+    """A pipeline whose reads' requests are recorded, never acted on."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.scheduled: list[str] = []
+
+    def schedule(self, job_id: str, dirty: bool | None = None) -> bool:
+        self.scheduled.append(job_id)
+        return False
+
+    def fresh(self, job_id: str, wait_s: float) -> bool:
+        return not self.store.is_dirty(job_id)
+
+
+def _get(app: Starlette, path: str) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ett") as c:
+            return await c.get(path)
+
+    return asyncio.run(go())
+
+
+class Readers:
+    """The caching app and the plain one over ``url``, each with a store of its own."""
+
+    def __init__(self, url: str) -> None:
+        self.stores = [Store(url), Store(url)]
+        self.pipelines = [RecordingPipeline(s) for s in self.stores]
+        cached, plain = (
+            create_app(Settings(db_url=url, read_cache_jobs=n, read_wait_s=0.05), p)
+            for n, p in zip((1000, 0), self.pipelines, strict=True)
+        )
+        self.cached, self.plain = cached, plain
+        self.answers = cached.state.query.answers
+        assert self.answers is not None and plain.state.query.answers is None
+
+    def read(self, job_id: str) -> httpx.Response:
+        """The job read from both apps, the caching one twice (the second from its cache):
+        the same status, type and bytes from all three reads."""
+        path = f"/api/v1/jobs/{job_id}"
+        first = _get(self.cached, path)
+        hits = self.answers.hits
+        again = _get(self.cached, path)
+        plain = _get(self.plain, path)
+        for r in (again, plain):
+            assert (r.status_code, r.headers["content-type"], r.content) == (
+                first.status_code,
+                first.headers["content-type"],
+                first.content,
+            )
+        if first.status_code == 200:
+            assert self.answers.hits == hits + 1  # the second read was answered from the cache
+        return first
+
+    def close(self) -> None:
+        for s in self.stores:
+            s.close()
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_cached_reads_answer_what_another_store_saved_underneath(database_url: str) -> None:
+    other = Store(database_url)
+    other.upgrade()
+    readers = Readers(database_url)
+    spans = worked_example("w", base=BASE)
+    try:
+        assert readers.read("nobody").status_code == 404
+        other.ingest([s for s in spans if s.attempt == 1])
+        assert readers.read("w").status_code == 503  # spans, no figures yet
+
+        Pipeline(other, clock=lambda: T1).recompute("w")
+        first = readers.read("w").json()
+        assert first["fresh"] is True and first["computed_at"] == T1 and first["failures"] == 0
+
+        other.ingest([s for s in spans if s.attempt == 0])  # newer spans: dirty
+        scheduled = [len(p.scheduled) for p in readers.pipelines]
+        stale = readers.read("w").json()
+        assert stale["fresh"] is False and stale["failures"] == 0
+        assert stale["computed_at"] == T1
+        # every read of the dirty job asked for its recompute, from the cache or not
+        assert [len(p.scheduled) for p in readers.pipelines] == [
+            scheduled[0] + 2,
+            scheduled[1] + 1,
+        ]
+
+        Pipeline(other, clock=lambda: T1).recompute("w")  # same clock, a newer sequence
+        whole = readers.read("w").json()
+        assert whole["fresh"] is True and whole["failures"] == 1
+        assert whole["span_count"] == len(spans)
+
+        Pipeline(other, clock=lambda: T2).recompute("w")  # no new span: a clock-only refresh
+        assert readers.read("w").json()["computed_at"] == T2
+
+        other.mark_failed("w", other.dirty_seq("w"), "ValueError: boom")
+        failed = readers.read("w").json()
+        assert failed["fresh"] is False and failed["error"].endswith("ValueError: boom")
+        assert {k: v for k, v in failed.items() if k not in ("fresh", "error")} == {
+            k: v for k, v in whole.items() if k not in ("fresh", "computed_at")
+        } | {"computed_at": T2}
+
+        extra = span(sc.SPAN_TRAIN_WINDOW, BASE + 450, BASE + 451, 1, 0, "w", span_id=999)
+        other.ingest([extra])  # one more span: dirty again
+        assert readers.read("w").json()["fresh"] is False
+        env = {**os.environ, "ETT_DB_URL": database_url}
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "recompute", "--db", database_url],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        by_process = readers.read("w").json()  # saved by another process
+        assert by_process["fresh"] is True and "error" not in by_process
+        assert by_process["span_count"] == len(spans) + 1
+        assert by_process["computed_at"] > T2
+        assert json.loads(_get(readers.cached, "/api/v1/jobs/w").content) == by_process
+    finally:
+        readers.close()
+        other.close()
