@@ -4,16 +4,18 @@ A real ``ett serve``; a big job's spans are POSTed in batches while small jobs g
 and then (each makes its job dirty), and K reader threads GET one job at a time: most a random
 small job, some the big one. Prints p50/p95/max of both kinds of read, of the big job's POSTs,
 and how many recomputes the collector ran, each next to its target, with the CPU of the server
-and of this process and the load average (the machine may be shared). Three views in one run
-(:data:`VIEWS`): before, reads served by the same 40-thread pool as ingest
-(``ETT_READ_THREADS=40``); after, reads in their own few threads; and after, with the K reader
-threads spread over 5 processes of their own: in the first two the POSTing thread shares this
-process's GIL with 50 busy readers, so its latency includes the client's own contention. Then
-an idle collector holding presumed-dead jobs: recomputes per second and CPU. Prints figures; it
-is not a timed test.
+and of this process and the load average (the machine may be shared), and the server's CPU
+per read (its CPU seconds over the run, ingest and recomputes included, over the reads answered).
+After the ingest, the readers go on alone for ``--quiet-s`` seconds: reads/s, latency and CPU
+per read of reads only. Views in one run (:data:`VIEWS`): before, without the read cache
+(``ETT_READ_CACHE=0``); after, with it; and after, with the K reader threads spread over 5
+processes of their own: in the first two the POSTing thread shares this process's GIL with 50
+busy readers, so its latency includes the client's own contention. ``--server-workers N`` runs
+``ett serve --workers N`` (its CPU is that of all its processes). Then an idle collector holding
+presumed-dead jobs: recomputes per second and CPU. Prints figures; it is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_recompute [--spans N] [--readers K]
-        [--postgres-url URL]
+        [--server-workers N] [--quiet-s S] [--postgres-url URL]
 
 Targets (issue 11): GET of any job p95 < 100 ms during the big job's ingest with K = 50 readers;
 a small job's read never waits behind the big job's recompute; ingest p95 < 1 s; idle CPU with
@@ -27,6 +29,7 @@ import multiprocessing
 import os
 import random
 import re
+import socket
 import statistics
 import tempfile
 import threading
@@ -35,6 +38,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -98,18 +102,57 @@ class _Flag(Protocol):
     def is_set(self) -> bool: ...
 
 
+class _Reader:
+    """A lean HTTP/1.1 keep-alive client for GETs: a reader's own CPU stays small, so that on a
+    shared machine the server's is what is measured (httpx took about 1 ms of CPU per GET here,
+    twice the server's)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.sock = socket.create_connection((self.host, parts.port or 80), timeout=300)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """Status and body of ``GET path``."""
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
+        while b"\r\n\r\n" not in self.buf:
+            self._more()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        assert found is not None, head
+        length = int(found.group(1))
+        while len(self.buf) < length:
+            self._more()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return int(head[9:12]), body
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def _read_loop(url: str, i: int, done: _Flag, big: list[float], small: list[float]) -> None:
     """Reader ``i``: GET one job after another until ``done``; a fifth read the big job."""
     own = random.Random(i)
     is_big = i % 5 == 0
-    with httpx.Client(timeout=300) as client:
+    client = _Reader(url)
+    try:
         while not done.is_set():
             job = "big" if is_big else f"small-{own.randrange(SMALL_JOBS)}"
             t0 = time.perf_counter()
-            r = client.get(f"{url}/api/v1/jobs/{job}")
+            status, _ = client.get(f"/api/v1/jobs/{job}")
             ms = (time.perf_counter() - t0) * 1000
-            if r.status_code in (200, 503):  # 503: the big job not computed yet
+            if status in (200, 503):  # 503: the big job not computed yet (404: not seen yet)
                 (big if is_big else small).append(ms)
+    finally:
+        client.close()
 
 
 def _readers(url: str, ids: list[int], done: _Flag) -> tuple[list[float], list[float]]:
@@ -123,11 +166,17 @@ def _readers(url: str, ids: list[int], done: _Flag) -> tuple[list[float], list[f
     return big, small
 
 
-def _reader_process(url: str, ids: list[int], done: Any, ready: Any, out: Any) -> None:
-    """A process of reader threads (spawned): says it is ``ready`` once imported, then reads
-    until ``done``; its latencies go back through ``out``."""
+def _reader_process(
+    url: str, ids: list[int], phases: list[tuple[Any, Any]], ready: Any, out: Any
+) -> None:
+    """A process of reader threads (spawned): says it is ``ready`` once imported, then for each
+    ``(start, done)`` of ``phases`` waits for ``start`` (None: at once) and reads until ``done``;
+    the latencies of each phase go back through ``out``."""
     ready.put(len(ids))
-    out.put(_readers(url, ids, done))
+    for start, done in phases:
+        if start is not None:
+            start.wait()
+        out.put(_readers(url, ids, done))
 
 
 def run(
@@ -137,22 +186,31 @@ def run(
     readers: int,
     batch: int = 2000,
     reader_procs: int = 0,
-    read_threads: int = DEFAULT_READ_THREADS,
-) -> dict:
-    """One run against a fresh collector serving reads with ``read_threads`` threads
-    (``ETT_READ_THREADS``); returns the latencies (ms) and counts. Reader threads run in this
-    process, or spread over ``reader_procs`` processes of their own."""
-    os.environ["ETT_READ_THREADS"] = str(read_threads)
+    read_cache: bool = True,
+    server_workers: int = 1,
+    quiet_s: float = 5.0,
+) -> dict[str, Any]:
+    """One run against a fresh collector (``ett serve --workers server_workers``; without the
+    read cache unless ``read_cache``); returns the latencies (ms) and counts. Reader threads run
+    in this process, or spread over ``reader_procs`` processes of their own. After the ingest
+    the readers go on alone for ``quiet_s`` seconds."""
+    env = {"ETT_READ_THREADS": str(DEFAULT_READ_THREADS)}
+    if not read_cache:
+        env["ETT_READ_CACHE"] = "0"
+    os.environ.update(env)
     try:
-        c = start_collector(home, db_url=db_url)
+        c = start_collector(home, db_url=db_url, workers=server_workers)
     finally:
-        del os.environ["ETT_READ_THREADS"]
+        for key in env:
+            del os.environ[key]
     big_reads: list[float] = []
     small_reads: list[float] = []
+    quiet_reads: list[float] = []
     posts: list[float] = []
     done = threading.Event()
     ctx = multiprocessing.get_context("spawn")
     procs_done = ctx.Event()
+    procs_quiet_go, procs_quiet_done = ctx.Event(), ctx.Event()
     ready = ctx.Queue()
     out = ctx.Queue()
     try:
@@ -191,7 +249,13 @@ def run(
         procs = [
             ctx.Process(
                 target=_reader_process,
-                args=(c.url, list(range(readers))[k::reader_procs], procs_done, ready, out),
+                args=(
+                    c.url,
+                    list(range(readers))[k::reader_procs],
+                    [(None, procs_done), (procs_quiet_go, procs_quiet_done)],
+                    ready,
+                    out,
+                ),
             )
             for k in range(reader_procs)
         ]
@@ -206,37 +270,65 @@ def run(
                 for i in range(readers)
             ]
         t0 = time.perf_counter()
-        server_cpu0, own_cpu0 = _cpu_s(c.process.pid), time.process_time()
+        server_cpu0, own_cpu0 = _tree_cpu_s(c.process.pid), time.process_time()
         load0 = os.getloadavg()[0]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
-        server_cpu = _cpu_s(c.process.pid) - server_cpu0
+        server_cpu = _tree_cpu_s(c.process.pid) - server_cpu0
         own_cpu = time.process_time() - own_cpu0
         for _ in procs:
             their_big, their_small = out.get(timeout=600)
             big_reads += their_big
             small_reads += their_small
+        # the readers alone: what a read costs without ingest or recomputes beside it
+        quiet = threading.Event()
+        quiet_threads = [
+            threading.Thread(target=_read_loop, args=(c.url, i, quiet, quiet_reads, quiet_reads))
+            for i in (range(readers) if not procs else ())
+        ]
+        q_cpu0, q_t0 = _tree_cpu_s(c.process.pid), time.perf_counter()
+        procs_quiet_go.set()
+        for t in quiet_threads:
+            t.start()
+        time.sleep(quiet_s)
+        quiet.set()
+        procs_quiet_done.set()
+        for t in quiet_threads:
+            t.join()
+        q_elapsed = time.perf_counter() - q_t0
+        q_cpu = _tree_cpu_s(c.process.pid) - q_cpu0
+        load1 = os.getloadavg()[0]
+        for _ in procs:
+            their_big, their_small = out.get(timeout=600)
+            quiet_reads += their_big + their_small
         for proc in procs:
             proc.join(timeout=60)
         with httpx.Client(timeout=300) as client:
             after = _recomputes(client, c.url)
     finally:
         c.stop()
+    reads = len(small_reads) + len(big_reads)
     return {
         "small": small_reads,
         "big": big_reads,
         "posts": posts,
+        "quiet": quiet_reads,
         "recomputes": after[0] - before[0],
         "recompute_s": after[1] - before[1],
         "server_cpu_pct": 100 * server_cpu / elapsed,
+        "server_cpu_per_read_us": 1e6 * server_cpu / max(reads, 1),
         "bench_cpu_pct": 100 * own_cpu / elapsed,
         "seconds": elapsed,
-        "load": (load0, os.getloadavg()[0]),
+        "quiet_reads_per_s": len(quiet_reads) / q_elapsed,
+        "quiet_cpu_per_read_us": 1e6 * q_cpu / max(len(quiet_reads), 1),
+        "quiet_cpu_pct": 100 * q_cpu / q_elapsed,
+        "load": (load0, load1),
         "reader_procs": reader_procs,
-        "read_threads": read_threads,
+        "read_cache": read_cache,
+        "server_workers": server_workers,
     }
 
 
@@ -256,7 +348,28 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) -> dict:
+def _tree_cpu_s(pid: int) -> float:
+    """:func:`_cpu_s` of ``pid`` and of its living descendants (``ett serve --workers N``)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += _cpu_s(p)
+        except OSError:
+            continue
+        todo += parents.get(p, [])
+    return total
+
+
+def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) -> dict[str, Any]:
     """Recomputes and CPU of an idle collector holding ``jobs`` presumed-dead jobs (live
     refresh every second, as ``start_collector`` sets it)."""
     c = start_collector(home, db_url=db_url)
@@ -276,7 +389,7 @@ def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) ->
     return {"recomputes_per_s": (r1 - r0) / seconds, "cpu_pct": 100 * (cpu1 - cpu0) / seconds}
 
 
-def report_idle(label: str, r: dict, jobs: int) -> None:
+def report_idle(label: str, r: dict[str, Any], jobs: int) -> None:
     print(f"\n{label}: idle collector with {jobs} presumed-dead jobs: "
           f"{r['recomputes_per_s']:.1f} recomputes/s, {r['cpu_pct']:.1f} % of a core")  # fmt: skip
     print("  target: near zero")
@@ -286,54 +399,78 @@ def _p95(ms: list[float]) -> float:
     return statistics.quantiles(ms, n=100, method="inclusive")[94] if len(ms) > 1 else float("nan")
 
 
-def report(label: str, views: list[dict], spans: int, readers: int) -> None:
+def report(label: str, views: list[dict[str, Any]], spans: int, readers: int) -> None:
     """Each figure next to its target, one column per view of the run."""
     where = [
-        (f"{r['reader_procs']} reader procs" if r["reader_procs"] else "readers in-process")
-        + f", {r['read_threads']} thr"
+        ("cache " + ("on" if r["read_cache"] else "off"))
+        + (f", {r['reader_procs']} reader procs" if r["reader_procs"] else ", readers here")
+        + (f", {r['server_workers']} workers" if r["server_workers"] != 1 else "")
         for r in views
     ]
     print(f"\n{label}: {spans:,} spans of one job POSTed in batches of 2,000 while {readers} "
           "readers GET jobs; p95 in ms, target, then each view")  # fmt: skip
-    print(f"  {'':36s} {'target':>8s} " + " ".join(f"{w:>20s}" for w in where))
+    print(f"  {'':36s} {'target':>8s} " + " ".join(f"{w:>30s}" for w in where))
     rows = [
         ("GET small job (dirty now and then)", "small", 100.0),
         ("GET the big job (dirty throughout)", "big", 100.0),
         ("POST of the big job (2,000 spans)", "posts", 1000.0),
     ]
     for name, key, target in rows:
-        cells = " ".join(f"{_p95(r[key]):20.1f}" for r in views)
+        cells = " ".join(f"{_p95(r[key]):30.1f}" for r in views)
         print(f"  {name:36s} {target:8.0f} {cells}")
-    print(f"  {'ingest seconds':36s} {'':8s} " + " ".join(f"{r['seconds']:20.1f}" for r in views))
     for key, name, fmt in [
-        ("recomputes", "recomputes", "20.0f"),
-        ("recompute_s", "recompute seconds (all jobs)", "20.1f"),
-        ("server_cpu_pct", "ett serve CPU, % of one core", "20.0f"),
-        ("bench_cpu_pct", "this process's CPU, % of one core", "20.0f"),
+        ("seconds", "ingest seconds", "30.1f"),
+        ("recomputes", "recomputes", "30.0f"),
+        ("recompute_s", "recompute seconds (all jobs)", "30.1f"),
+        ("server_cpu_pct", "ett serve CPU, % of one core", "30.0f"),
+        ("server_cpu_per_read_us", "ett serve CPU / reads, us", "30.0f"),
+        ("bench_cpu_pct", "this process's CPU, % of one core", "30.0f"),
     ]:
         print(f"  {name:36s} {'':8s} " + " ".join(f"{r[key]:{fmt}}" for r in views))
-    loads = " ".join(f"{r['load'][0]:9.1f} ->{r['load'][1]:6.1f}" for r in views)
+    print("  then the readers alone:")
+    for key, name, fmt in [
+        ("quiet_reads_per_s", "reads per second", "30.0f"),
+        ("quiet_cpu_per_read_us", "ett serve CPU per read, us", "30.0f"),
+        ("quiet_cpu_pct", "ett serve CPU, % of one core", "30.0f"),
+    ]:
+        print(f"  {name:36s} {'':8s} " + " ".join(f"{r[key]:{fmt}}" for r in views))
+    cells = " ".join(f"{_p95(r['quiet']):30.1f}" for r in views)
+    print(f"  {'GET p95, ms':36s} {100.0:8.0f} {cells}")
+    loads = " ".join(f"{r['load'][0]:21.1f} ->{r['load'][1]:6.1f}" for r in views)
     print(f"  {'load average (1 min), start -> end':36s} {'':8s} {loads}")
     for r, w in zip(views, where, strict=True):
         print(f"  {w}:")
         print(f"    GET small {_stats(r['small'])}")
         print(f"    GET big   {_stats(r['big'])}")
         print(f"    POST      {_stats(r['posts'])}")
+        print(f"    GET alone {_stats(r['quiet'])}")
 
 
-VIEWS = ((0, 40), (0, DEFAULT_READ_THREADS), (5, DEFAULT_READ_THREADS))
-"""(reader processes, read threads) of each view: before (reads in the 40 threads ingest uses, as
-every request was served until ETT_READ_THREADS), after, and after with the readers out of the
-POSTing process."""
+VIEWS = {"off": (False, 0), "on": (True, 0), "on-procs": (True, 5)}
+"""(read cache, reader processes) of each view: before (``ETT_READ_CACHE=0``: every read decodes
+and encodes the job's stored figures), after, and after with the readers out of the POSTing
+process."""
 
 
-def views(home: Path, new_db: Callable[[], str | None], spans: int, readers: int) -> list[dict]:
-    """The run once per :data:`VIEWS` entry, each on a fresh database from ``new_db`` (None:
-    SQLite under ``home``)."""
-    return [
-        run(home / f"view-{i}", new_db(), spans, readers, reader_procs=procs, read_threads=n)
-        for i, (procs, n) in enumerate(VIEWS)
-    ]
+def views(
+    home: Path,
+    new_db: Callable[[], str | None],
+    spans: int,
+    readers: int,
+    names: tuple[str, ...] = tuple(VIEWS),
+    server_workers: int = 1,
+    quiet_s: float = 5.0,
+) -> list[dict[str, Any]]:
+    """The run once per view named (:data:`VIEWS`), each on a fresh database from ``new_db``
+    (None: SQLite under ``home``)."""
+    out = []
+    for i, name in enumerate(names):
+        cache, procs = VIEWS[name]
+        out.append(
+            run(home / f"view-{i}", new_db(), spans, readers, reader_procs=procs,
+                read_cache=cache, server_workers=server_workers, quiet_s=quiet_s)
+        )  # fmt: skip
+    return out
 
 
 def _fresh_postgres(url: str) -> str:
@@ -368,7 +505,17 @@ def main() -> int:
     p.add_argument("--readers", type=int, default=50)
     p.add_argument("--dead-jobs", type=int, default=300)
     p.add_argument("--postgres-url", help="a PostgreSQL server (any database): one new each run")
+    p.add_argument("--server-workers", type=int, default=1, help="ett serve --workers N")
+    p.add_argument("--quiet-s", type=float, default=5.0, help="seconds of reads alone after")
+    p.add_argument(
+        "--views", default=",".join(VIEWS), help=f"views in order, of {', '.join(VIEWS)}"
+    )
+    p.add_argument("--no-idle", action="store_true", help="skip the idle collector's run")
     args = p.parse_args()
+    names = tuple(v.strip() for v in args.views.split(",") if v.strip())
+    unknown = [v for v in names if v not in VIEWS]
+    if unknown or not names:
+        p.error(f"--views takes {', '.join(VIEWS)}; got {args.views!r}")
     label = "PostgreSQL" if args.postgres_url else "SQLite"
     pg = args.postgres_url
 
@@ -376,7 +523,11 @@ def main() -> int:
         return _fresh_postgres(pg) if pg else None
 
     with tempfile.TemporaryDirectory() as tmp:
-        report(label, views(Path(tmp), new_db, args.spans, args.readers), args.spans, args.readers)
+        ran = views(Path(tmp), new_db, args.spans, args.readers, names, args.server_workers,
+                    args.quiet_s)  # fmt: skip
+        report(label, ran, args.spans, args.readers)
+    if args.no_idle:
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         idle = idle_dead_jobs(Path(tmp) / "idle", new_db(), args.dead_jobs, 10)
     report_idle(label, idle, args.dead_jobs)
