@@ -38,6 +38,11 @@ log = logging.getLogger("ett_collector")
 BUSY_POLL_S = 0.05
 """How often a read polls a job that another process is recomputing."""
 
+SAVES_REMEMBERED_MIN = 1024
+"""Jobs whose last save a pipeline remembers before it forgets those too old to matter (see
+``Pipeline._saved``): memory in proportion to the jobs saved within half a live refresh, not to
+every job ever saved."""
+
 READ_FLIGHTS = 2
 """Recomputes that reads may start at once, per process. Past it a read of a dirty job leaves it
 to the background worker's dirty loop (woken), so however many readers come, they add at most
@@ -84,7 +89,11 @@ class Pipeline:
         self._last_live = -float("inf")
         self._saved_at: dict[str, float] = {}
         """When (monotonic) this process last saved each job's figures: the live refresh skips
-        a job saved less than half a ``live_refresh_s`` ago (the dirty loop just did it)."""
+        a job saved less than half a ``live_refresh_s`` ago (the dirty loop just did it). Past
+        twice the jobs it held after its last pruning (:data:`SAVES_REMEMBERED_MIN` at least),
+        the saves too old to skip anything are forgotten (:meth:`_saved`)."""
+        self._saved_lock = threading.Lock()
+        self._prune_past = SAVES_REMEMBERED_MIN
         self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
         self._read_slots = threading.BoundedSemaphore(READ_FLIGHTS)
@@ -243,10 +252,26 @@ class Pipeline:
                 raise  # an outage: the job stays dirty and is retried, nothing is wrong with it
             self._failed(job_id, seen_seq, exc)
             return Outcome.FAILED
-        self._saved_at[job_id] = time.monotonic()
+        self._saved(job_id)
         if self._on_recompute is not None:
             self._on_recompute(job_id, time.perf_counter() - started)
         return Outcome.SAVED
+
+    def _saved(self, job_id: str) -> None:
+        """Remember that the job's figures were saved now; forget, once the saves remembered
+        pass their bound, those no live refresh skips any more: saved half a ``live_refresh_s``
+        or more before the start of the refresh under way (or before now, when none ran
+        here), since a refresh skips only a job saved less than that before its start, and
+        each refresh starts later than the one before."""
+        now = time.monotonic()
+        with self._saved_lock:
+            self._saved_at[job_id] = now
+            if len(self._saved_at) <= self._prune_past:
+                return
+            start = self._last_live if self._last_live > -inf else now
+            horizon = start - self.live_refresh_s / 2
+            self._saved_at = {j: t for j, t in self._saved_at.items() if t > horizon}
+            self._prune_past = max(SAVES_REMEMBERED_MIN, 2 * len(self._saved_at))
 
     def _failed(self, job_id: str, seen_seq: int, exc: Exception) -> None:
         lines = str(exc).strip().splitlines()
