@@ -199,13 +199,14 @@ def create_app(
         if route.path.startswith(JOB_PREFIX):
             views[route.path.rsplit("/", 1)[1]] = route.endpoint
     routes = [
+        # first: the hottest read, and nothing else lies under its prefix (/api/v1/jobs/...)
+        job_route(views),  # a job and its views: any job id is addressable
         Route("/v1/traces", traces, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics_route),
         Route("/api/v1/jobs", guarded(jobs)),
         *(r for r in overview if not r.path.startswith(JOB_PREFIX)),  # fleet, facets, advice
-        job_route(views),  # a job and its views: any job id is addressable
         Route("/api/v1/lost-time", guarded(lost_time)),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
