@@ -33,16 +33,16 @@ class Collector:
     process: subprocess.Popen[bytes]
     token: str | None = None
 
-    def get(self, path: str, **params: object) -> httpx.Response:
+    def get(self, path: str, **params: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         return httpx.get(self.url + path, params=params, headers=headers, timeout=30)
 
-    def job(self, job_id: str) -> dict:
+    def job(self, job_id: str) -> dict[str, Any]:
         """The job's figures once they include every span acknowledged so far (a read answers
         the stored figures at once, ``fresh: false`` until the collector has recomputed)."""
         return self.wait_for_job(job_id, lambda _job: True)
 
-    def wait_for_job(self, job_id: str, predicate: Any, timeout: float = WAIT_S) -> dict:
+    def wait_for_job(self, job_id: str, predicate: Any, timeout: float = WAIT_S) -> dict[str, Any]:
         """Poll the job's read API until its figures are ``fresh`` (they include every span
         acknowledged before the read) and ``predicate(figures)`` holds; its figures then."""
         deadline = time.monotonic() + timeout
@@ -54,7 +54,7 @@ class Collector:
                 raise AssertionError(f"job {job_id}: {r.status_code} {r.text[:500]}")
             time.sleep(0.2)
 
-    def wait_ended(self, job_id: str, timeout: float = WAIT_S) -> dict:
+    def wait_ended(self, job_id: str, timeout: float = WAIT_S) -> dict[str, Any]:
         """The job's figures once the collector has seen it end (completed or failed)."""
         return self.wait_for_job(job_id, lambda j: j["state"] in ("completed", "failed"), timeout)
 
