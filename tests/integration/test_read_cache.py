@@ -28,7 +28,7 @@ from collector.pipeline import Pipeline
 from collector.settings import Settings
 from collector.storage import Store
 from instrument import semconv as sc
-from tests.conftest import BACKENDS
+from tests.conftest import BACKENDS, throwaway_postgres
 from tests.support.spans import span
 
 BASE = 1_790_000_000.0
@@ -160,3 +160,33 @@ def test_cached_reads_answer_what_another_store_saved_underneath(database_url: s
     finally:
         readers.close()
         other.close()
+
+
+@pytest.mark.postgres
+def test_a_cached_read_during_a_database_outage_is_a_503_and_recovers() -> None:
+    """The probe's connection is not handed back broken: reads answer 503 while PostgreSQL is
+    down and the job's answer again once it is back."""
+    with throwaway_postgres("ett-pg-readcache-") as server:
+        url = server.create_database("ett")
+        other = Store(url)
+        other.upgrade()
+        other.ingest(worked_example("w", base=BASE))
+        Pipeline(other, clock=lambda: T1).recompute("w")
+        other.close()
+        readers = Readers(url)
+        try:
+            before = readers.read("w")
+            assert before.status_code == 200
+            server.halt()
+            down = _get(readers.cached, "/api/v1/jobs/w")
+            assert down.status_code == 503 and down.headers["retry-after"]
+            assert "database is unavailable" in down.json()["error"]
+            server.launch()
+            after = _get(readers.cached, "/api/v1/jobs/w")  # no dead connection kept
+            assert (after.status_code, after.content) == (200, before.content)
+            plain = _get(readers.plain, "/api/v1/jobs/w")  # SQLAlchemy: the next read
+            if plain.status_code == 503:  # (no pre-ping: the first use found it dead)
+                plain = _get(readers.plain, "/api/v1/jobs/w")
+            assert (plain.status_code, plain.content) == (200, before.content)
+        finally:
+            readers.close()
