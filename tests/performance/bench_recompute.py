@@ -15,7 +15,20 @@ busy readers, so its latency includes the client's own contention. ``--server-wo
 presumed-dead jobs: recomputes per second and CPU. Prints figures; it is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_recompute [--spans N] [--readers K]
-        [--server-workers N] [--quiet-s S] [--postgres-url URL]
+        [--server-workers N] [--quiet-s S] [--views off,on,on-procs] [--no-idle]
+        [--postgres-url URL] [--profile-read N]
+
+``--profile-read N`` prints only the CPU of the parts of one job read, in process.
+
+Where one GET of a job went (2026-12-01, this 2-core VM). In process (``--profile-read 3000``,
+load 5.9), SQLite / PostgreSQL: ``Store.job_state`` 187 / 339 us (a SQLAlchemy select; on
+PostgreSQL BEGIN and ROLLBACK round trips too), ``json.loads`` of the figures 16, their encode
+18; the ASGI app (routing, thread hand-off, the read) 388 / 600 us without the read cache, 116 /
+228 with it (``Store.figures_stamp`` 13 / 61 us). Under uvicorn, one reader, load 1.3, server
+CPU per read: plain uvicorn with a constant ASGI app 87 us, plus Starlette's routing and
+middleware 110, plus ``anyio.to_thread`` 227 (an executor's hand-off 167); the whole read 583-660
+us before, 253-317 after. The summary itself is small (1.1-1.4 KB, the 60,000-span job's too):
+decode and encode were never the cost; the SQLAlchemy query and the hand-offs were.
 
 Targets (issue 11): GET of any job p95 < 100 ms during the big job's ingest with K = 50 readers;
 a small job's read never waits behind the big job's recompute; ingest p95 < 1 s; idle CPU with
@@ -473,6 +486,79 @@ def views(
     return out
 
 
+def _cpu_us(fn: Callable[[], Any], n: int) -> float:
+    """Microseconds of this process's CPU (all threads) per call of ``fn``."""
+    fn()
+    t0 = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t0) / n * 1e6
+
+
+def profile_read(db_url: str, n: int) -> list[tuple[str, float]]:
+    """The parts of one ``GET /api/v1/jobs/{id}`` in this process (``--profile-read N``): CPU
+    per call of the database reads, the decode and encode, the query layer and the whole app
+    called as ASGI (its thread hand-off included), with the read cache off and on. uvicorn's
+    own part (HTTP parsing and writing, ~90 us) is not in it."""
+    import asyncio
+    import json
+
+    from collector.api._app import create_app, json_body
+    from collector.pipeline import Pipeline
+    from collector.settings import Settings
+    from collector.storage import Store
+
+    store = Store(db_url)
+    store.upgrade()
+    for i in range(SMALL_JOBS):
+        store.ingest(worked_example(f"small-{i}", base=BASE + 600 * i))
+    pipeline = Pipeline(store)
+    while pipeline.recompute_dirty():
+        pass
+    job = "small-3"
+    apps = {
+        cache: create_app(Settings(db_url=db_url, read_cache_jobs=cache), Pipeline(store))
+        for cache in (0, 1000)
+    }
+    _, _, figures = store.job_state(job)
+    summary = json.dumps(figures, separators=(",", ":"), ensure_ascii=False)
+    query = apps[1000].state.query
+
+    def get(app: Any) -> Callable[[], None]:
+        path = f"/api/v1/jobs/{job}"
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+                 "query_string": b"", "root_path": "", "headers": [(b"host", b"ett")],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}  # fmt: skip
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                assert message["status"] == 200, message
+
+        loop = asyncio.new_event_loop()
+        return lambda: loop.run_until_complete(app(dict(scope), receive, send))
+
+    try:
+        return [
+            ("Store.job_state (figures as JSON text, one query)", _cpu_us(
+                lambda: store.job_state(job), n)),
+            ("Store.figures_stamp (the cache's lookup)", _cpu_us(
+                lambda: store.figures_stamp(job), n)),
+            ("json.loads of the stored figures", _cpu_us(lambda: json.loads(summary), n)),
+            ("JSONResponse encode of the answer", _cpu_us(lambda: json_body(figures), n)),
+            ("Query.job (job_state, decode)", _cpu_us(lambda: query.job(job), n)),
+            ("Query.job_body, cache hit (stamp, lookup)", _cpu_us(
+                lambda: query.job_body(job, json_body), n)),
+            ("ASGI app, cache off (routing, thread, read)", _cpu_us(get(apps[0]), n)),
+            ("ASGI app, cache on", _cpu_us(get(apps[1000]), n)),
+        ]  # fmt: skip
+    finally:
+        store.close()
+
+
 def _fresh_postgres(url: str) -> str:
     """A new empty database on the server of ``url`` (any database there); its URL."""
     from sqlalchemy import create_engine, make_url, text
@@ -511,6 +597,8 @@ def main() -> int:
         "--views", default=",".join(VIEWS), help=f"views in order, of {', '.join(VIEWS)}"
     )
     p.add_argument("--no-idle", action="store_true", help="skip the idle collector's run")
+    p.add_argument("--profile-read", type=int, metavar="N", default=0,
+                   help="only the parts of one job read in process, N calls each")  # fmt: skip
     args = p.parse_args()
     names = tuple(v.strip() for v in args.views.split(",") if v.strip())
     unknown = [v for v in names if v not in VIEWS]
@@ -522,6 +610,15 @@ def main() -> int:
     def new_db() -> str | None:
         return _fresh_postgres(pg) if pg else None
 
+    if args.profile_read:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = new_db() or f"sqlite:///{Path(tmp) / 'profile.db'}"
+            parts = profile_read(db, args.profile_read)
+        print(f"\n{label}: one GET /api/v1/jobs/{{id}} in process, CPU per call "
+              f"({args.profile_read} calls, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+        for name, us in parts:
+            print(f"  {name:52s} {us:8.1f} us")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         ran = views(Path(tmp), new_db, args.spans, args.readers, names, args.server_workers,
                     args.quiet_s)  # fmt: skip
