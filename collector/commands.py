@@ -146,6 +146,8 @@ environment:
                       at once, "fresh": false while newer spans await their recompute
   ETT_READ_THREADS    threads answering read requests at once per process (default 8;
                       ingest keeps its own 40)
+  ETT_READ_CACHE      jobs whose last read answer each process keeps, checked against the
+                      database on every read (default 1000; 0 turns it off)
   ETT_WORKERS         server processes (default 1)
 """
 
