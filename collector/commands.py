@@ -147,7 +147,11 @@ environment:
   ETT_READ_THREADS    threads answering read requests at once per process (default 8;
                       ingest keeps its own 40)
   ETT_READ_CACHE      jobs whose last read answer each process keeps, checked against the
-                      database on every read (default 1000; 0 turns it off)
+                      database (default 1000; 0 turns it off)
+  ETT_READ_RECHECK_S  how long a kept answer, once checked against the database, is answered
+                      without a new check (default 0.25 s; 0 checks on every read): this
+                      process's own ingest and recomputes show at once, changes by another
+                      worker process or collector (ett recompute) within this long
   ETT_WORKERS         server processes (default 1)
 """
 

@@ -22,7 +22,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from math import inf
@@ -97,12 +97,24 @@ class Pipeline:
         self._flights: dict[str, Future[Outcome]] = {}
         self._flights_lock = threading.Lock()
         self._read_slots = threading.BoundedSemaphore(READ_FLIGHTS)
+        self._watchers: list[Callable[[Collection[str]], None]] = []
+
+    def watch(self, changed: Callable[[Collection[str]], None]) -> None:
+        """Call ``changed(job_ids)`` after this pipeline commits a change to those jobs' read
+        answers (spans ingested, figures saved, a recompute marked failed): the kept read
+        answers' hook (``JobAnswers.mark_unchecked``)."""
+        self._watchers.append(changed)
+
+    def _changed(self, job_ids: Collection[str]) -> None:
+        for changed in self._watchers:
+            changed(job_ids)
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
         """Store spans in one transaction (duplicates ignored); returns the jobs touched."""
         if not records:
             return set()
         jobs = self.store.ingest(records)
+        self._changed(jobs)
         self._worker.wake()
         return jobs
 
@@ -247,6 +259,7 @@ class Pipeline:
             now = self.clock()
             summary = summarize(spans, now, self.window_s)
             self.store.save_summary(summary, seen_seq, now)
+            self._changed((job_id,))
         except Exception as exc:
             if is_passing(exc):
                 raise  # an outage: the job stays dirty and is retried, nothing is wrong with it
@@ -282,6 +295,7 @@ class Pipeline:
             self.store.mark_failed(job_id, seen_seq, reason)
         except Exception:
             log.exception("could not mark job %r failed", job_id)
+        self._changed((job_id,))
         if self._on_failure is not None:
             self._on_failure(job_id, reason)
 

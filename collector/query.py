@@ -21,7 +21,7 @@ from typing import Any
 from .answers import JobAnswers
 from .pipeline import Pipeline
 from .schemas import GROUP_BYS, STATES, JobJSON, JobRowJSON, LostTimeJSON, SegmentJSON
-from .settings import DEFAULT_READ_WAIT_S
+from .settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -78,6 +78,7 @@ class Query:
         read_wait_s: float = DEFAULT_READ_WAIT_S,
         wait_fresh: bool = False,
         cache_jobs: int = 0,
+        recheck_s: float = DEFAULT_READ_RECHECK_S,
     ) -> None:
         self.pipeline = pipeline
         self.store = pipeline.store
@@ -86,6 +87,11 @@ class Query:
         self.wait_fresh = wait_fresh
         self.answers = JobAnswers(cache_jobs) if cache_jobs > 0 and not wait_fresh else None
         """The last encoded answer of up to ``cache_jobs`` jobs (:meth:`job_body`); None: off."""
+        self.recheck_s = recheck_s
+        """How long a kept answer's stamp, once checked, is trusted without a lookup (0: never);
+        this pipeline's own changes mark it unchecked at once."""
+        if self.answers is not None:
+            pipeline.watch(self.answers.mark_unchecked)
 
     def job(self, job_id: str) -> JobJSON:
         """One job's figures (every field of section 5), with ``computed_at`` and ``fresh``
@@ -109,15 +115,25 @@ class Query:
         """:meth:`job`'s answer encoded by ``encode``, the same bytes, with its side effects
         (a dirty job's recompute scheduled). With ``cache_jobs``, the answer of a job whose
         :meth:`Store.figures_stamp` is unchanged since its last read comes from
-        :attr:`answers` (one indexed lookup instead of the summary's read, decode and encode).
+        :attr:`answers` (one indexed lookup instead of the summary's read, decode and encode);
+        within ``recheck_s`` of that lookup, and while this process's pipeline changed nothing
+        of the job, without the lookup.
         """
         answers = self.answers
         if answers is None:
             return encode(self.job(job_id))
+        if self.recheck_s > 0:
+            trusted = answers.trusted(job_id, self.recheck_s)
+            if trusted is not None:
+                if trusted[0][0]:  # dirty: as job() does, make sure its recompute is under way
+                    self.pipeline.schedule(job_id, dirty=True)
+                return trusted[1]
+        token = answers.token()  # before the lookup: a change marked after it is not missed
+        checked = answers.clock()
         stamp = self.store.figures_stamp(job_id)
         if stamp is None or stamp[3] is None:  # unknown, or no figures yet: the plain read
             return encode(self.job(job_id))
-        kept = answers.get(job_id, stamp)
+        kept = answers.get(job_id, stamp, checked, token)
         if kept is not None:
             if stamp[0]:  # dirty: as job() does, make sure its recompute is under way
                 self.pipeline.schedule(job_id, dirty=True)
@@ -133,7 +149,7 @@ class Query:
             and job.get("span_count") == span_count
             and job.get("last_span_end") == last_end
         ):  # what was read is what the stamp names (nothing saved in between): keep it
-            answers.put(job_id, stamp, body)
+            answers.put(job_id, stamp, body, checked, token)
         return body
 
     def segments(self, job_id: str) -> list[SegmentJSON]:

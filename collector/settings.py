@@ -24,6 +24,12 @@ DEFAULT_READ_CACHE_JOBS = 1000
 """Jobs whose last read answer each server process keeps (``ETT_READ_CACHE``; 0: none): a read
 that finds the job's stored figures unchanged, by one indexed lookup, answers the kept bytes
 (``collector/answers.py``)."""
+DEFAULT_READ_RECHECK_S = 0.25
+"""How long a kept read answer's stamp, once checked against the database, is trusted without a
+new lookup (``ETT_READ_RECHECK_S``; 0: every read looks it up). Changes this process makes (its
+ingest, its saved figures, its failed recomputes) are seen by the very next read whatever the
+setting; only those made by another worker process or collector instance (or ``ett recompute``)
+can take up to this long to show."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
@@ -85,6 +91,20 @@ def _float_env(name: str, default: float) -> float:
     return value
 
 
+def _seconds_env(name: str, default: float) -> float:
+    """A finite number of seconds, 0 or more, from ``name`` (``default`` when unset)."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from exc
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"{name} must be a finite number >= 0, got {raw!r}")
+    return value
+
+
 def _count_env(name: str, default: int) -> int:
     """A whole number of 0 or more from ``name`` (``default`` when unset)."""
     raw = os.environ.get(name, "").strip()
@@ -107,6 +127,7 @@ class Settings:
     ``ett report`` for fresh ones; :data:`DEFAULT_READ_WAIT_S`),
     ``ETT_READ_THREADS`` (:data:`DEFAULT_READ_THREADS`),
     ``ETT_READ_CACHE`` (:data:`DEFAULT_READ_CACHE_JOBS`; 0 turns the cache off),
+    ``ETT_READ_RECHECK_S`` (:data:`DEFAULT_READ_RECHECK_S`; 0 checks on every read),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
 
@@ -135,6 +156,9 @@ class Settings:
     read_cache_jobs: int = field(
         default_factory=lambda: _count_env("ETT_READ_CACHE", DEFAULT_READ_CACHE_JOBS)
     )
+    read_recheck_s: float = field(
+        default_factory=lambda: _seconds_env("ETT_READ_RECHECK_S", DEFAULT_READ_RECHECK_S)
+    )
     raw_window_retention_s: float | None = field(default_factory=raw_window_retention_s)
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
@@ -152,6 +176,10 @@ class Settings:
             raise ConfigError(f"ETT_READ_THREADS must be at least 1, got {self.read_threads}")
         if self.read_cache_jobs < 0:
             raise ConfigError(f"ETT_READ_CACHE must be 0 or more, got {self.read_cache_jobs}")
+        if not 0 <= self.read_recheck_s < float("inf"):
+            raise ConfigError(
+                f"ETT_READ_RECHECK_S must be a finite number >= 0, got {self.read_recheck_s}"
+            )
         if self.max_body_bytes < 1024:
             raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
         if self.max_inflight_bytes < self.max_body_bytes:

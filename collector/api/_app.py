@@ -54,7 +54,12 @@ def create_app(
     settings: Settings, pipeline: Pipeline, metrics: CollectorMetrics | None = None
 ) -> Starlette:
     """The ASGI app. The pipeline's worker runs for the app's lifetime."""
-    query = Query(pipeline, read_wait_s=settings.read_wait_s, cache_jobs=settings.read_cache_jobs)
+    query = Query(
+        pipeline,
+        read_wait_s=settings.read_wait_s,
+        cache_jobs=settings.read_cache_jobs,
+        recheck_s=settings.read_recheck_s,
+    )
     metrics = metrics or CollectorMetrics()
     token = settings.token.encode() if settings.token else None
     budget = InflightBudget(settings.max_inflight_bytes)

@@ -7,6 +7,11 @@ after each change both apps answer the same status and the same bytes, and the c
 answer is the new one. The apps' pipelines are fakes that record what a read asks of them (a
 dirty job's recompute scheduled) instead of recomputing, so nothing changes but what the test
 changes.
+
+With ``ETT_READ_RECHECK_S`` a stamp just checked is trusted for that long: the first test reads
+with 0 (every read checks); the later ones show that this process's own pipeline's changes are
+seen by the very next read whatever the interval, and another store's once the interval passed
+since the change (never sooner is asserted only with an interval of an hour).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,11 +71,14 @@ def _get(app: Starlette, path: str) -> httpx.Response:
 class Readers:
     """The caching app and the plain one over ``url``, each with a store of its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, recheck_s: float = 0.0) -> None:
         self.stores = [Store(url), Store(url)]
         self.pipelines = [RecordingPipeline(s) for s in self.stores]
         cached, plain = (
-            create_app(Settings(db_url=url, read_cache_jobs=n, read_wait_s=0.05), p)
+            create_app(
+                Settings(db_url=url, read_cache_jobs=n, read_wait_s=0.05, read_recheck_s=recheck_s),
+                p,
+            )
             for n, p in zip((1000, 0), self.pipelines, strict=True)
         )
         self.cached, self.plain = cached, plain
@@ -190,3 +200,128 @@ def test_a_cached_read_during_a_database_outage_is_a_503_and_recovers() -> None:
             assert (plain.status_code, plain.content) == (200, before.content)
         finally:
             readers.close()
+
+
+def _read(app: Starlette, job_id: str) -> dict[str, Any]:
+    r = _get(app, f"/api/v1/jobs/{job_id}")
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _after(instant: float, interval_s: float) -> None:
+    """Wait on the monotonic clock until more than ``interval_s`` has passed since
+    ``instant``."""
+    while time.monotonic() <= instant + interval_s:
+        time.sleep(interval_s / 4)
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_this_process_changes_are_read_at_once_whatever_the_recheck(database_url: str) -> None:
+    """With an hour's recheck interval, what the caching app's own pipeline ingests, saves or
+    marks failed is in the very next read (the pipeline marks the kept stamp unchecked); a
+    change by another store is not, until the job changes here too."""
+    readers = Readers(database_url, recheck_s=3600.0)
+    own = readers.pipelines[0]  # the caching app's pipeline
+    own.store.upgrade()
+    spans = worked_example("w", base=BASE)
+    boom = False
+
+    def clock() -> float:
+        if boom:
+            raise ValueError("boom")
+        return T1
+
+    try:
+        own.ingest([s for s in spans if s.attempt == 1])
+        own.clock = clock
+        assert own.recompute("w")
+        first = _read(readers.cached, "w")
+        assert first["fresh"] is True and first["failures"] == 0
+        trusted = readers.answers.trusted_hits
+        assert _read(readers.cached, "w") == first
+        assert readers.answers.trusted_hits == trusted + 1  # answered without the lookup
+
+        own.ingest([s for s in spans if s.attempt == 0])  # this process's ingest: dirty
+        scheduled = len(own.scheduled)
+        stale = _read(readers.cached, "w")
+        assert stale["fresh"] is False and stale["computed_at"] == T1
+        assert _read(readers.cached, "w") == stale  # trusted, and still schedules
+        assert len(own.scheduled) == scheduled + 2
+
+        assert own.recompute("w")  # this process's save
+        whole = _read(readers.cached, "w")
+        assert whole["fresh"] is True and whole["failures"] == 1
+        assert whole["span_count"] == len(spans)
+
+        extra = span(sc.SPAN_TRAIN_WINDOW, BASE + 450, BASE + 451, 1, 0, "w", span_id=999)
+        own.ingest([extra])
+        assert _read(readers.cached, "w")["fresh"] is False
+        boom = True
+        assert not own.recompute("w")  # this process marks it failed
+        failed = _read(readers.cached, "w")
+        assert failed["fresh"] is False and failed["error"].endswith("ValueError: boom")
+        assert failed == _read(readers.plain, "w")
+
+        other = readers.stores[1]  # another store: not seen within the hour
+        boom = False
+        Pipeline(other, clock=lambda: T2).recompute("w")
+        assert _read(readers.plain, "w")["computed_at"] == T2
+        assert _read(readers.cached, "w") == failed
+    finally:
+        readers.close()
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_another_process_changes_are_read_once_the_recheck_interval_passed(
+    database_url: str,
+) -> None:
+    """With a 0.2 s recheck, a change by another store, and one by ``ett recompute`` in a
+    process of its own, is in the first read made more than 0.2 s after the change ended
+    (fails if a trusted stamp is never checked again)."""
+    recheck_s = 0.2
+    other = Store(database_url)
+    other.upgrade()
+    readers = Readers(database_url, recheck_s=recheck_s)
+    spans = worked_example("w", base=BASE)
+    try:
+        other.ingest([s for s in spans if s.attempt == 1])
+        Pipeline(other, clock=lambda: T1).recompute("w")
+        first = _read(readers.cached, "w")
+        assert first["fresh"] is True and first["computed_at"] == T1
+        assert _read(readers.cached, "w") == first  # kept, and its stamp just checked
+
+        other.ingest([s for s in spans if s.attempt == 0])
+        _after(time.monotonic(), recheck_s)
+        stale = _read(readers.cached, "w")
+        assert stale["fresh"] is False and stale["computed_at"] == T1
+
+        Pipeline(other, clock=lambda: T2).recompute("w")
+        _after(time.monotonic(), recheck_s)
+        whole = _read(readers.cached, "w")
+        assert whole["fresh"] is True and whole["computed_at"] == T2
+        assert whole["failures"] == 1
+        assert _read(readers.cached, "w") == whole
+
+        extra = span(sc.SPAN_TRAIN_WINDOW, BASE + 450, BASE + 451, 1, 0, "w", span_id=999)
+        other.ingest([extra])
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "recompute", "--db", database_url],
+            cwd=REPO,
+            env={**os.environ, "ETT_DB_URL": database_url},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        _after(time.monotonic(), recheck_s)
+        by_process = _read(readers.cached, "w")
+        assert by_process["fresh"] is True and by_process["span_count"] == len(spans) + 1
+        assert by_process["computed_at"] > T2
+        assert (
+            _get(readers.plain, "/api/v1/jobs/w").content
+            == _get(readers.cached, "/api/v1/jobs/w").content
+        )
+    finally:
+        readers.close()
+        other.close()

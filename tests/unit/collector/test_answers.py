@@ -45,3 +45,31 @@ def test_answers_past_the_byte_bound_are_dropped_or_never_kept() -> None:
     answers.put("big", _stamp(1), bytes(101))  # larger than the whole bound: not kept
     assert answers.get("big", _stamp(1)) is None and answers.held_bytes == 90
     assert JobAnswers(0).get("x", _stamp(1)) is None
+
+
+def test_a_checked_stamp_is_trusted_for_the_interval_until_marked_unchecked() -> None:
+    now = [100.0]
+    answers = JobAnswers(10, clock=lambda: now[0])
+    token = answers.token()
+    answers.put("a", _stamp(1), b"one", checked=100.0, token=token)
+    assert answers.trusted("a", 0.25) == (_stamp(1), b"one")
+    now[0] = 100.25
+    assert answers.trusted("a", 0.25) is None  # the interval passed: look it up again
+    assert answers.get("a", _stamp(1), checked=100.25, token=answers.token()) == b"one"
+    assert answers.trusted("a", 0.25) is not None  # checked anew
+    answers.mark_unchecked(["a"])
+    assert answers.trusted("a", 0.25) is None
+    assert answers.trusted("a", 0.0) is None  # 0: never trusted
+
+
+def test_a_mark_during_a_lookup_is_not_lost() -> None:
+    """A read that took its token before a change was marked does not count as a check."""
+    answers = JobAnswers(10, clock=lambda: 100.0)
+    token = answers.token()
+    answers.mark_unchecked(["a"])  # the change commits during the read's lookup
+    answers.put("a", _stamp(1), b"one", checked=100.0, token=token)
+    assert answers.trusted("a", 1.0) is None
+    assert answers.get("a", _stamp(1), checked=100.0, token=token) == b"one"
+    assert answers.trusted("a", 1.0) is None
+    assert answers.get("a", _stamp(1), checked=100.0, token=answers.token()) == b"one"
+    assert answers.trusted("a", 1.0) == (_stamp(1), b"one")
