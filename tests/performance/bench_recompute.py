@@ -8,14 +8,16 @@ and of this process and the load average (the machine may be shared), and the se
 per read (its CPU seconds over the run, ingest and recomputes included, over the reads answered).
 After the ingest, the readers go on alone for ``--quiet-s`` seconds: reads/s, latency and CPU
 per read of reads only. Views in one run (:data:`VIEWS`): before, without the read cache
-(``ETT_READ_CACHE=0``); after, with it; and after, with the K reader threads spread over 5
-processes of their own: in the first two the POSTing thread shares this process's GIL with 50
-busy readers, so its latency includes the client's own contention. ``--server-workers N`` runs
-``ett serve --workers N`` (its CPU is that of all its processes). Then an idle collector holding
-presumed-dead jobs: recomputes per second and CPU. Prints figures; it is not a timed test.
+(``ETT_READ_CACHE=0``); with it, its stamp looked up on every read (``ETT_READ_RECHECK_S=0``);
+with it and the default recheck interval (a stamp just checked is trusted that long); and the
+last with the K reader threads spread over 5 processes of their own: in the first three the
+POSTing thread shares this process's GIL with 50 busy readers, so its latency includes the
+client's own contention. ``--server-workers N`` runs ``ett serve --workers N`` (its CPU is that
+of all its processes). Then an idle collector holding presumed-dead jobs: recomputes per second
+and CPU. Prints figures; it is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_recompute [--spans N] [--readers K]
-        [--server-workers N] [--quiet-s S] [--views off,on,on-procs] [--no-idle]
+        [--server-workers N] [--quiet-s S] [--views off,on-recheck0,on,on-procs] [--no-idle]
         [--postgres-url URL] [--profile-read N]
 
 ``--profile-read N`` prints only the CPU of the parts of one job read, in process.
@@ -59,7 +61,7 @@ import pytest
 from collector.domain import SpanRecord
 from collector.domain.examples import worked_example
 from collector.replay import encode_request
-from collector.settings import DEFAULT_READ_THREADS
+from collector.settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_THREADS
 from instrument import semconv as sc
 from tests.support.collector_process import start_collector
 from tests.support.spans import span
@@ -202,12 +204,13 @@ def run(
     read_cache: bool = True,
     server_workers: int = 1,
     quiet_s: float = 5.0,
+    recheck_s: float = DEFAULT_READ_RECHECK_S,
 ) -> dict[str, Any]:
     """One run against a fresh collector (``ett serve --workers server_workers``; without the
-    read cache unless ``read_cache``); returns the latencies (ms) and counts. Reader threads run
-    in this process, or spread over ``reader_procs`` processes of their own. After the ingest
-    the readers go on alone for ``quiet_s`` seconds."""
-    env = {"ETT_READ_THREADS": str(DEFAULT_READ_THREADS)}
+    read cache unless ``read_cache``; ``ETT_READ_RECHECK_S=recheck_s``); returns the latencies
+    (ms) and counts. Reader threads run in this process, or spread over ``reader_procs``
+    processes of their own. After the ingest the readers go on alone for ``quiet_s`` seconds."""
+    env = {"ETT_READ_THREADS": str(DEFAULT_READ_THREADS), "ETT_READ_RECHECK_S": f"{recheck_s:g}"}
     if not read_cache:
         env["ETT_READ_CACHE"] = "0"
     os.environ.update(env)
@@ -341,6 +344,7 @@ def run(
         "load": (load0, load1),
         "reader_procs": reader_procs,
         "read_cache": read_cache,
+        "recheck_s": recheck_s,
         "server_workers": server_workers,
     }
 
@@ -415,8 +419,8 @@ def _p95(ms: list[float]) -> float:
 def report(label: str, views: list[dict[str, Any]], spans: int, readers: int) -> None:
     """Each figure next to its target, one column per view of the run."""
     where = [
-        ("cache " + ("on" if r["read_cache"] else "off"))
-        + (f", {r['reader_procs']} reader procs" if r["reader_procs"] else ", readers here")
+        ("cache " + (f"on, recheck {r['recheck_s']:g} s" if r["read_cache"] else "off"))
+        + (f", {r['reader_procs']} reader procs" if r["reader_procs"] else "")
         + (f", {r['server_workers']} workers" if r["server_workers"] != 1 else "")
         for r in views
     ]
@@ -459,10 +463,16 @@ def report(label: str, views: list[dict[str, Any]], spans: int, readers: int) ->
         print(f"    GET alone {_stats(r['quiet'])}")
 
 
-VIEWS = {"off": (False, 0), "on": (True, 0), "on-procs": (True, 5)}
-"""(read cache, reader processes) of each view: before (``ETT_READ_CACHE=0``: every read decodes
-and encodes the job's stored figures), after, and after with the readers out of the POSTing
-process."""
+VIEWS = {
+    "off": (False, 0, DEFAULT_READ_RECHECK_S),
+    "on-recheck0": (True, 0, 0.0),
+    "on": (True, 0, DEFAULT_READ_RECHECK_S),
+    "on-procs": (True, 5, DEFAULT_READ_RECHECK_S),
+}
+"""(read cache, reader processes, ``ETT_READ_RECHECK_S``) of each view: without the cache
+(``ETT_READ_CACHE=0``: every read decodes and encodes the job's stored figures); with it, the
+stamp looked up on every read; with it and the default recheck interval; and that with the
+readers out of the POSTing process. Readers run in this process unless said."""
 
 
 def views(
@@ -478,10 +488,11 @@ def views(
     (None: SQLite under ``home``)."""
     out = []
     for i, name in enumerate(names):
-        cache, procs = VIEWS[name]
+        cache, procs, recheck_s = VIEWS[name]
         out.append(
             run(home / f"view-{i}", new_db(), spans, readers, reader_procs=procs,
-                read_cache=cache, server_workers=server_workers, quiet_s=quiet_s)
+                read_cache=cache, server_workers=server_workers, quiet_s=quiet_s,
+                recheck_s=recheck_s)
         )  # fmt: skip
     return out
 
