@@ -32,6 +32,13 @@ middleware 110, plus ``anyio.to_thread`` 227 (an executor's hand-off 167); the w
 us before, 253-317 after. The summary itself is small (1.1-1.4 KB, the 60,000-span job's too):
 decode and encode were never the cost; the SQLAlchemy query and the hand-offs were.
 
+The recheck interval (2026-12-01 10:28-10:36 UTC, this 2-core VM, two runs each, 60,000 spans,
+50 readers; ``--views off,on-recheck0,on`` / the pytest form), GET p95 during the ingest, cache
+off / recheck 0 / recheck 0.25 s: SQLite 104-107 / 59 / 57-58 ms (load 0.8-2.0), 95 / 63 / 32
+(load 1.0-1.8); PostgreSQL 184-185 / 109-110 / 91 ms (load 0.6-3.6), 176-177 / 100 / 81-83
+(load 1.4-3.1). Readers alone, server CPU per read: SQLite 938 / 211-247 / 121-124 us,
+PostgreSQL 1,014-1,031 / 345-378 / 126-138 us; reads/s 1,015-1,239 / 2,301-5,534 / 7,371-8,481.
+
 Targets (issue 11): GET of any job p95 < 100 ms during the big job's ingest with K = 50 readers;
 a small job's read never waits behind the big job's recompute; ingest p95 < 1 s; idle CPU with
 presumed-dead jobs near zero.
