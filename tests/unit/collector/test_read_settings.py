@@ -6,6 +6,7 @@ import pytest
 
 from collector.settings import (
     DEFAULT_READ_CACHE_JOBS,
+    DEFAULT_READ_RECHECK_S,
     DEFAULT_READ_THREADS,
     DEFAULT_READ_WAIT_S,
     ConfigError,
@@ -40,4 +41,16 @@ def test_read_cache_is_a_count_of_jobs_and_0_turns_it_off(monkeypatch: pytest.Mo
     for raw in ("-1", "many", "0.5"):
         monkeypatch.setenv("ETT_READ_CACHE", raw)
         with pytest.raises(ConfigError, match="ETT_READ_CACHE"):
+            Settings(db_url="sqlite:///x.db")
+
+
+def test_read_recheck_is_seconds_of_0_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ETT_READ_RECHECK_S", raising=False)
+    assert Settings(db_url="sqlite:///x.db").read_recheck_s == DEFAULT_READ_RECHECK_S == 0.25
+    for raw, seconds in (("0", 0.0), ("1.5", 1.5)):
+        monkeypatch.setenv("ETT_READ_RECHECK_S", raw)
+        assert Settings(db_url="sqlite:///x.db").read_recheck_s == seconds
+    for raw in ("-0.1", "soon", "inf", "nan"):
+        monkeypatch.setenv("ETT_READ_RECHECK_S", raw)
+        with pytest.raises(ConfigError, match="ETT_READ_RECHECK_S"):
             Settings(db_url="sqlite:///x.db")
