@@ -56,8 +56,12 @@ def test_two_collectors_on_one_postgres_give_the_figures_of_the_domain(
         rng.shuffle(shuffled)  # out of order: late spans of earlier attempts too
         batches += [shuffled[i : i + 4] for i in range(0, len(shuffled), 4)]
     rng.shuffle(batches)
-    a = start_collector(tmp_path / "a", db_url=fresh_postgres_url)
-    b = start_collector(tmp_path / "b", db_url=fresh_postgres_url, workers=2)  # 3 processes
+    # every read checks the database: with the default ETT_READ_RECHECK_S, an answer of one
+    # process stays trusted for 0.25 s after another process's save, and the comparison below is
+    # of each instance's answers once the other has saved
+    exact = {"ETT_READ_RECHECK_S": "0"}
+    a = start_collector(tmp_path / "a", db_url=fresh_postgres_url, env=exact)
+    b = start_collector(tmp_path / "b", db_url=fresh_postgres_url, workers=2, env=exact)
     try:
         halves = (batches[0::2], batches[1::2])
 

@@ -88,25 +88,34 @@ def start_collector(
     token: str | None = None,
     port: int | None = None,
     workers: int = 1,
+    env: dict[str, str] | None = None,
 ) -> Collector:
     """Start `ett serve` and wait until /healthz answers. Without ``port``, a free one; should
-    another process take it before the collector binds it, the collector starts on another."""
+    another process take it before the collector binds it, the collector starts on another.
+    ``env``: settings for the server on top of this process's environment."""
     for _ in range(2):
         try:
-            return _start(home, db_url, token, port or free_port(), workers)
+            return _start(home, db_url, token, port or free_port(), workers, env)
         except _PortTaken:
             if port is not None:
                 raise
-    return _start(home, db_url, token, free_port(), workers)
+    return _start(home, db_url, token, free_port(), workers, env)
 
 
 class _PortTaken(RuntimeError):
     """`ett serve` found its port in use."""
 
 
-def _start(home: Path, db_url: str | None, token: str | None, port: int, workers: int) -> Collector:
+def _start(
+    home: Path,
+    db_url: str | None,
+    token: str | None,
+    port: int,
+    workers: int,
+    extra_env: dict[str, str] | None = None,
+) -> Collector:
     db_url = db_url or f"sqlite:///{home / 'collector.db'}"
-    env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1"}
+    env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1", **(extra_env or {})}
     cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", db_url]
     if token:
         cmd += ["--token", token]
