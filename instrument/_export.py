@@ -19,17 +19,22 @@ it does not say how many spans it lost. :class:`ExportQueue` is the same idea wi
   lost span is counted in :attr:`ExportQueue.dropped` (queue full, given up, or still queued or
   in flight at shutdown, or ended after it);
 - ``force_flush`` and ``shutdown`` honour their timeouts; :attr:`ExportQueue.unreachable`
-  says whether the last attempt found no collector (the exit then waits less).
+  says whether the last attempt found no collector (the exit then waits less). A collector
+  that refused connections but accepts one again when a flush begins (it was restarted while
+  an export slept in the exporter's own retry back-off) is waited for, within the timeout:
+  giving up then would shut the exporter down just before its retry delivers the backlog.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import socket
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -52,6 +57,8 @@ PRIORITY_RESERVE = 256
 """Extra queue room for the once-per-attempt spans when the queue is full."""
 DEFAULT_UNREACHABLE_WAIT_S = 0.5
 """The most a flush waits while the collector is unreachable (``ExportQueue.unreachable``)."""
+PROBE_TIMEOUT_S = 0.2
+"""How long a flush tries to connect to a collector that refused connections before."""
 
 _PRIORITY = frozenset({semconv.SPAN_ATTEMPT, semconv.SPAN_FAILURE, semconv.SPAN_FIRST_BATCH})
 
@@ -131,16 +138,41 @@ class ExportQueue(SpanProcessor):
         start = time.monotonic()
         spent = self._unreachable_spent
         fresh, answers = self._in_flight == 0, self._answers()
+        back: bool | None = None
         while True:
             waited = time.monotonic() - start
             left = timeout_s - waited
             if self.unreachable and (not fresh or self._answers() > answers):
-                self._unreachable_spent = spent + waited
-                left = min(left, self._unreachable_wait_s - spent - waited)
+                if back is None:
+                    back = self._collector_back()
+                if not back:
+                    self._unreachable_spent = spent + waited
+                    left = min(left, self._unreachable_wait_s - spent - waited)
             if left <= 0:
                 return False
             if done(min(left, 0.05)):
                 return True
+
+    def _collector_back(self) -> bool:
+        """True when the collector, which gave no answer (connection refused, unreachable),
+        accepts a TCP connection now: an export in flight may be sleeping in the exporter's own
+        retry back-off and will deliver when it wakes. False after an answer (a retryable
+        status: up but refusing), after a flush timed out (a collector that accepts and never
+        answers), or for an exporter without an HTTP endpoint."""
+        if self._stalled or (self._status is not None and self._status.last is not None):
+            return False
+        try:
+            parts = urlsplit(self._endpoint)
+            host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return False
+        if not host or parts.scheme not in ("http", "https"):
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+                return True
+        except OSError:
+            return False
 
     def _start_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name="ett-export", daemon=True)

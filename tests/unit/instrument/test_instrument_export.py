@@ -3,6 +3,7 @@ the loop nothing."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -160,3 +161,74 @@ def test_dead_collector_costs_the_loop_nothing() -> None:
     assert time.monotonic() - t0 < 5.0  # a bounded exit although nothing can be delivered
     assert sess.dropped_spans > 0
     assert sess.steps == n
+
+
+class RetryingExporter(SpanExporter):
+    """An exporter inside its own retry loop: the first request got no answer (connection
+    refused), then it sleeps its back-off until ``wake`` is set and asks again, answered
+    ``answer`` (200: the collector is back)."""
+
+    def __init__(self, status: Any, answer: int | None) -> None:
+        self.status = status
+        self.answer = answer
+        self.asleep = threading.Event()
+        self.wake = threading.Event()
+        self.done = threading.Event()
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.status.record(None)  # connection refused
+        self.asleep.set()
+        self.wake.wait(30)  # the exporter's own back-off
+        self.status.record(self.answer)
+        self.done.set()
+        if self.answer == 200:
+            self.spans.extend(spans)
+            return SpanExportResult.SUCCESS
+        return SpanExportResult.FAILURE
+
+
+def _flush_during_the_back_off(
+    endpoint: str, answer: int | None, back_off_s: float
+) -> tuple[bool, bool, RetryingExporter]:
+    """Flush while the export sleeps its back-off (``back_off_s`` from the flush): whether it
+    delivered, and whether the retry had ended when it returned."""
+    from instrument._answers import HttpStatus
+
+    status = HttpStatus()
+    exporter = RetryingExporter(status, answer)
+    queue = ExportQueue(exporter, status=status, endpoint=f"{endpoint}/v1/traces")
+    provider = TracerProvider()
+    provider.add_span_processor(queue)
+    provider.get_tracer("t").start_span("backlog").end()
+    queue.force_flush(0)  # the export starts now; its first request finds no collector
+    assert exporter.asleep.wait(30)
+    waker = threading.Timer(back_off_s, exporter.wake.set)
+    waker.start()
+    try:
+        delivered = queue.force_flush(20_000)
+        return delivered, exporter.done.is_set(), exporter
+    finally:
+        waker.cancel()
+        exporter.wake.set()
+        queue.shutdown(1000)
+
+
+def test_a_flush_waits_for_a_collector_back_while_the_exporter_sleeps_its_retry() -> None:
+    with socket.socket() as collector:  # restarted: it accepts connections again
+        collector.bind(("127.0.0.1", 0))
+        collector.listen(8)
+        # the back-off ends after the cap of an unreachable collector (0.5 s) has passed: the
+        # flush gave up then and the shutdown after it lost the backlog
+        delivered, _, exporter = _flush_during_the_back_off(
+            f"http://127.0.0.1:{collector.getsockname()[1]}", 200, back_off_s=1.0
+        )
+    assert delivered and [s.name for s in exporter.spans] == ["backlog"]
+
+
+def test_a_flush_gives_up_on_a_collector_still_down_without_waiting_for_the_retry() -> None:
+    delivered, retried, _ = _flush_during_the_back_off(
+        f"http://127.0.0.1:{free_port()}", None, back_off_s=10.0
+    )
+    assert not delivered
+    assert not retried  # it kept the 0.5 s cap: it did not wait 10 s for the exporter's retry
