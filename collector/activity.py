@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .domain.model import SpanRecord
 

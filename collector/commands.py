@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cli import CliError, console
-from instrument import semconv
+from ett import semconv
 
 from ._options import add_filters, add_json, add_state, add_window
 from ._target import add_db_option as _db_arg

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from math import inf
 
-from instrument import semconv
+from ett import semconv
 
 from .domain import SpanRecord, summarize
 from .periodic import Periodic

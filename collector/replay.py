@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .domain import SpanRecord
 

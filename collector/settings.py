@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from instrument import semconv
+from ett import semconv
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024

@@ -1,6 +1,6 @@
 """ETT instrumentation: the library a PyTorch trainer imports to emit ETT spans.
 
-    import instrument as ett
+    import ett
 
     sess = ett.init(model="dlrm")          # identity from the environment (ETT_JOB_ID, RANK, ...)
     with sess.startup("model_init"):
@@ -11,7 +11,7 @@
         sess.step(samples=len(batch))      # counters only: no span per step
     sess.end()                             # also done at exit, on SIGTERM, on an uncaught error
 
-See ``docs/instrument.md``. Torch integrations live in :mod:`instrument.torch_hooks`.
+See ``docs/instrument.md``. Torch integrations live in :mod:`ett.torch_hooks`.
 """
 
 from . import semconv

@@ -1,4 +1,4 @@
-"""``python -m instrument COMMAND [ARGS...]``: zero-code instrumentation (``ett-instrument``)."""
+"""``python -m ett COMMAND [ARGS...]``: zero-code instrumentation (``ett-instrument``)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Zero-code instrumentation: ``ett-instrument COMMAND [ARGS...]`` (or ``python -m instrument``).
+"""Zero-code instrumentation: ``ett-instrument COMMAND [ARGS...]`` (or ``python -m ett``).
 
 Like ``opentelemetry-instrument``: the launcher runs ``COMMAND`` (``exec``: same process) with
 ``ETT_AUTO=1`` and this package's ``_bootstrap`` directory first on ``PYTHONPATH``, so every
@@ -6,9 +6,9 @@ Python interpreter the command starts imports our ``sitecustomize`` at start-up 
 :func:`bootstrap`. Each interpreter then decides what it is (:func:`role`):
 
 - ``rank``: a torchelastic worker (``TORCHELASTIC_RESTART_COUNT`` and ``LOCAL_RANK`` set), or
-  any other interpreter that is not a launcher: it starts a session (:func:`instrument.init`,
+  any other interpreter that is not a launcher: it starts a session (:func:`ett.init`,
   identity and endpoint from the environment, exception/SIGTERM/exit hooks) and the torch hooks
-  of :mod:`instrument._auto_torch`, and marks the environment (``ETT_AUTO_PID``) so that the
+  of :mod:`ett._auto_torch`, and marks the environment (``ETT_AUTO_PID``) so that the
   interpreters *it* starts (compile workers, a DCP checkpoint process, spawned data workers)
   do not become ranks too;
 - ``launcher``: ``torchrun`` / ``python -m torch.distributed.run`` (or ``.launch``) itself,
@@ -37,7 +37,7 @@ LAUNCHER_SCRIPTS = frozenset({"torchrun"})
 
 USAGE = """\
 usage: ett-instrument COMMAND [ARGS...]
-       python -m instrument COMMAND [ARGS...]
+       python -m ett COMMAND [ARGS...]
 
 Run COMMAND with ETT instrumentation in every Python process it starts, without changing
 the program: each rank (a torchrun worker, or a plain `python train.py`) starts its ETT

@@ -2,8 +2,8 @@
 
 Until the first batch, the main thread's imports are timed as the start-up phase ``imports``
 (:class:`ImportPhases`). Each hook reuses the library's own integrations
-(:mod:`instrument.torch_hooks`) and runs when its torch module has been imported
-(:class:`~instrument._import_watch.ImportWatch`):
+(:mod:`ett.torch_hooks`) and runs when its torch module has been imported
+(:class:`~ett._import_watch.ImportWatch`):
 
 - ``torch.distributed``: ``init_process_group`` as the start-up phase ``pg_init`` and
   ``destroy_process_group`` as ``ett.shutdown.pg_teardown``;
@@ -73,7 +73,7 @@ JOIN_S = 0.02
 class ImportPhases:
     """The start-up phase ``imports`` (part ``packages``) from timed imports: the first span starts
     where the session started (before it, the session's own start-up phases name the
-    interpreter's start-up and ``sitecustomize``: ``instrument._startup``); imports less than
+    interpreter's start-up and ``sitecustomize``: ``ett._startup``); imports less than
     :data:`JOIN_S` apart join one span; a span is emitted once the next import starts later,
     or at :meth:`flush`."""
 
@@ -120,7 +120,7 @@ class AutoTorch:
         self._optimizer: weakref.ref[Any] | None = None
         self._resume_step = 0
         # from the session's start: the interpreter's start-up and the imports before it
-        # (sitecustomize's own) are the session's start-up phases (instrument._startup)
+        # (sitecustomize's own) are the session's start-up phases (ett._startup)
         self.imports = ImportPhases(span_sink(session), session.started_ns)
         self.watch = ImportWatch(self.callbacks(), timer=self.imports.add)
         session.add_end_callback(self._startup_over)

@@ -1,4 +1,4 @@
-"""Dynamo compile callbacks to ``ett.compile`` spans (used by :mod:`instrument.torch_hooks`).
+"""Dynamo compile callbacks to ``ett.compile`` spans (used by :mod:`ett.torch_hooks`).
 
 Dynamo runs the start callbacks when the outermost compilation starts and the end callbacks when
 it ends; it appends each frame's ``CompilationMetrics`` record just *after* the end callbacks. So

@@ -1,7 +1,7 @@
 """Who is emitting, and where to: identity and endpoint, from arguments, then the environment.
 
-Environment variables (an explicit argument to :func:`instrument.init` always wins; the
-exporter and protocol conventions are in ``instrument._conventions``):
+Environment variables (an explicit argument to :func:`ett.init` always wins; the
+exporter and protocol conventions are in ``ett._conventions``):
 
 ========================================  ===================================================
 ``ETT_JOB_ID``                            job id; else ``TORCHELASTIC_RUN_ID`` (unless
@@ -34,7 +34,7 @@ exporter and protocol conventions are in ``instrument._conventions``):
 ``ETT_PERSIST_WAIT_S``                    seconds the end of an attempt, however it ends,
                                           waits for checkpoint persists in flight, emitting
                                           each with its real end (default 5; ``0``: no wait;
-                                          ``instrument._persist``)
+                                          ``ett._persist``)
 ========================================  ===================================================
 """
 

@@ -1,11 +1,11 @@
 """The OpenTelemetry SDK settings ETT honours, and those it refuses aloud.
 
-ETT sends its spans through a pipeline of its own (``instrument._export``), not through the
+ETT sends its spans through a pipeline of its own (``ett._export``), not through the
 program's global ``TracerProvider``: the figures need every span, so no sampler of the program's
 may drop one, and the ``OTEL_EXPORTER_OTLP_*`` endpoint and headers must keep applying to them.
 This module reads the SDK's environment conventions for that pipeline. A setting ETT cannot
 honour is named in a one-time warning with what ETT does instead; none is ignored silently.
-(``OTEL_SDK_DISABLED``, the endpoint and the headers are read in ``instrument._config``.)
+(``OTEL_SDK_DISABLED``, the endpoint and the headers are read in ``ett._config``.)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The span emitter: starts and ends the spans of one attempt under its ``ett.attempt`` span.
 
 It is the one object that talks to the OpenTelemetry tracer. The session, its span scopes
-(:mod:`instrument._spans`), the persist tracker and the compile hooks all go through it, typed by
-the narrow :class:`instrument._spans.SpanSink` protocol. No method raises.
+(:mod:`ett._spans`), the persist tracker and the compile hooks all go through it, typed by
+the narrow :class:`ett._spans.SpanSink` protocol. No method raises.
 """
 
 from __future__ import annotations

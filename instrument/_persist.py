@@ -1,8 +1,8 @@
 """``ett.checkpoint.persist``: timing the background part of checkpoint saves.
 
 :class:`PersistTracker` remembers when each recent save started and ends a persist span when the
-save's future completes. It implements :class:`instrument._spans.SaveTracker` and emits through a
-:class:`instrument._spans.SpanSink`.
+save's future completes. It implements :class:`ett._spans.SaveTracker` and emits through a
+:class:`ett._spans.SpanSink`.
 
 At the end of an attempt, however it ends, :meth:`PersistTracker.finish` waits a bounded time
 (``ETT_PERSIST_WAIT_S``, default 5 s) for the persists still in flight, so a checkpoint that

@@ -1,8 +1,8 @@
 """The session: one attempt of one rank, and one method per span of ETT-SPEC section 2.
 
 It owns the attempt span, the hot-loop counters and their windows, the end, and the exit
-watchdog; spans go out through its :class:`~instrument._emitter.SpanEmitter`, persist spans
-through its :class:`~instrument._persist.PersistTracker`.
+watchdog; spans go out through its :class:`~ett._emitter.SpanEmitter`, persist spans
+through its :class:`~ett._persist.PersistTracker`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ _Item = TypeVar("_Item")
 
 
 class Session:
-    """The instrumentation of one attempt on one rank. Create it with :func:`instrument.init`.
+    """The instrumentation of one attempt on one rank. Create it with :func:`ett.init`.
 
     Methods that time a block return a :class:`SpanBlock` (a context manager and a decorator).
     No method raises because of telemetry; exceptions of the user's code propagate unchanged.
@@ -92,7 +92,7 @@ class Session:
         self._attempt_span = self._spans.open_root(semconv.SPAN_ATTEMPT, self._alloc_ns)
         self.started_ns = time.time_ns()
         """When this session started (unix ns): the start-up phases the library names by
-        itself (``instrument._startup``) end here."""
+        itself (``ett._startup``) end here."""
         if enabled:  # the seconds before init(), named now (exported with the next batch,
             # within a second): live figures count them, and they survive a later SIGKILL
             observed_startup(self._spans, self._alloc_ns, self.started_ns)
@@ -196,7 +196,7 @@ class Session:
     def set_backend(self, backend: str) -> None:
         """Tell the session the process-group backend (``gloo``, ``nccl``, ...). On a torchrun
         restart with gloo and without ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` it logs a
-        warning, once (``instrument._torchrun``). :func:`instrument.torch_hooks.init_process_group`
+        warning, once (``ett._torchrun``). :func:`ett.torch_hooks.init_process_group`
         calls it for you."""
         warn_restart_store(str(backend))
 
@@ -342,7 +342,7 @@ class Session:
 
     def defer_while_ending(self, action: Callable[[], None], wait_s: float = 0.0) -> bool:
         """For a signal handler: hold ``action`` (the signal's own action: raise
-        :class:`~instrument.Preempted`, die by the signal) until :meth:`end` has returned, when
+        :class:`~ett.Preempted`, die by the signal) until :meth:`end` has returned, when
         the handler interrupted :meth:`end` in this thread; True then. Raising there would cut
         the end's flush short and lose the spans it records (the attempt span, the failure, the
         last window): a failing rank under torchrun gets its SIGTERM just as it records its own
@@ -434,5 +434,5 @@ class Session:
 
 def span_sink(session: Session) -> SpanSink:
     """The spans of ``session``'s attempt, for the library's integrations
-    (:mod:`instrument.torch_hooks` times compilations through it)."""
+    (:mod:`ett.torch_hooks` times compilations through it)."""
     return session._spans

@@ -1,7 +1,7 @@
 """Starting a session: :func:`init`, :func:`attempt` and :func:`current`.
 
 The OpenTelemetry SDK and the OTLP exporter are imported here, lazily, only when the library
-builds its own pipeline: ``import instrument`` needs only ``opentelemetry-api``. The spans go
+builds its own pipeline: ``import ett`` needs only ``opentelemetry-api``. The spans go
 through that pipeline of the library's own, never through the program's global provider (its
 sampler could drop them, and its exporter ignores ETT's endpoint); ``tracer_provider=`` chooses
 another provider explicitly.
@@ -196,15 +196,15 @@ def init(
 ) -> Session:
     """Start instrumenting this attempt on this rank and return its :class:`Session`.
 
-    Arguments left ``None`` come from the environment (see ``instrument._config`` and
-    ``instrument._conventions``). The spans go to ``tracer_provider`` if given, else to a
+    Arguments left ``None`` come from the environment (see ``ett._config`` and
+    ``ett._conventions``). The spans go to ``tracer_provider`` if given, else to a
     pipeline of the library's own (bounded queue, OTLP/HTTP to ``endpoint``, or ``exporter`` if
     given; ``token`` or ``ETT_TOKEN``: a bearer token for the collector), never to the
     program's global provider. ``flush_timeout_s`` (else ``ETT_FLUSH_TIMEOUT_S``, default 5):
     how long ``end()`` waits for the export; at most 0.5 s while the collector does not answer.
     ``install_handlers`` installs the exception, SIGTERM and exit hooks; on SIGTERM the attempt
     ends ``preempted``, then the process dies by the signal, or, with ``raise_on_sigterm``,
-    :class:`instrument.Preempted` is raised in the main thread (also when the session records
+    :class:`ett.Preempted` is raised in the main thread (also when the session records
     nothing, so the program behaves the same with telemetry off). ``exit_timeout_s`` (else
     ``ETT_EXIT_TIMEOUT_S``, default 5; 0 disables): once a failed end is flushed, the process
     has that long to exit before the exit watchdog records the hang and ends it.
@@ -243,7 +243,7 @@ def current() -> Session:
 
 
 class AttemptScope:
-    """``with instrument.attempt(...) as sess:`` see :func:`attempt`."""
+    """``with ett.attempt(...) as sess:`` see :func:`attempt`."""
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
         self._kwargs = kwargs

@@ -6,8 +6,8 @@ an ``exception`` event) and then propagates unchanged: ``__exit__`` never swallo
 raises one of its own.
 
 Scopes depend on two narrow protocols, not on the session: :class:`SpanSink` (start and end one
-span; :class:`instrument._emitter.SpanEmitter` implements it) and :class:`SaveTracker` (what a
-checkpoint save reports; :class:`instrument._persist.PersistTracker` implements it).
+span; :class:`ett._emitter.SpanEmitter` implements it) and :class:`SaveTracker` (what a
+checkpoint save reports; :class:`ett._persist.PersistTracker` implements it).
 """
 
 from __future__ import annotations
@@ -146,5 +146,5 @@ class CheckpointSave(SpanBlock):
 
     def persist(self, future: Any) -> None:
         """Time the background part: ``ett.checkpoint.persist`` from this save's start until
-        ``future`` completes (see :meth:`instrument.Session.checkpoint_persist`)."""
+        ``future`` completes (see :meth:`ett.Session.checkpoint_persist`)."""
         self._saves.persist(self.step, future, start_ns=self.start_ns or None)

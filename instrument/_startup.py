@@ -9,7 +9,7 @@ arrives at the end). The phases tile ``[allocation, init()]`` without overlap:
 
 - ``ett.startup.scheduling`` from the allocation (``ETT_ALLOCATED_AT``), component
   ``scheduler``, when the allocation is before the process (or its launcher) started;
-- under torchrun, its share before this process started (``instrument._torchrun``):
+- under torchrun, its share before this process started (``ett._torchrun``):
   ``launcher`` (the agent's interpreter and imports, ``runtime``), ``rendezvous`` (``comms``, a
   barrier) and ``worker_spawn`` (``runtime``). No phase starts before the allocation, so they
   only show where the allocation is known to precede them (``ETT_ALLOCATED_AT`` from the
@@ -46,7 +46,7 @@ HEAVY_PACKAGES = ("torch", "numpy", "jax", "tensorflow", "pandas", "torchrec")
 """Packages whose import is the program's, not the interpreter's, start-up."""
 
 LOADED_NS = time.time_ns()
-"""When this module was imported (``import instrument`` imports it)."""
+"""When this module was imported (``import ett`` imports it)."""
 
 
 def _boot_ns() -> int | None:
@@ -139,7 +139,7 @@ def emit_process_startup(
 ) -> list[str]:
     """Emit the phases of the module docstring for an attempt allocated at ``alloc_ns`` whose
     process started at ``started_ns`` (None: unknown), up to ``now_ns``. ``launcher`` holds the
-    launcher's ``(phase, instant)`` marks (``instrument._torchrun.launcher_marks``), ``ready_ns``
+    launcher's ``(phase, instant)`` marks (``ett._torchrun.launcher_marks``), ``ready_ns``
     the end of the interpreter's own start-up (:func:`interpreter_ready_ns`). Each mark's phase
     runs to the next mark; instants are clamped to ``[alloc_ns, now_ns]`` and kept in order,
     so the phases tile ``[alloc_ns, now_ns]``; empty ones are left out. Returns the phases

@@ -1,7 +1,7 @@
 """Training windows: turn the hot loop's step counters into ``ett.train.window`` spans.
 
 The training thread only increments two integers and stores one clock reading, the instant of
-its last step (:meth:`instrument.Session.step`). A daemon thread polls them every ``poll_s`` (a
+its last step (:meth:`ett.Session.step`). A daemon thread polls them every ``poll_s`` (a
 tenth of a window, at most 1 s). Every ``window_s`` it emits one window covering the steps since
 the previous window, ending at the instant of the last step it saw (without that instant: the
 poll at which it saw the counters move); the next window starts where this one ended, so windows

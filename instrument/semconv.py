@@ -122,7 +122,7 @@ def startup_phase(span_name: str) -> str | None:
 DEFAULT_WINDOW_S: Final = 10.0
 """Seconds of one ``ett.train.window`` unless configured (ETT-SPEC section 2): how often a
 training rank emits its heartbeat, and the collector's unit of silence. Both sides default to it
-(``instrument.init(window_s=...)``, ``ett train --window-s``, the collector's ``ETT_WINDOW_S``);
+(``ett.init(window_s=...)``, ``ett train --window-s``, the collector's ``ETT_WINDOW_S``);
 a job emitting other windows needs a collector configured to match."""
 
 PRESUMED_DEAD_WINDOWS: Final = 3
@@ -287,7 +287,7 @@ class StartupPhaseValues(StrEnum):
 
 class LauncherPhaseValues(StrEnum):
     """Extension. Start-up phases of a launcher (torchrun) before the rank's process started,
-    measured by the rank (``instrument._torchrun``); its rendezvous is the phase ``rendezvous``."""
+    measured by the rank (``ett._torchrun``); its rendezvous is the phase ``rendezvous``."""
 
     LAUNCHER = "launcher"
     """The launcher's own start: its interpreter and imports, up to its rendezvous."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._plan import AttemptPlan, Checkpoint, Draw, JobPlan
 from ._startup import run_startup

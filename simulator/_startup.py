@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._plan import AttemptPlan, Draw, Interval, to_ms
 from .profile import COMPILE_PHASE, LOAD_PHASE

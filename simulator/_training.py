@@ -13,7 +13,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._plan import AttemptPlan, Checkpoint, Draw, Interval
 from ._startup import error_type

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cli import CliError
-from instrument import semconv
+from ett import semconv
 
 EPILOG = """\
 examples:

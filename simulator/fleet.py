@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from instrument import semconv
+from ett import semconv
 
 from ._jobs import JobSpec, SimJob, generate_job
 from .profile import Profile

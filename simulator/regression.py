@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .profile import Profile, ProfileError
 

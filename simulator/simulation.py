@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypedDict, Unpack
 
-from instrument import semconv
+from ett import semconv
 
 from ._jobs import JobSpec, SimJob
 from .fleet import FleetSpec, generate, job_specs

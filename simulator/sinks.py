@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from instrument import semconv
+from ett import semconv
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 """Answers OTLP/HTTP says to retry (with backoff, honouring ``Retry-After``)."""

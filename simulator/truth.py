@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._plan import AttemptPlan, Interval, JobPlan
 

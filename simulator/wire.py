@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 AttrValue = str | bool | int | float
 Attrs = tuple[tuple[str, AttrValue], ...]

@@ -38,8 +38,8 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
-from instrument import torch_hooks
-from instrument.semconv import CheckpointModeValues
+from ett import torch_hooks
+from ett.semconv import CheckpointModeValues
 from trainer.distributed import broadcast_value
 from trainer.model import TrainModel
 from trainer.steplog import StepLog

@@ -11,7 +11,7 @@ Spans come from the instrumentation library's torch hooks: the artifact load is 
 outcome); the hooks stay installed, so a recompile mid-training (the first evaluation under
 ``no_grad``, say) is seen too. The step log gets the trainer's own figures: load and compile
 seconds, and the outcome from Inductor's FX-graph cache counters, named as the library names
-it (:func:`instrument.torch_hooks.cache_status`: all hits ``hit``, all misses ``miss``, both
+it (:func:`ett.torch_hooks.cache_status`: all hits ``hit``, all misses ``miss``, both
 ``partial``, no lookup ``off``). ``--fresh-local-cache`` gives the process an empty
 ``TORCHINDUCTOR_CACHE_DIR``, as a new host would have, so the saved artifacts are the only cache.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from instrument import torch_hooks
-from instrument.semconv import CompileCacheValues
+from ett import torch_hooks
+from ett.semconv import CompileCacheValues
 from trainer.config import ModelConfig
 from trainer.model import TrainModel
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instrument import semconv
+from ett import semconv
 from trainer.faults import FAIL_KINDS, FaultSpec
 
 SIZES: dict[str, dict[str, Any]] = {

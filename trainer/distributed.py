@@ -16,7 +16,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-import instrument as ett
+import ett
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-import instrument as ett
+import ett
 from trainer.checkpoint import COMMITTED, MODEL_CONFIG, resolve_checkpoint
 from trainer.config import HelpFormatter, ModelConfig
 from trainer.data import SyntheticClicks

@@ -2,7 +2,7 @@
 
 :func:`open_session` starts an ``instrument`` session for this rank: the library resolves who
 the rank is, and installs its exception, SIGTERM and exit hooks (on SIGTERM it records the
-preemption, then raises :class:`instrument.Preempted` in the main thread, so the trainer's
+preemption, then raises :class:`ett.Preempted` in the main thread, so the trainer's
 teardown runs). :func:`timed_phase` wraps a
 start-up phase in its span and writes its length to the step log as well, so the trainer's own
 account and the collector's can be compared.
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import instrument as ett
+import ett
 from trainer.config import TrainConfig
 from trainer.steplog import StepLog
 

@@ -19,9 +19,9 @@ from typing import Any, NoReturn
 
 import torch
 
-import instrument as ett
-from instrument import torch_hooks
-from instrument.semconv import EndReasonValues, FailureCauseValues, ShutdownStepValues
+import ett
+from ett import torch_hooks
+from ett.semconv import EndReasonValues, FailureCauseValues, ShutdownStepValues
 from trainer import faults, model
 from trainer.checkpoint import Checkpointer
 from trainer.compile_cache import CompileCache, compile_model, use_fresh_local_cache

@@ -26,7 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
-from instrument.semconv import FailureCauseValues
+from ett.semconv import FailureCauseValues
 
 from ._fleet import JobFacts, load_facts
 from .rules import COMPONENTS, WINDOWS

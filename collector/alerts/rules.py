@@ -34,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from instrument.semconv import ComponentValues
+from ett.semconv import ComponentValues
 
 WINDOWS: dict[str, float] = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0}
 """The rolling windows of the fleet metrics and of the rules, in seconds."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._sweep import sweep
 from .model import BlockingEvent, SpanRecord

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .model import BlockingStats, SpanRecord
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .model import SpanRecord
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
 from ._charges import blocking_events
@@ -26,7 +26,7 @@ from .model import (
 )
 
 DEFAULT_WINDOW_S = sc.DEFAULT_WINDOW_S
-"""The default ``ett.train.window`` length (the emitter's, from ``instrument.semconv``)."""
+"""The default ``ett.train.window`` length (the emitter's, from ``ett.semconv``)."""
 
 _COMPLETED = sc.EndReasonValues.COMPLETED.value
 

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from ._charges import cutout_component, phase_component, settle, shutdown_component
 from ._checkpoints import Checkpoint

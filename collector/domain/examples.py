@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 from .model import AttrValue, SpanRecord
 

@@ -12,7 +12,7 @@ from typing import Any, Final
 from collector.domain.model import SpanRecord
 from collector.otlp._limits import MAX_INDEX, attributes_problem, identity_problem
 from collector.otlp._result import DecodeResult
-from instrument import semconv
+from ett import semconv
 
 _JOB_ID: Final = semconv.JOB_ID
 _ATTEMPT: Final = semconv.ATTEMPT

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from instrument import semconv
+from ett import semconv
 
 MAX_IDENTITY_CHARS: Final = 256
 """Longest job id, model, team, component or span name, in characters."""

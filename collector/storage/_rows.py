@@ -11,7 +11,7 @@ from typing import Any
 
 from collector.domain.model import JobSummary, SpanRecord
 from collector.schemas import SegmentJSON, job_json, segment_json_of
-from instrument import semconv
+from ett import semconv
 
 _Scanner = Callable[[Any, int], Sequence[str]]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from collector.domain.model import AttrValue, SpanRecord
 from collector.storage._rows import encode_json
-from instrument import semconv
+from ett import semconv
 
 WINDOW = semconv.SPAN_TRAIN_WINDOW
 """The span name that is folded."""

@@ -1,5 +1,5 @@
 """Imported by every Python interpreter started under ``ett-instrument`` (see
-``instrument._auto``): start ETT when this interpreter is a rank, then run the
+``ett._auto``): start ETT when this interpreter is a rank, then run the
 ``sitecustomize`` that ours hides, if there is one."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def _chain() -> None:
 
 def _start() -> None:
     try:
-        from instrument._auto import bootstrap
+        from ett._auto import bootstrap
     except ImportError as exc:
-        print(f"ett-instrument: cannot import instrument here: {exc}", file=sys.stderr)
+        print(f"ett-instrument: cannot import ett here: {exc}", file=sys.stderr)
         return
     bootstrap()
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from collector.domain import SpanRecord
-from instrument import semconv as sc
+from ett import semconv as sc
 
 _ids = itertools.count(1)
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from collector.domain.model import SpanRecord
 from collector.otlp import decode_traces
 from collector.otlp._protobuf import LAZY_SCHEMA
-from instrument import semconv
+from ett import semconv
 
 LIMIT = 16 << 20
 T0 = 1_750_000_000_123_456_789

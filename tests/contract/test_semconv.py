@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from instrument import semconv
+from ett import semconv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -324,6 +324,4 @@ def test_no_module_but_semconv_spells_an_ett_string() -> None:
         for line, value in ett_literals(path.read_text(encoding="utf-8"), str(path))
     ]
 
-    assert offenders == [], "import the name from instrument.semconv instead:\n" + "\n".join(
-        offenders
-    )
+    assert offenders == [], "import the name from ett.semconv instead:\n" + "\n".join(offenders)

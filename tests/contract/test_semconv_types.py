@@ -8,7 +8,7 @@ import inspect
 import itertools
 import re
 
-from instrument import semconv
+from ett import semconv
 
 _DECLARED = re.compile(r"^(?:Extension\. )?(int|str|bool|float)\b")
 _ENUMERATED = re.compile(r":class:`\w+Values`")

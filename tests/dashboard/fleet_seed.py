@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from collector.domain.examples import worked_example
 from collector.domain.model import AttrValue, SpanRecord
 from collector.replay import send_spans
-from instrument import semconv as sc
+from ett import semconv as sc
 
 
 @dataclass

@@ -3,7 +3,7 @@
 
 Run it under torchrun (gloo, CPU, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``). It trains a tiny
 linear model with DDP, saves an async DCP checkpoint every ``--ckpt-every`` steps (through
-``instrument.torch_hooks.dcp_async_save``, on a gloo group of its own), resumes from the newest
+``ett.torch_hooks.dcp_async_save``, on a gloo group of its own), resumes from the newest
 committed one (a ``.metadata`` file) on a restart. ``--fail ATTEMPT:RANK:KIND:STEP`` (repeatable):
 on that attempt, after ``STEP`` steps (and after that step's save when one is due), rank
 ``RANK`` raises (``exception``), SIGKILLs itself (``sigkill``) or hangs (``hang``: it sleeps
@@ -48,8 +48,8 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-import instrument as ett  # noqa: E402
-from instrument import torch_hooks  # noqa: E402
+import ett  # noqa: E402
+from ett import torch_hooks  # noqa: E402
 
 
 class Clock:

@@ -8,7 +8,7 @@ import time
 
 FIRST_LINE_NS = time.time_ns()
 
-import instrument as ett  # noqa: E402  (first: the interpreter's part of imports ends here)
+import ett  # noqa: E402  (first: the interpreter's part of imports ends here)
 
 IMPORTED_NS = time.time_ns()
 
@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from instrument import semconv  # noqa: E402
-from instrument._startup import process_start_ns  # noqa: E402
+from ett import semconv  # noqa: E402
+from ett._startup import process_start_ns  # noqa: E402
 
 
 def main(out: str) -> None:

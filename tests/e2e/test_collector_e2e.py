@@ -258,7 +258,7 @@ def test_metrics_count_accepted_rejected_and_unknown(collector: Collector) -> No
 def test_live_job_is_running_then_presumed_dead(tmp_path: Path) -> None:
     import time
 
-    from instrument import semconv as sc
+    from ett import semconv as sc
     from tests.support.spans import span
 
     c = start_collector(tmp_path / "home")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import instrument as ett
+import ett
 from tests.support.collector_process import Collector, start_collector
 
 pytestmark = pytest.mark.e2e

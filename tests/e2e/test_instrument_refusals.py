@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import instrument as ett
-from instrument import _errors
+import ett
+from ett import _errors
 from tests.support.collector_process import Collector, start_collector
 
 pytestmark = pytest.mark.e2e

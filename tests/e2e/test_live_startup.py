@@ -22,9 +22,9 @@ EPS = 0.005  # seconds: a figure against instants the child read around what it 
 
 CHILD = """
 import json, sys, time
-from instrument._startup import process_start_ns
+from ett._startup import process_start_ns
 started = process_start_ns() / 1e9
-import instrument as ett
+import ett
 t_call = time.time()
 sess = ett.init(model="tiny", window_s=0.2)
 t_init = time.time()

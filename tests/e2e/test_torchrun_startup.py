@@ -1,6 +1,6 @@
 """torchrun's share of start-up, measured from inside real workers: ``launcher`` (the agent's
 own start), ``rendezvous``, ``worker_spawn``, then the two parts of ``imports``; the phases
-tile ``[allocation, init()]`` with no overlap (``instrument._startup``, ``instrument._torchrun``).
+tile ``[allocation, init()]`` with no overlap (``ett._startup``, ``ett._torchrun``).
 
 The allocation (``ETT_ALLOCATED_AT``) is an instant the test reads before it starts torchrun,
 as a scheduler would: phases never start before the allocation."""
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from instrument._torchrun import birth_ns
+from ett._torchrun import birth_ns
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from collector.storage import Store
-from instrument import semconv
+from ett import semconv
 from tests.support.collector_process import Collector
 from trainer.testing import REPO, Run, launch, missing_stack
 

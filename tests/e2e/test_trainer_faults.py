@@ -21,7 +21,7 @@ from test_trainer_e2e import (
 
 from collector.domain import summarize
 from collector.storage import Store
-from instrument import semconv
+from ett import semconv
 from tests.support.collector_process import Collector
 from trainer.testing import Run
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from collector.storage import Store
-from instrument import semconv
+from ett import semconv
 from tests.support.collector_process import Collector
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +44,9 @@ PROC_START_S = 0.03  # seconds: a process start read from /proc (clock ticks of 
 
 
 def _launcher() -> list[str]:
-    """``ett-instrument`` beside this interpreter (the console script), else ``-m instrument``."""
+    """``ett-instrument`` beside this interpreter (the console script), else ``-m ett``."""
     script = shutil.which("ett-instrument", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "instrument"]
+    return [script] if script else [sys.executable, "-m", "ett"]
 
 
 def _require_torchrun() -> None:

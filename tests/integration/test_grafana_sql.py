@@ -27,11 +27,11 @@ from collector.pipeline import Pipeline
 from collector.query import Query
 from collector.storage import Store
 from collector.storage._roles import GRAFANA_VIEWS, grant_readonly
+from ett import semconv as sc
 from grafana import _fleet, _job
 from grafana._macros import expand
 from grafana._provisioning import dashboard_models
 from grafana._queries import SqlQuery
-from instrument import semconv as sc
 from simulator import simulate_into_db
 from tests.support.collector_process import start_collector
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from collector.domain import SpanRecord, summarize
 from collector.schemas import job_json
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import (
     attempt_end,
     failure,

@@ -30,7 +30,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.conftest import PostgresServer, throwaway_postgres
 from tests.support.collector_process import WAIT_S, Collector, start_collector
 

@@ -34,7 +34,7 @@ from collector.domain.examples import worked_example
 from collector.pipeline import Pipeline
 from collector.settings import Settings
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.conftest import BACKENDS, throwaway_postgres
 from tests.support.spans import span
 

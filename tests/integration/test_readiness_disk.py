@@ -26,7 +26,7 @@ from collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_path
 from collector.pipeline import Pipeline
 from collector.settings import ConfigError, Settings
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 
 _ids = itertools.count(1)
 

@@ -25,7 +25,7 @@ from collector.otlp._limits import MAX_IDENTITY_CHARS, MAX_VALUE_CHARS
 from collector.pipeline import Pipeline
 from collector.settings import Settings
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.conftest import BACKENDS
 
 _ids = itertools.count(1)

@@ -29,7 +29,7 @@ from collector.storage import Store, head_revision
 from collector.storage._engine import normalize_url
 from collector.storage._lost_time import lost_time_query
 from collector.storage._tables import metadata
-from instrument import semconv
+from ett import semconv
 from tests.support import spans
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from collector.domain import SpanRecord, summarize
 from collector.schemas import job_json
 from collector.storage import Store
 from collector.storage._runs import WINDOW
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -27,7 +27,7 @@ from collector.otlp import decode_traces
 from collector.replay import encode_request
 from collector.storage import Store
 from collector.storage._rows import SPAN_COLUMNS, span_rows
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.collector_process import start_collector
 from tests.support.spans import span
 

@@ -49,7 +49,7 @@ from collector.domain import SpanRecord, summarize
 from collector.replay import encode_request
 from collector.storage import Store
 from collector.storage._runs import Run
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.collector_process import stop_process
 from tests.support.ports import free_port
 from tests.support.spans import first_batch, persist, phase, save, window

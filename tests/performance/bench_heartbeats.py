@@ -42,7 +42,7 @@ from collector.domain import SpanRecord, summarize
 from collector.replay import encode_request
 from collector.schemas import job_json
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.collector_process import start_collector
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 

@@ -40,7 +40,7 @@ import httpx
 
 from collector.domain import SpanRecord, summarize
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.performance.bench_freshness import rss_mb, serve
 from tests.support.collector_process import stop_process
 

@@ -69,7 +69,7 @@ from collector.domain import SpanRecord
 from collector.domain.examples import worked_example
 from collector.replay import encode_request
 from collector.settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_THREADS
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.collector_process import start_collector
 from tests.support.spans import span
 

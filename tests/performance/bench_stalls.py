@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-import instrument as ett
+import ett
 from tests.performance.bench_step import _best_ns_per_call as _best_ns_per_item
 from tests.performance.bench_step import _Discard
 

@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-import instrument as ett
+import ett
 
 STEP_TARGET_NS = 1000.0
 RATIO_TARGET = 20.0

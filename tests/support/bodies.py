@@ -10,7 +10,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from instrument import semconv as sc
+from ett import semconv as sc
 
 _SPAN_ID_MARK: Final = b"SPANIDXX"
 _START_MARK: Final = b"STARTxxx"

@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.applications import Starlette
 
 from collector.storage import Store
-from instrument import semconv as sc
+from ett import semconv as sc
 
 SEED = 20261130
 OK = {200, 400, 413, 415}

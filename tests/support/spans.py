@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from collector.domain import Segment, SpanRecord
-from instrument import semconv as sc
+from ett import semconv as sc
 
 _ids = itertools.count(1)
 

@@ -1,15 +1,15 @@
 """The import layers of DESIGN.md, checked on the source (every import, lazy ones included).
 
-- the domain imports nothing of ours but ``instrument.semconv``; ``collector.schemas`` only the
+- the domain imports nothing of ours but ``ett.semconv``; ``collector.schemas`` only the
   domain;
 - storage and otlp import the domain (never the pipeline, the query layer or the API);
 - nothing in the collector imports the API but its commands; the collector never imports the
   trainer, the views or the simulator;
 - the views (``dashboard``, ``grafana``) import only their own code, the pure read vocabulary
-  (``collector.schemas``, ``collector.domain``) and ``instrument.semconv``;
+  (``collector.schemas``, ``collector.domain``) and ``ett.semconv``;
 - ``cli`` imports only itself and the parts' commands modules (which alone import ``cli``);
-- the simulator imports ``instrument.semconv`` and the collector's ingest entry;
-- ``instrument`` imports no collector, trainer or view code.
+- the simulator imports ``ett.semconv`` and the collector's ingest entry;
+- ``ett`` (the library) imports no collector, trainer or view code.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from cli._parts import PARTS
+from tests.support.layout import ROOT, import_names, module_name
 
-ROOT = Path(__file__).resolve().parents[2]
-OURS = ("cli", "collector", "instrument", "trainer", "dashboard", "grafana", "simulator")
-VOCABULARY = ("collector.schemas", "collector.domain", "instrument.semconv")
+FOLDERS = ("cli", "collector", "instrument", "trainer", "dashboard", "grafana", "simulator")
+OURS = tuple(import_names().get(folder, folder) for folder in FOLDERS)
+VOCABULARY = ("collector.schemas", "collector.domain", "ett.semconv")
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,13 @@ class Rule:
 
 
 RULES = (  # the most specific importer wins
-    Rule("instrument", ("instrument",)),
-    Rule("collector", ("collector", "instrument.semconv"), ("collector.api", "collector.commands")),
-    Rule("collector.commands", ("collector", "instrument.semconv")),
-    Rule("collector.api", ("collector", "instrument.semconv"), ("collector.commands",)),
-    Rule("collector.domain", ("collector.domain", "instrument.semconv")),
+    Rule("ett", ("ett",)),
+    Rule("collector", ("collector", "ett.semconv"), ("collector.api", "collector.commands")),
+    Rule("collector.commands", ("collector", "ett.semconv")),
+    Rule("collector.api", ("collector", "ett.semconv"), ("collector.commands",)),
+    Rule("collector.domain", ("collector.domain", "ett.semconv")),
     Rule("collector.schemas", ("collector.domain.model",)),
-    Rule("collector.otlp", ("collector.otlp", "collector.domain", "instrument.semconv")),
+    Rule("collector.otlp", ("collector.otlp", "collector.domain", "ett.semconv")),
     Rule("collector.storage", ("collector.storage", *VOCABULARY)),
     Rule("dashboard", ("dashboard", *VOCABULARY)),
     # the alert rule model and its PromQL are pure (no SQL, no HTTP): Grafana's alert rules are
@@ -51,15 +52,15 @@ RULES = (  # the most specific importer wins
     Rule(
         "grafana", ("grafana", *VOCABULARY, "collector.alerts.rules", "collector.alerts.prometheus")
     ),
-    Rule("collector.alerts.rules", ("collector.alerts.rules", "instrument.semconv")),
-    Rule("collector.alerts.prometheus", ("collector.alerts", "instrument.semconv")),
+    Rule("collector.alerts.rules", ("collector.alerts.rules", "ett.semconv")),
+    Rule("collector.alerts.prometheus", ("collector.alerts", "ett.semconv")),
     Rule("cli", ("cli", *PARTS)),
-    Rule("trainer", ("trainer", "instrument")),
+    Rule("trainer", ("trainer", "ett")),
     Rule(
         "simulator",
         (
             "simulator",
-            "instrument.semconv",
+            "ett.semconv",
             "collector.domain",
             "collector.pipeline",
             "collector.storage",
@@ -82,13 +83,6 @@ def _rule(module: str) -> Rule:
     return rule
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def _imports(path: Path, module: str) -> list[tuple[int, list[str]]]:
     """``(line, alternatives)`` per import of ours: it passes when any alternative is allowed
     (``from a import b`` names ``a`` and ``a.b``)."""
@@ -109,8 +103,8 @@ def _imports(path: Path, module: str) -> list[tuple[int, list[str]]]:
 
 def _sources() -> list[Path]:
     files: list[Path] = []
-    for package in OURS:
-        files += sorted((ROOT / package).rglob("*.py"))
+    for folder in FOLDERS:
+        files += sorted((ROOT / folder).rglob("*.py"))
     return files
 
 
@@ -123,7 +117,7 @@ def _allowed(rule: Rule, name: str) -> bool:
 def test_every_package_keeps_its_layer() -> None:
     broken: list[str] = []
     for path in _sources():
-        module = _module_name(path)
+        module = module_name(path)
         rule = _rule(module)
         for line, alternatives in _imports(path, module):
             if not any(_allowed(rule, name) for name in alternatives):
@@ -139,7 +133,7 @@ def test_every_package_keeps_its_layer() -> None:
         ("collector.storage._x", "from ..pipeline import Pipeline\n", "collector.storage"),
         ("collector.query", "from collector.api import create_app\n", "collector"),
         ("dashboard._x", "from collector.query import Query\n", "dashboard"),
-        ("instrument._x", "import trainer.train\n", "instrument"),
+        ("ett._x", "import trainer.train\n", "ett"),
         ("cli._x", "from collector import pipeline\n", "cli"),
     ],
 )
@@ -157,3 +151,25 @@ def test_the_check_catches_a_crossing(
 def test_the_vocabulary_import_passes() -> None:
     rule = _rule("dashboard.client")
     assert _allowed(rule, "collector.schemas") and not _allowed(rule, "collector.storage")
+
+
+def test_no_import_spells_a_folder_name() -> None:
+    """A package folder is imported by its import name (``ett``, not ``instrument``): the folder
+    name would import a second copy of the module from the checkout, and not at all once
+    installed from the wheels."""
+    renamed = {f for f, name in import_names().items() if f != name}
+    found: list[str] = []
+    scanned = [*_sources(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]
+    for path in scanned:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"
+                for n in names
+                if n.split(".")[0] in renamed
+            ]
+    assert found == []

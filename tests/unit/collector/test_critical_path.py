@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.domain import SegmentKind, summarize
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import attempt_end, first_batch, per_component, phase, window
 
 DONE = sc.EndReasonValues.COMPLETED.value

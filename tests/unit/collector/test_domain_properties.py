@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from collector.domain import Category, summarize
 from collector.schemas import job_json
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, span, window
 
 PHASES = ["pg_init", "model_init", "sharding_plan", "checkpoint_load", "compile", "warmup"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collector.domain import Category, JobState, SegmentKind, summarize
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import (
     attempt_end,
     failure,

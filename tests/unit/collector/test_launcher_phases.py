@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from collector.domain import SegmentKind, summarize
-from instrument import semconv as sc
-from instrument._startup import emit_process_startup
+from ett import semconv as sc
+from ett._startup import emit_process_startup
 from tests.support.spans import attempt_end, first_batch, per_component, phase, window
 
 S = 1_000_000_000

@@ -29,7 +29,7 @@ from collector.otlp import (
     encode_status,
     response_content_type,
 )
-from instrument import semconv
+from ett import semconv
 
 PB = "application/x-protobuf"
 JSON = "application/json"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from collector.domain import summarize
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, span, window
 
 FAILED = sc.EndReasonValues.FAILED.value

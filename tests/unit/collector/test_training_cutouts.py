@@ -12,7 +12,7 @@ from collector import _render
 from collector.domain import Category, SegmentKind, summarize
 from collector.domain.examples import worked_example
 from collector.schemas import job_json
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import (
     attempt_end,
     blocking,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from collector.domain import SpanRecord, summarize
 from collector.schemas import job_json
 from collector.storage._runs import WINDOW, fold, run_rows, runs_from_rows, with_runs
-from instrument import semconv as sc
+from ett import semconv as sc
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
 REASONS = [None, "completed", "failed", "preempted"]

@@ -9,8 +9,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import instrument as ett
-from instrument import _setup
+import ett
+from ett import _setup
 
 
 @pytest.fixture(autouse=True)

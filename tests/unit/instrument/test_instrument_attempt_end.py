@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from instrument import semconv
-from instrument._persist import DEFAULT_PERSIST_WAIT_S, resolve_persist_wait
+from ett import semconv
+from ett._persist import DEFAULT_PERSIST_WAIT_S, resolve_persist_wait
 
 if TYPE_CHECKING:
     from conftest import Recorder

@@ -1,6 +1,6 @@
 """Zero-code instrumentation's parts: which interpreter becomes a rank, the launcher's
 environment, post-import hooks, the checkpoint step read from a state dict, and the
-``sitecustomize`` chain (real interpreters started through ``python -m instrument``)."""
+``sitecustomize`` chain (real interpreters started through ``python -m ett``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from instrument import _auto, semconv
-from instrument._auto_torch import ImportPhases, step_of
-from instrument._import_watch import ImportWatch
+from ett import _auto, semconv
+from ett._auto_torch import ImportPhases, step_of
+from ett._import_watch import ImportWatch
 
 PY = "/usr/bin/python3"
 TORCHRUN = "/venv/bin/torchrun"
@@ -181,7 +181,7 @@ def test_import_phases_join_close_imports_from_the_session_start() -> None:
 def _run_instrumented(tmp_path: Path, code: str, env: dict[str, str]) -> str:
     script = tmp_path / "probe.py"
     script.write_text(textwrap.dedent(code))
-    cmd = [sys.executable, "-m", "instrument", sys.executable, str(script)]
+    cmd = [sys.executable, "-m", "ett", sys.executable, str(script)]
     root = str(Path(__file__).resolve().parents[3])
     full = {
         **os.environ,
@@ -206,12 +206,12 @@ def test_a_plain_python_process_becomes_the_rank_and_its_children_do_not(
         tmp_path,
         """
         import os, subprocess, sys
-        import instrument
+        import ett
         print("rank", os.environ.get("ETT_AUTO_PID") == str(os.getpid()))
-        print("session", instrument.current() is instrument._setup._current)
+        print("session", ett.current() is ett._setup._current)
         print("hidden", os.environ.get("HIDDEN_RAN"))
         print("hooks", any(type(f).__name__ == "ImportWatch" for f in sys.meta_path))
-        child = "import os, instrument; print(instrument._setup._current is None)"
+        child = "import os, ett; print(ett._setup._current is None)"
         print("child-idle", subprocess.run([sys.executable, "-c", child],
               capture_output=True, text=True).stdout.strip())
         """,
@@ -228,7 +228,7 @@ def test_a_plain_python_process_becomes_the_rank_and_its_children_do_not(
 
 def test_the_launcher_reports_a_missing_command() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "instrument", "no-such-command-zc"],
+        [sys.executable, "-m", "ett", "no-such-command-zc"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -236,7 +236,7 @@ def test_the_launcher_reports_a_missing_command() -> None:
     assert proc.returncode == 127
     assert proc.stderr.strip() == "ett-instrument: no-such-command-zc: command not found"
     usage = subprocess.run(
-        [sys.executable, "-m", "instrument"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ett"], capture_output=True, text=True, timeout=60
     )
     assert usage.returncode == 2 and usage.stderr.startswith("usage: ett-instrument")
 
@@ -244,7 +244,7 @@ def test_the_launcher_reports_a_missing_command() -> None:
 def test_span_ids_do_not_use_or_move_the_programs_random_state() -> None:
     import random
 
-    from instrument._ids import PrivateIdGenerator
+    from ett._ids import PrivateIdGenerator
 
     ids = PrivateIdGenerator()
     random.seed(7)

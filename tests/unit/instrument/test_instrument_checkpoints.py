@@ -6,7 +6,7 @@ import concurrent.futures
 import time
 from typing import TYPE_CHECKING, Any
 
-from instrument import semconv
+from ett import semconv
 
 if TYPE_CHECKING:
     from conftest import Recorder

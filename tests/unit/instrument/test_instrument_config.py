@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from instrument import semconv
-from instrument._config import (
+from ett import semconv
+from ett._config import (
     env_disabled,
     process_start_time,
     resolve_endpoint,
@@ -121,7 +121,7 @@ def test_disabled_flag() -> None:
 
 
 def test_token_header() -> None:
-    from instrument._config import resolve_headers
+    from ett._config import resolve_headers
 
     assert resolve_headers(env={}) == {}
     assert resolve_headers(env={"ETT_TOKEN": "s3"}) == {"authorization": "Bearer s3"}

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from instrument import semconv
-from instrument._config import DEFAULT_EXIT_TIMEOUT_S, resolve_exit_timeout
-from instrument._watchdog import DEFAULT_PHASE, ERROR_TYPE, EXIT_CODE, ExitWatchdog
+from ett import semconv
+from ett._config import DEFAULT_EXIT_TIMEOUT_S, resolve_exit_timeout
+from ett._watchdog import DEFAULT_PHASE, ERROR_TYPE, EXIT_CODE, ExitWatchdog
 
 REPO = Path(__file__).resolve().parents[3]
 
 CHILD = """
 import json, re, sys, time
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-import instrument as ett
+import ett
 
 out = open(sys.argv[1], "w")
 exporter = ConsoleSpanExporter(

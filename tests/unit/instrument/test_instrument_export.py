@@ -12,9 +12,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-import instrument as ett
-from instrument import semconv
-from instrument._export import ExportQueue
+import ett
+from ett import semconv
+from ett._export import ExportQueue
 from tests.support.ports import free_port
 
 
@@ -193,7 +193,7 @@ def _flush_during_the_back_off(
 ) -> tuple[bool, bool, RetryingExporter]:
     """Flush while the export sleeps its back-off (``back_off_s`` from the flush): whether it
     delivered, and whether the retry had ended when it returned."""
-    from instrument._answers import HttpStatus
+    from ett._answers import HttpStatus
 
     status = HttpStatus()
     exporter = RetryingExporter(status, answer)

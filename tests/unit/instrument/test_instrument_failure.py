@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from instrument import classify_failure, is_peer_loss
-from instrument._failure import error_type
+from ett import classify_failure, is_peer_loss
+from ett._failure import error_type
 
 
 class OutOfMemoryError(RuntimeError):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from instrument import semconv
+from ett import semconv
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -22,7 +22,7 @@ PRELUDE = textwrap.dedent(
     """
     import json, os, signal, sys, threading, time
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-    import instrument as ett
+    import ett
 
     class JsonLines(SpanExporter):
         def __init__(self, path):

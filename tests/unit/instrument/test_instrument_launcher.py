@@ -1,6 +1,6 @@
 """Start-up before ``init()`` in parts: torchrun's share (``launcher``, ``rendezvous``,
 ``worker_spawn``) and ``imports`` split into the interpreter's and the packages' parts; every
-phase tiles ``[allocation, init()]`` (``instrument._startup``, ``instrument._torchrun``)."""
+phase tiles ``[allocation, init()]`` (``ett._startup``, ``ett._torchrun``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from instrument import _torchrun, semconv
-from instrument._startup import emit_process_startup
+from ett import _torchrun, semconv
+from ett._startup import emit_process_startup
 
 S = 1_000_000_000
 CLOCK_TICK_NS = 20_000_000
@@ -196,7 +196,7 @@ def test_launcher_marks_without_log_directories(env: dict[str, str]) -> None:
 
 READY = (
     "import json, sys, time; t = time.time_ns(); {first}"
-    "from instrument import _startup; "
+    "from ett import _startup; "
     "print(json.dumps([t, time.time_ns(), _startup.interpreter_ready_ns()]))"
 )
 

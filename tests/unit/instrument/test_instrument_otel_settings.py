@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
-import instrument as ett
-from instrument import _errors, semconv
-from instrument._config import env_disabled, resolve_flush_timeout, resolve_headers
+import ett
+from ett import _errors, semconv
+from ett._config import env_disabled, resolve_flush_timeout, resolve_headers
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.ports import free_port
 
@@ -227,7 +227,7 @@ def test_a_global_provider_that_samples_drops_no_ett_span() -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
         trace.set_tracer_provider(TracerProvider(sampler=ALWAYS_OFF))
-        import instrument as ett
+        import ett
         sess = ett.init(job_id="g", install_handlers=False)
         with sess.eval():
             pass
@@ -265,7 +265,7 @@ def test_flush_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 _EXIT_CHILD = textwrap.dedent(
     """
     import sys, time
-    import instrument as ett
+    import ett
     sess = ett.init(job_id="x", install_handlers=True)
     with sess.eval():
         pass

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-import instrument as ett
-from instrument import semconv
+import ett
+from ett import semconv
 
 if TYPE_CHECKING:
     from conftest import Recorder

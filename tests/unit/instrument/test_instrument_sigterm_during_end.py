@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from instrument import semconv
+from ett import semconv
 from tests.unit.instrument.test_instrument_hooks import attempt_attrs, named, run_child
 
 SLOW_EXPORTER = textwrap.dedent(

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from opentelemetry.trace import StatusCode
 
-import instrument as ett
-from instrument import semconv
+import ett
+from ett import semconv
 
 if TYPE_CHECKING:
     from conftest import Recorder

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from instrument import _startup, _torchrun, semconv, torch_hooks
-from instrument._startup import emit_process_startup, process_start_ns
+from ett import _startup, _torchrun, semconv, torch_hooks
+from ett._startup import emit_process_startup, process_start_ns
 
 if TYPE_CHECKING:
     from conftest import Recorder
@@ -75,7 +75,7 @@ def test_two_readings_of_the_same_process_start_make_no_scheduling_phase() -> No
 def test_process_start_comes_from_the_os() -> None:
     code = (
         "import json, time; t = time.time_ns(); "
-        "from instrument._startup import process_start_ns; "
+        "from ett._startup import process_start_ns; "
         "print(json.dumps([t, process_start_ns()]))"
     )
     spawned = time.time_ns()
@@ -106,7 +106,7 @@ def test_init_names_scheduling_and_imports_before_any_end(recorder: Recorder) ->
     assert sched.end_time == parts[0].start_time
     assert abs((parts[0].start_time or 0) - started) < 20_000_000
     assert parts[-1].end_time is not None and before <= parts[-1].end_time <= after
-    # one span, or the interpreter's and the packages' parts, tiling (instrument._startup)
+    # one span, or the interpreter's and the packages' parts, tiling (ett._startup)
     ready = _startup.interpreter_ready_ns()
     assert [attrs(p).get(semconv.STARTUP_PART) for p in parts] == (
         [None] if ready is None else ["interpreter", "packages"]

@@ -7,8 +7,8 @@ import ast
 import inspect
 from pathlib import Path
 
-import instrument as ett
-from instrument import _session, _spans
+import ett
+from ett import _session, _spans
 
 PACKAGE = Path(ett.__file__).resolve().parent
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from instrument import semconv, torch_hooks
-from instrument.torch_hooks import cache_status
+from ett import semconv, torch_hooks
+from ett.torch_hooks import cache_status
 from tests.support.ports import free_port
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from instrument._windows import WindowClock, poll_interval
+from ett._windows import WindowClock, poll_interval
 
 S = 1_000_000_000
 

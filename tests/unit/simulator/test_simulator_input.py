@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from cli import main
 from collector.otlp import PROTOBUF_CONTENT_TYPE, decode_traces
-from instrument import semconv as sc
+from ett import semconv as sc
 from simulator import ProfileError, load_profile, parse_regression
 from simulator.wire import Encoder, RankSpans
 

@@ -77,7 +77,7 @@ def test_checkpoint_bytes_are_the_librarys_local_tensor_bytes(tmp_path: Path) ->
     assert checkpoint is not None
     state = {"a": torch.zeros(10, 4), "b": [torch.zeros(3, dtype=torch.int64)], "c": 5}
     assert checkpoint.torch_hooks.state_dict_nbytes(state) == 10 * 4 * 4 + 3 * 8
-    assert not hasattr(checkpoint, "state_bytes")  # one copy: instrument.torch_hooks
+    assert not hasattr(checkpoint, "state_bytes")  # one copy: ett.torch_hooks
 
 
 @needs_torch

@@ -24,7 +24,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Wire strings, frozen here as they were when this migration was written (a migration must not
-# change meaning when the code moves on; tests/contract pins them in instrument.semconv).
+# change meaning when the code moves on; tests/contract pins them in ett.semconv).
 _SAVE, _PERSIST, _COMPILE = "ett.checkpoint.save", "ett.checkpoint.persist", "ett.compile"
 _STEP, _MODE, _BYTES = "ett.checkpoint.step", "ett.checkpoint.mode", "ett.checkpoint.bytes"
 _CACHE, _FRAMES, _TRIGGER = "ett.compile.cache", "ett.compile.frames", "ett.compile.trigger"
