@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml instrument/pyproject.toml trainer/requirements.txt
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	@echo "installing Python dependencies into $(VENV) (pinned; torch comes from the local disk)"
-	$(PIP) install -e ./instrument -e '.[collector,grafana,dashboard,dev]'
+	$(PIP) install -e ./instrument -e '.[grafana,dashboard,dev]'
 	bash scripts/install-trainer.sh $(PY)
 	@touch $@
 

@@ -1,4 +1,4 @@
-"""``python -m cli``: the same as the ``ett`` console script."""
+"""``python -m ett_cli``: the same as the ``ett`` console script."""
 
 from ._main import main
 

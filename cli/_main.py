@@ -8,9 +8,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from ._errors import CliError
-from ._parts import PARTS
+from ._parts import OPTIONAL, PARTS
 
 EPILOG = """\
 examples:
@@ -25,7 +26,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("ett-observability")
+        return version("ett-server")
     except PackageNotFoundError:
         return "unknown"
 
@@ -46,8 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in PARTS:
-        importlib.import_module(name).register(sub)
+        try:
+            part = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if name not in OPTIONAL or exc.name != name.partition(".")[0]:
+                raise
+            _register_absent(sub, *OPTIONAL[name])
+            continue
+        part.register(sub)
     return parser
+
+
+def _register_absent(
+    sub: argparse._SubParsersAction[Any], commands: Sequence[str], why: str
+) -> None:
+    """List an absent part's commands; running one prints ``why`` and exits 2."""
+
+    def refuse(_args: argparse.Namespace) -> int:
+        raise CliError(why, exit_code=2)
+
+    for command in commands:
+        p = sub.add_parser(command, help=f"(not installed here) {why}", add_help=False)
+        p.set_defaults(func=refuse, passthrough=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from .settings import default_db_url
 
 class TargetError(Exception):
     """A database that cannot be used, in one line; ``exit_code`` 2 for what the user wrote
-    (the commands turn it into ``cli.CliError``), 1 for a database that fails at run time."""
+    (the commands turn it into ``ett_cli.CliError``), 1 for a database that fails at run time."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)

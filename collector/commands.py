@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from cli import CliError, console
 from ett import semconv
+from ett_cli import CliError, console
 
 from ._options import add_filters, add_json, add_state, add_window
 from ._target import add_db_option as _db_arg
@@ -245,7 +245,7 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["ETT_TOKEN"] = settings.token
     print(f"ett collector starting {args.workers} workers on {where})", flush=True)
     uvicorn.run(
-        "collector.api._factory:app_from_env", factory=True, workers=args.workers,
+        "ett_collector.api._factory:app_from_env", factory=True, workers=args.workers,
         host=settings.host, port=settings.port, log_level="warning",
         timeout_keep_alive=math.ceil(settings.keep_alive_s),
     )  # fmt: skip

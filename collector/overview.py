@@ -1,5 +1,5 @@
 """Read answers that aggregate on the server for the dashboards: the fleet over time, the filter
-values, and one job's per-rank activity. Beside :class:`collector.query.Query`, on its store.
+values, and one job's per-rank activity. Beside :class:`ett_collector.query.Query`, on its store.
 
 So that no page downloads every job's segments: the fleet answer's size depends on the number of
 time buckets and keys (models, teams, components), never on the number of jobs.

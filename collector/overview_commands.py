@@ -2,7 +2,7 @@
 command line, through the same query layer as ``GET /api/v1/fleet`` and
 ``GET /api/v1/checkpoint-advice`` (``--json`` prints the same object the API answers).
 
-Registered by :func:`collector.commands.register`, which hands in its shared pieces (a
+Registered by :func:`ett_collector.commands.register`, which hands in its shared pieces (a
 subcommand with ``--db`` and the error guard, the read runner and the console), so this module
 does not import the commands module (the layer rule: only a part's ``commands`` module imports
 ``cli``).

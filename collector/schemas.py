@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NotRequired, TypedDict
 
-from collector.domain.model import (
+from ett_collector.domain.model import (
     AttemptSummary,
     BlockingEvent,
     BlockingStats,

@@ -1,6 +1,6 @@
 """The live Streamlit dashboard over the collector's HTTP read API (``ett dashboard``).
 
-Pages (``pages/``) hold UI only; data comes through :mod:`dashboard.client` (one small client
+Pages (``pages/``) hold UI only; data comes through :mod:`ett_dashboard.client` (one small client
 with short-lived caching); charts are pure functions from data frames to Altair charts
-(:mod:`dashboard.charts`).
+(:mod:`ett_dashboard.charts`).
 """

@@ -3,7 +3,7 @@ and the chart functions) and building Altair's schema validator, so that the fir
 new ``ett dashboard`` does not wait for them: Streamlit runs the page scripts in this process,
 where they are then cached.
 
-``python -m dashboard._serve run APP [streamlit options]`` (``ett dashboard`` builds the line).
+``python -m ett_dashboard._serve run APP [streamlit options]`` (``ett dashboard`` builds the line).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def main() -> None:
     import pandas
     from streamlit.web import cli
 
-    from dashboard import charts
+    from ett_dashboard import charts
 
     # Altair validates every chart against the Vega-Lite schema; its validator is built on the
     # first chart of the process: build it here, not in the first visitor's page run

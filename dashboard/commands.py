@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from cli import CliError
+from ett_cli import CliError
 
 from .settings import DEFAULT_API_URL
 
@@ -47,12 +47,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def streamlit_command(port: int, host: str) -> list[str]:
-    """The ``streamlit run`` command line of the app (through :mod:`dashboard._serve`, which
+    """The ``streamlit run`` command line of the app (through :mod:`ett_dashboard._serve`, which
     imports the pages' heavy modules first)."""
     return [
         sys.executable,
         "-m",
-        "dashboard._serve",
+        "ett_dashboard._serve",
         "run",
         str(APP),
         "--server.port",

@@ -1,7 +1,7 @@
 """Grafana-managed alert rules generated from the collector's own rule definitions.
 
-One model, two evaluators: :mod:`collector.alerts.rules` holds the rules (the defaults, or the
-file named by ``ETT_ALERT_RULES``); ``collector.alerts.prometheus`` turns each into PromQL over
+One model, two evaluators: :mod:`ett_collector.alerts.rules` holds the rules (the defaults, or the
+file named by ``ETT_ALERT_RULES``); ``ett_collector.alerts.prometheus`` turns each into PromQL over
 the ``ett_fleet_*`` series. Here each becomes a Grafana rule whose query A is that same PromQL on
 the Prometheus data source; B reduces each series to its last value and C is true for every
 series A returns (the PromQL returns only the series whose condition holds). No data means OK.
@@ -83,10 +83,10 @@ def rules(path: str | None = None) -> list[models.Rule]:
     at ``path`` as ``ett serve`` reads it), as Grafana rules.
 
     Raises:
-        collector.alerts.RulesError: for a bad rules file.
+        ett_collector.alerts.RulesError: for a bad rules file.
     """
-    from collector.alerts.prometheus import prometheus_rule
-    from collector.alerts.rules import load_rules
+    from ett_collector.alerts.prometheus import prometheus_rule
+    from ett_collector.alerts.rules import load_rules
 
     return [grafana_rule(prometheus_rule(r)) for r in load_rules(path).enabled()]
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cli import CliError
+from ett_cli import CliError
 
 EPILOG = """\
 environment:
@@ -113,7 +113,7 @@ def _push(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
     url = args.url.rstrip("/")
     if args.rules:
-        from collector.alerts.rules import RulesError
+        from ett_collector.alerts.rules import RulesError
 
         try:
             _alerting_check(args.rules)
@@ -131,6 +131,6 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _alerting_check(path: str) -> None:
-    from collector.alerts.rules import load_rules
+    from ett_collector.alerts.rules import load_rules
 
     load_rules(path)

@@ -40,7 +40,7 @@ def _free_port(preferred: int = 4318) -> int:
 
 
 def _ett(*args: str, check: bool = True) -> int:
-    cmd = [sys.executable, "-m", "cli", *args, "--db", DB]
+    cmd = [sys.executable, "-m", "ett_cli", *args, "--db", DB]
     return subprocess.run(cmd, check=check, cwd=ROOT).returncode
 
 
@@ -116,7 +116,7 @@ def _run_trainer(url: str) -> str | None:
     pub = [
         sys.executable,
         "-m",
-        "cli",
+        "ett_cli",
         "publish",
         "--checkpoint",
         str(run_dir / "checkpoints"),
@@ -176,7 +176,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "cli",
+            "ett_cli",
             "serve",
             "--port",
             str(port),
@@ -195,8 +195,8 @@ def main() -> int:
         print("collector is up: POST /v1/traces, GET /api/v1/..., /healthz, /metrics")
 
         _banner("2. ETT-SPEC section 4, the worked example, sent over OTLP/HTTP")
-        from collector.domain.examples import worked_example
-        from collector.replay import send_spans
+        from tests.support.replay import send_spans
+        from tests.support.worked_example import worked_example
 
         spans = worked_example("spec-worked-example", base=time.time() - 900)
         print(f"sent {send_spans(spans, url)} spans with opentelemetry-sdk's OTLP exporter")
@@ -269,7 +269,7 @@ def _fleet(url: str) -> None:
     regress = f"model=dlrm-small component=checkpoint factor=6 at={at}"
     _banner(f"4. a simulated fleet: a week, 120 jobs; regression planted: {regress}")
     try:
-        from simulator import simulate_to_endpoint
+        from ett_simulator import simulate_to_endpoint
 
         began = time.monotonic()
         truths = simulate_to_endpoint(url, jobs=120, days=7, seed=5, regress=[regress])
@@ -296,7 +296,7 @@ def _dashboard(url: str) -> None:
         return
     _banner("5. the live dashboard: the demo's jobs and the simulated fleet")
     port = _free_port(8501)
-    cmd = [sys.executable, "-m", "cli", "dashboard", "--api", url, "--port", str(port)]
+    cmd = [sys.executable, "-m", "ett_cli", "dashboard", "--api", url, "--port", str(port)]
     dash = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     print(
         f"\n\033[1mdashboard: http://127.0.0.1:{port}\033[0m   (Ctrl-C stops it and the collector)"

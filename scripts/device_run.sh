@@ -32,7 +32,7 @@ python -c "import torch, torchrec, sqlalchemy, starlette, uvicorn, opentelemetry
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
 DB="sqlite:////tmp/ett-device.db"
 PORT="${PORT:-4318}"
-python -m cli serve --port "$PORT" --db "$DB" > "$RESULTS/collector.log" 2>&1 &
+python -m ett_cli serve --port "$PORT" --db "$DB" > "$RESULTS/collector.log" 2>&1 &
 COLLECTOR=$!
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$PORT/healthz" > /dev/null && break
@@ -83,7 +83,7 @@ sleep 3  # the last spans' recompute settles (1 s after a burst)
 for job in "${JOBS[@]}"; do
   mkdir -p "$RESULTS/$job"
   cp /tmp/ett-runs/"$job"/steplog/*.jsonl "$RESULTS/$job/" 2>/dev/null
-  python -m cli report "$job" --json --db "$DB" > "$RESULTS/$job.json" 2>&1
+  python -m ett_cli report "$job" --json --db "$DB" > "$RESULTS/$job.json" 2>&1
   curl -s "http://127.0.0.1:$PORT/api/v1/jobs/$job/segments" > "$RESULTS/$job-segments.json"
   echo "== $job"
   python scripts/device_check.py "$RESULTS/$job.json" "$RESULTS/$job" --window-s "$WINDOW" \

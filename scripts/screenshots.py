@@ -62,7 +62,7 @@ def _get(url: str) -> object:
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
-    from simulator.simulation import simulate_into_db
+    from ett_simulator.simulation import simulate_into_db
 
     home = Path(tempfile.mkdtemp(prefix="ett-screens-"))
     db = f"sqlite:///{home / 'collector.db'}"
@@ -74,7 +74,7 @@ def main() -> int:
     try:
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "cli", "serve", "--port", str(api), "--db", db],
+                [sys.executable, "-m", "ett_cli", "serve", "--port", str(api), "--db", db],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -84,7 +84,7 @@ def main() -> int:
         _wait(api_url + "/healthz", procs[0], "ett serve")
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "cli", "dashboard", "--api", api_url, "--port", str(ui)],
+                [sys.executable, "-m", "ett_cli", "dashboard", "--api", api_url, "--port", str(ui)],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -1,8 +1,8 @@
 """The fleet simulator (``ett simulate``): realistic fleets of training jobs as OTLP spans.
 
-The Python API other parts' tests use (see :mod:`simulator.simulation`)::
+The Python API other parts' tests use (see :mod:`ett_simulator.simulation`)::
 
-    from simulator import simulate_into_db, simulate_to_endpoint, differences
+    from ett_simulator import simulate_into_db, simulate_to_endpoint, differences
     truths = simulate_into_db("sqlite:///fleet.db", jobs=30, days=14, seed=1, start=start_s,
                               regress=["model=dlrm-large component=checkpoint factor=3 at=..."])
     # each Truth has the read API's field names: job_id, wall_s, productive_s, ...

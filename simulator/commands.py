@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli import CliError
 from ett import semconv
+from ett_cli import CliError
 
 EPILOG = """\
 examples:

@@ -6,7 +6,7 @@ The small Python API other parts' tests use:
   writes a fleet into a collector database (SQLite or PostgreSQL) through the collector's ingest
   path and recomputes its figures;
 - :func:`simulate_to_endpoint` does the same through a running collector's ``POST /v1/traces``;
-- :func:`simulate` is the general form (any :class:`~simulator.sinks.Sink`, ``None`` for a dry
+- :func:`simulate` is the general form (any :class:`~ett_simulator.sinks.Sink`, ``None`` for a dry
   run, live jobs, a truth file, a progress bar).
 """
 

@@ -147,15 +147,15 @@ class DatabaseSink:
     recomputes every job it touched, so figures are ready to read."""
 
     def __init__(self, db_url: str, window_s: float = semconv.DEFAULT_WINDOW_S) -> None:
-        from collector.pipeline import Pipeline
-        from collector.storage import Store
+        from ett_collector.pipeline import Pipeline
+        from ett_collector.storage import Store
 
         self._store: Any = Store(db_url)
         self._store.upgrade()
         self.pipeline: Any = Pipeline(self._store, window_s=window_s)
 
     def send(self, body: bytes, spans: int) -> int:
-        from collector.otlp import PROTOBUF_CONTENT_TYPE, decode_traces
+        from ett_collector.otlp import PROTOBUF_CONTENT_TYPE, decode_traces
 
         result = decode_traces(body, PROTOBUF_CONTENT_TYPE, None, max(len(body) + 1, 1 << 20))
         self.pipeline.ingest(result.records)

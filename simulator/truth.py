@@ -1,6 +1,6 @@
 """Ground truth: the figures of each job, from what the simulator planted (ETT-SPEC section 3).
 
-Computed from the planted intervals of :mod:`simulator._plan` (the start-up charged along the
+Computed from the planted intervals of :mod:`ett_simulator._plan` (the start-up charged along the
 critical path the simulator built, the cut-outs it planted, the checkpoint the next attempt
 restored), never from the collector's code, so tests check the collector against an independent
 account. Field names are the read API's (``GET /api/v1/jobs/{id}``).

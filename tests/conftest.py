@@ -29,7 +29,7 @@ import pytest
 from tests.support.ports import free_port
 
 if TYPE_CHECKING:
-    from collector.storage import Store
+    from ett_collector.storage import Store
 
 PG_MISSING = (
     "PostgreSQL server binaries not found; run `make test` (it installs postgresql) "
@@ -258,7 +258,7 @@ BACKENDS: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.post
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """An upgraded, empty collector ``Store`` on SQLite (in ``tmp_path``) and on PostgreSQL."""
-    from collector.storage import Store
+    from ett_collector.storage import Store
 
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'collector.db'}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli import CliError
+from ett_cli import CliError
 
 
 def register(sub: Any) -> None:

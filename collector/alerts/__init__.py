@@ -1,7 +1,7 @@
 """Alerts on ETT regressions: the rule model, fleet metrics for Prometheus, the built-in
 evaluator with its SQL state and Alertmanager delivery, backtests and the Prometheus export.
 
-The rule definitions (:mod:`collector.alerts.rules`) are the one model every consumer reads:
+The rule definitions (:mod:`ett_collector.alerts.rules`) are the one model every consumer reads:
 the evaluator, the backtest, ``export-prometheus`` and the Grafana alert builder.
 """
 

@@ -26,7 +26,7 @@ from sqlalchemy import (
 from ._state import Alert, AlertState
 
 metadata = MetaData()
-"""The alert tables (the storage tables are in ``collector.storage._tables.metadata``)."""
+"""The alert tables (the storage tables are in ``ett_collector.storage._tables.metadata``)."""
 
 alerts = Table(
     "alerts",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cli import CliError, console
+from ett_cli import CliError, console
 
 from .._target import add_db_option as _db_arg
 
@@ -131,8 +131,8 @@ def _serve_with_alerts(
 
 
 def _store(db: str | None) -> Any:
-    """The collector's existing database (never created here; see ``collector._target``)."""
-    from collector._target import TargetError, open_for_reading, resolve
+    """The collector's existing database (never created here; see ``ett_collector._target``)."""
+    from ett_collector._target import TargetError, open_for_reading, resolve
 
     try:
         return open_for_reading(resolve(db))
@@ -198,8 +198,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _backtest(args: argparse.Namespace) -> int:
-    from collector.pipeline import Pipeline
-    from collector.query import QueryError, parse_instant
+    from ett_collector.pipeline import Pipeline
+    from ett_collector.query import QueryError, parse_instant
 
     from ._backtest import backtest
     from .rules import parse_duration

@@ -193,7 +193,7 @@ def format_duration(seconds: float) -> str:
 
 def default_rules_text() -> str:
     """The shipped default rules file (YAML, documented)."""
-    return resources.files("collector.alerts").joinpath("default_rules.yml").read_text("utf-8")
+    return resources.files("ett_collector.alerts").joinpath("default_rules.yml").read_text("utf-8")
 
 
 def load_rules(path: str | Path | None = None) -> RuleSet:

@@ -3,7 +3,7 @@
 Two reasons, both answered with a status OTLP exporters retry (``Retry-After`` honoured):
 
 - :class:`OutageClock`: the database cannot take spans now (503). ``Retry-After`` grows with the
-  outage: :data:`~collector.storage.RETRY_AFTER_S` at first, then the age of the outage so far
+  outage: :data:`~ett_collector.storage.RETRY_AFTER_S` at first, then the age of the outage so far
   (at most :data:`MAX_RETRY_AFTER_S`). An SDK exporter retries a batch 6 times, honouring the
   header, so a batch first refused as an outage begins is retried after 2, 2, 4, 8 and 16 s: it
   outlives an outage of about 30 s when the exporter's timeout allows it (its default 10 s

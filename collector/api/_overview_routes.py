@@ -1,4 +1,4 @@
-"""Thin routes of the dashboards' aggregated reads (:class:`collector.overview.Overview`).
+"""Thin routes of the dashboards' aggregated reads (:class:`ett_collector.overview.Overview`).
 
 - ``GET /api/v1/fleet?since=&until=&by=fleet|model|team&bucket=hour|day&model=&team=&state=&limit=``
 - ``GET /api/v1/facets``: models, teams and states to filter on

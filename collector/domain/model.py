@@ -153,7 +153,7 @@ class BlockingEvent:
 
 @dataclass(frozen=True, slots=True)
 class JobSummary:
-    """Every figure of one job (ETT-SPEC sections 3 and 5); ``collector.schemas.job_json`` is
+    """Every figure of one job (ETT-SPEC sections 3 and 5); ``ett_collector.schemas.job_json`` is
     its JSON object."""
 
     job_id: str

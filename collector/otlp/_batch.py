@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from collector.domain.model import SpanRecord
-from collector.otlp._limits import MAX_INDEX, attributes_problem, identity_problem
-from collector.otlp._result import DecodeResult
 from ett import semconv
+from ett_collector.domain.model import SpanRecord
+from ett_collector.otlp._limits import MAX_INDEX, attributes_problem, identity_problem
+from ett_collector.otlp._result import DecodeResult
 
 _JOB_ID: Final = semconv.JOB_ID
 _ATTEMPT: Final = semconv.ATTEMPT

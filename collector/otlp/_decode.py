@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from collector.otlp._batch import SpanBatch
-from collector.otlp._json import decode_json
-from collector.otlp._protobuf import decode_protobuf
-from collector.otlp._result import DecodeResult
-from collector.otlp._transport import read_body, request_is_json
+from ett_collector.otlp._batch import SpanBatch
+from ett_collector.otlp._json import decode_json
+from ett_collector.otlp._protobuf import decode_protobuf
+from ett_collector.otlp._result import DecodeResult
+from ett_collector.otlp._transport import read_body, request_is_json
 
 
 def decode_traces(

@@ -8,7 +8,7 @@ from typing import Final, cast
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.otlp._result import DecodeResult
+from ett_collector.otlp._result import DecodeResult
 
 _GRPC_CODE_BY_HTTP_STATUS: Final = {
     400: 3,  # INVALID_ARGUMENT

@@ -14,9 +14,9 @@ import math
 import re
 from typing import Any, Final
 
-from collector.otlp._batch import Attributes, SpanBatch
-from collector.otlp._limits import HexBytes
-from collector.otlp._result import OtlpError
+from ett_collector.otlp._batch import Attributes, SpanBatch
+from ett_collector.otlp._limits import HexBytes
+from ett_collector.otlp._result import OtlpError
 
 _INT: Final = re.compile(r"-?[0-9]+")
 _INT64_MIN: Final = -(2**63)

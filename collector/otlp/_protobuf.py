@@ -16,9 +16,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.otlp._batch import Attributes, SpanBatch
-from collector.otlp._limits import HexBytes
-from collector.otlp._result import OtlpError
+from ett_collector.otlp._batch import Attributes, SpanBatch
+from ett_collector.otlp._limits import HexBytes
+from ett_collector.otlp._result import OtlpError
 
 _PACKAGE: Final = "ett_otlp_lazy"
 _F = descriptor_pb2.FieldDescriptorProto

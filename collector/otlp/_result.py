@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collector.domain.model import SpanRecord
+from ett_collector.domain.model import SpanRecord
 
 
 class OtlpError(Exception):
@@ -27,7 +27,8 @@ class DecodeResult:
     ``records`` are the accepted spans. ``rejected`` counts spans refused for a missing or invalid
     identity (``ett.job.id``, ``ett.attempt``, ``ett.rank`` after merging resource and span
     attributes), invalid ids, no start time, an end before the start, or a value over a limit
-    (:mod:`collector.otlp._limits`: sizes, NUL characters, lone surrogates); ``rejected_message``
+    (:mod:`ett_collector.otlp._limits`: sizes, NUL characters, lone surrogates);
+    ``rejected_message``
     names the first problems ("" when none). ``unknown_span_names`` counts accepted spans whose
     name is not in the vocabulary and ``unknown_attributes`` the unknown ``ett.`` keys in the
     merged attributes of accepted spans; both kinds are kept.

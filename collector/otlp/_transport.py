@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
-from collector.otlp._result import OtlpError
+from ett_collector.otlp._result import OtlpError
 
 PROTOBUF_CONTENT_TYPE: Final = "application/x-protobuf"
 """Media type of the OTLP/HTTP binary protobuf encoding."""

@@ -1,7 +1,7 @@
 """The collector's storage: SQL tables, the :class:`Store` repository and Alembic migrations."""
 
-from collector.storage._migrate import alembic_config, head_revision
-from collector.storage._outage import RETRY_AFTER_S, is_passing
-from collector.storage._store import Store
+from ett_collector.storage._migrate import alembic_config, head_revision
+from ett_collector.storage._outage import RETRY_AFTER_S, is_passing
+from ett_collector.storage._store import Store
 
 __all__ = ["RETRY_AFTER_S", "Store", "alembic_config", "head_revision", "is_passing"]

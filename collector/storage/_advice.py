@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from collector.schemas import MIN_ADVICE_FAILURES, advice_ok
-from collector.storage._tables import job_figures
+from ett_collector.schemas import MIN_ADVICE_FAILURES, advice_ok
+from ett_collector.storage._tables import job_figures
 
 
 def _job_row(summary: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Ingest stores every span raw (its hot path is unchanged). After a batch commits, each job whose
 newest window moved :data:`COMPACT_EVERY_S` past its compaction line is compacted in a
 transaction of its own: its raw windows that ended more than ``retention_s`` before its newest
-window are folded into ``window_runs`` (:func:`collector.storage._runs.fold`) and deleted from
+window are folded into ``window_runs`` (:func:`ett_collector.storage._runs.fold`) and deleted from
 ``spans``. The horizon is measured on the job's own span clock, not the collector's, so a job
 keeps the last ``retention_s`` of its raw windows (for inspection) and a collector restarted
 after days compacts nothing it should not.
@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from collector.domain.model import SpanRecord
-from collector.storage._rows import SPAN_COLUMNS
-from collector.storage._runs import (
+from ett_collector.domain.model import SpanRecord
+from ett_collector.storage._rows import SPAN_COLUMNS
+from ett_collector.storage._runs import (
     CONTIGUOUS_EPS_S,
     RUN_COLUMNS,
     WINDOW,

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from collector.domain.model import Category
+from ett_collector.domain.model import Category
 
 HOUR, DAY = 3600, 86400
 GRAINS = (HOUR, DAY)

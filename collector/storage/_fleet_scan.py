@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from collector.domain.model import Category
+from ett_collector.domain.model import Category
 
 _PRODUCTIVE = Category.PRODUCTIVE.value
 

@@ -4,7 +4,7 @@ Between two loads of a live job a few windows arrive, each at the tail of its ra
 load reads back hundreds of raw windows per rank. :func:`fold_rows` keeps what the fold of the
 previous load made (:class:`Folded`) and, when nothing but such tail windows changed, continues
 that fold with the new windows only. The result is the same, run for run, as
-:func:`collector.storage._runs.fold_runs` of every row: the fold sorts a rank's pieces and
+:func:`ett_collector.storage._runs.fold_runs` of every row: the fold sorts a rank's pieces and
 merges them greedily in that order, so when every new piece sorts after every piece already
 folded (and is no replay of a stored run), continuing the greedy merge from its last run is the
 same merge. In any other case (a late window, a repeated span id, a new rank, compaction since,
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collector.domain.model import SpanRecord
-from collector.storage._runs import (
+from ett_collector.domain.model import SpanRecord
+from ett_collector.storage._runs import (
     Run,
     fold_group,
     group_runs,
@@ -65,7 +65,7 @@ def fold_rows(
 ) -> Folded:
     """The fold of raw window ``rows`` into the ``stored`` runs, continued from ``prev`` (the
     previous load's) where that gives the same runs; ``known`` and ``into``: as for
-    :func:`collector.storage._runs.runs_of_rows`."""
+    :func:`ett_collector.storage._runs.runs_of_rows`."""
     if prev is not None and prev.stored == stored:
         out = _continued(prev, rows, known, into)
         if out is not None:

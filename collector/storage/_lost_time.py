@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from collector.domain.model import Category
-from collector.schemas import GROUP_BYS, LostTimeJSON, largest_first, lost_time_json
-from collector.storage._tables import LOST_GROUP_COLUMNS, LOST_PREDICATE
+from ett_collector.domain.model import Category
+from ett_collector.schemas import GROUP_BYS, LostTimeJSON, largest_first, lost_time_json
+from ett_collector.storage._tables import LOST_GROUP_COLUMNS, LOST_PREDICATE
 
 
 def lost_time_query(
@@ -23,7 +23,7 @@ def lost_time_query(
     the same text runs on SQLite and PostgreSQL.
 
     Raises:
-        ValueError: when ``group_by`` is not one of ``collector.schemas.GROUP_BYS``.
+        ValueError: when ``group_by`` is not one of ``ett_collector.schemas.GROUP_BYS``.
     """
     column = LOST_GROUP_COLUMNS.get(group_by)
     if column is None:

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from collector.storage._engine import SQLITE_BEGIN_OPTION
+from ett_collector.storage._engine import SQLITE_BEGIN_OPTION
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 """The Alembic script location."""

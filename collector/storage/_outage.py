@@ -14,7 +14,8 @@ from sqlalchemy import exc
 
 RETRY_AFTER_S: Final = 2
 """Seconds a client is asked to wait before retrying a write refused during an outage: the
-first answer; the ingest route answers longer as an outage lasts (``collector.api._admission``)."""
+first answer; the ingest route answers longer as an outage lasts
+(``ett_collector.api._admission``)."""
 
 _SQLITE_PASSING: Final = (
     "database is locked",

@@ -9,9 +9,9 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from collector.domain.model import JobSummary, SpanRecord
-from collector.schemas import SegmentJSON, job_json, segment_json_of
 from ett import semconv
+from ett_collector.domain.model import JobSummary, SpanRecord
+from ett_collector.schemas import SegmentJSON, job_json, segment_json_of
 
 _Scanner = Callable[[Any, int], Sequence[str]]
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collector.domain.model import AttrValue, SpanRecord
-from collector.storage._rows import encode_json
 from ett import semconv
+from ett_collector.domain.model import AttrValue, SpanRecord
+from ett_collector.storage._rows import encode_json
 
 WINDOW = semconv.SPAN_TRAIN_WINDOW
 """The span name that is folded."""
@@ -170,7 +170,8 @@ class Run:
 WindowParts = tuple[int | None, int | None, int | None, dict[str, AttrValue], tuple[Any, Any, Any]]
 """What a window's attributes make of a :class:`Run`: its three counters (None unless ints),
 the other attributes and the counters' raw values. Never mutated once made, so shared by the
-runs of every load that reads the same row (see :class:`collector.storage._rows.DecodedRows`)."""
+runs of every load that reads the same row (see
+:class:`ett_collector.storage._rows.DecodedRows`)."""
 
 
 def window_parts(attrs: dict[str, AttrValue]) -> WindowParts:
@@ -261,7 +262,7 @@ def runs_of_rows(
     known: Mapping[Any, Any] | None = None,
     into: dict[Any, Any] | None = None,
 ) -> list[Run]:
-    """Window runs of raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order),
+    """Window runs of raw ``spans`` rows (:data:`ett_collector.storage._rows.SPAN_COLUMNS` order),
     without building span records; a (trace id, span id) repeated is kept once.
 
     ``known``: :data:`WindowParts` of rows decoded before, by row (their JSON is not decoded
@@ -317,7 +318,7 @@ def with_window_rows(
     known: Mapping[Any, Any] | None = None,
     into: dict[Any, Any] | None = None,
 ) -> tuple[list[Sequence[Any]], list[SpanRecord]]:
-    """A job's raw ``spans`` rows (:data:`collector.storage._rows.SPAN_COLUMNS` order) split:
+    """A job's raw ``spans`` rows (:data:`ett_collector.storage._rows.SPAN_COLUMNS` order) split:
     the rows of spans other than windows, and the windows folded into the ``stored`` runs.
 
     The same records as :func:`with_runs` of the rows' spans, but a raw window never becomes a

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
+from ett_collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
 
 
 def _cols(columns: Sequence[str]) -> str:

@@ -15,20 +15,20 @@ from typing import Any, cast
 from sqlalchemy import Engine, func, select, true
 from sqlalchemy.exc import DBAPIError
 
-from collector.domain.model import JobState, JobSummary, SpanRecord
-from collector.schemas import (
+from ett_collector.domain.model import JobState, JobSummary, SpanRecord
+from ett_collector.schemas import (
     JOB_ROW_FIELDS,
     JobJSON,
     JobRowJSON,
     LostTimeJSON,
     SegmentJSON,
 )
-from collector.storage import _fleet_cells, _lost_time, _migrate
-from collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
-from collector.storage._engine import make_engine
-from collector.storage._job_locks import JobLocks
-from collector.storage._live_fold import fold_rows
-from collector.storage._rows import (
+from ett_collector.storage import _fleet_cells, _lost_time, _migrate
+from ett_collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
+from ett_collector.storage._engine import make_engine
+from ett_collector.storage._job_locks import JobLocks
+from ett_collector.storage._live_fold import fold_rows
+from ett_collector.storage._rows import (
     DecodedRows,
     figures_row,
     job_identities,
@@ -37,9 +37,9 @@ from collector.storage._rows import (
     span_rows,
     spans_from_rows,
 )
-from collector.storage._runs import WINDOW, with_window_rows
-from collector.storage._sql import Statements
-from collector.storage._tables import job_figures, jobs
+from ett_collector.storage._runs import WINDOW, with_window_rows
+from ett_collector.storage._sql import Statements
+from ett_collector.storage._tables import job_figures, jobs
 
 FiguresStamp = tuple[bool, str | None, int, float | None, int | None, float | None]
 """:meth:`Store.figures_stamp`: ``(dirty, failure, computed_seq, computed_at, span_count,
@@ -109,7 +109,7 @@ class Store:
         seen (``semconv.MODEL``, ``semconv.TEAM``). Returns the touched job ids: the jobs of the
         batch, or an empty set when every span was a duplicate (nothing new to compute).
         Then, in transactions of their own, the jobs due have their old raw windows folded into
-        runs (:class:`~collector.storage._compaction.Compactor`).
+        runs (:class:`~ett_collector.storage._compaction.Compactor`).
         """
         if not records:
             return set()

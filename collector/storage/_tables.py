@@ -35,7 +35,7 @@ from sqlalchemy import (
     text,
 )
 
-from collector.domain.model import Category, GroupBy
+from ett_collector.domain.model import Category, GroupBy
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

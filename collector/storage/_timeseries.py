@@ -1,5 +1,5 @@
 """The fleet over time: ETT, idle and failure per time bucket, lost GPU-hours by component, and
-the worst jobs of a window, summed in the database (:mod:`collector.storage._fleet_scan`).
+the worst jobs of a window, summed in the database (:mod:`ett_collector.storage._fleet_scan`).
 
 Seconds are clipped to the window and to each bucket (a segment across midnight counts on both
 days). GPU-seconds are seconds times the ranks of the segment's attempt (the ``ranks`` of that
@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from collector.domain.model import Category
-from collector.storage._fleet_cells import DAY, HOUR
-from collector.storage._fleet_cells import split as _split
-from collector.storage._fleet_scan import CellScan, FleetScan
-from collector.storage._tables import job_figures
+from ett_collector.domain.model import Category
+from ett_collector.storage._fleet_cells import DAY, HOUR
+from ett_collector.storage._fleet_cells import split as _split
+from ett_collector.storage._fleet_scan import CellScan, FleetScan
+from ett_collector.storage._tables import job_figures
 
 FLEET_BY = ("fleet", "model", "team")
 """What the ETT series can be split by (``fleet``: one series for the whole fleet)."""

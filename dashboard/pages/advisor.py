@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import _format as fmt
-from dashboard import _page, charts
-from dashboard.client import ApiError
+from ett_dashboard import _format as fmt
+from ett_dashboard import _page, charts
+from ett_dashboard.client import ApiError
 
 DAY_S = 86400.0
 

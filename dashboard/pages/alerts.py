@@ -6,8 +6,8 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import _page
-from dashboard.client import ApiError
+from ett_dashboard import _page
+from ett_dashboard.client import ApiError
 
 st.title("Alerts")
 client = _page.client()

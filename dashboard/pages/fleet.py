@@ -7,9 +7,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import _format as fmt
-from dashboard import _page, charts
-from dashboard.client import ApiError
+from ett_dashboard import _format as fmt
+from ett_dashboard import _page, charts
+from ett_dashboard.client import ApiError
 
 WINDOWS = {"6h": "last 6 hours", "24h": "last 24 hours", "7d": "last 7 days", "30d": "last 30 days"}
 BYS = {"fleet": "whole fleet", "model": "model", "team": "team"}

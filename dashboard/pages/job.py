@@ -7,9 +7,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import _format as fmt
-from dashboard import _page, charts
-from dashboard.client import ApiError, Client
+from ett_dashboard import _format as fmt
+from ett_dashboard import _page, charts
+from ett_dashboard.client import ApiError, Client
 
 LIVE = ("running", "presumed_dead")
 STATE_BADGE = {

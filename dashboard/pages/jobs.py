@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import _page
-from dashboard.client import ApiError
+from ett_dashboard import _page
+from ett_dashboard.client import ApiError
 
 SINCE = {"": "any time", "24h": "last 24 hours", "7d": "last 7 days", "30d": "last 30 days"}
 LIMIT = 1000

@@ -9,8 +9,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from collector.domain import SpanRecord
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord
 
 _ids = itertools.count(1)
 
@@ -99,7 +99,7 @@ def fleet(
 
 def load(store: object, jobs: list[tuple[str, str, float, float, list[SpanRecord]]]) -> None:
     """Ingest every job's spans and compute their figures (the real pipeline)."""
-    from collector.pipeline import Pipeline
+    from ett_collector.pipeline import Pipeline
 
     pipeline = Pipeline(store)  # type: ignore[arg-type]
     batch: list[SpanRecord] = []

@@ -84,7 +84,7 @@ def start_serve(db_url: str, home: Path, *args: str) -> tuple[Process, str]:
     """``ett serve`` on a free port; returns it and its base URL once /healthz answers."""
     port = free_port()
     env = {**os.environ, "ETT_HOME": str(home)}
-    cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", db_url, *args]
+    cmd = [sys.executable, "-m", "ett_cli", "serve", "--port", str(port), "--db", db_url, *args]
     p = Process(cmd, home / f"serve-{port}.log", env)
     url = f"http://127.0.0.1:{port}"
     try:

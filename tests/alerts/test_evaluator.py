@@ -13,11 +13,11 @@ import pytest
 from conftest import data_rules
 from fleet_builder import Regress, fleet, load
 
-from cli import main
-from collector.alerts import AlertService, AlertState, backtest, load_rules
-from collector.alerts._routes import alerts_answer
-from collector.alerts.rules import parse_rules
-from collector.storage import Store
+from ett_cli import main
+from ett_collector.alerts import AlertService, AlertState, backtest, load_rules
+from ett_collector.alerts._routes import alerts_answer
+from ett_collector.alerts.rules import parse_rules
+from ett_collector.storage import Store
 
 INTERVAL = 300.0
 HOUR = 3600.0
@@ -148,4 +148,4 @@ def test_rules_validated_before_use() -> None:
     assert [r.name for r in rules.enabled()] == ["data_regression"]
 
 
-from collector.alerts import AlertStore  # noqa: E402  (kept last: used by the API test only)
+from ett_collector.alerts import AlertStore  # noqa: E402  (kept last: used by the API test only)

@@ -29,10 +29,10 @@ from processes import (
     wait_for,
 )
 
-from collector.alerts import SERIES_PER_PAIR, AlertService, AlertState, FleetMetrics, load_rules
-from collector.alerts._delivery import DeliveryError
-from collector.metrics import CollectorMetrics
-from collector.storage import Store
+from ett_collector.alerts import SERIES_PER_PAIR, AlertService, AlertState, FleetMetrics, load_rules
+from ett_collector.alerts._delivery import DeliveryError
+from ett_collector.metrics import CollectorMetrics
+from ett_collector.storage import Store
 
 pytestmark = pytest.mark.prometheus
 HERE = Path(__file__).resolve().parent
@@ -41,14 +41,14 @@ HOUR = 3600.0
 
 def _ett(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ett_cli", *args], capture_output=True, text=True, timeout=120
     )
 
 
 def test_export_passes_promtool_check_rules() -> None:
     promtool = need("promtool")
     out = subprocess.run(
-        f"{sys.executable} -m cli alerts export-prometheus | {promtool} check rules /dev/stdin",
+        f"{sys.executable} -m ett_cli alerts export-prometheus | {promtool} check rules /dev/stdin",
         shell=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

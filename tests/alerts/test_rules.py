@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.alerts.rules import Kind, RulesError, load_rules, parse_rules
+from ett_collector.alerts.rules import Kind, RulesError, load_rules, parse_rules
 
 GOOD = """\
 rules:
@@ -80,7 +80,7 @@ def test_ett_serve_refuses_to_start_with_a_bad_rules_file(tmp_path: Path) -> Non
     bad = tmp_path / "rules.yml"
     bad.write_text("rules:\n  - name: slow_start\n    kind: tts_regression\n    for: soon\n")
     run = subprocess.run(
-        [sys.executable, "-m", "cli", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+        [sys.executable, "-m", "ett_cli", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
          "--port", "1", "--alert-rules", str(bad)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collector.alerts import backtest, load_rules
-from collector.storage import Store
-from simulator import simulate_into_db
+from ett_collector.alerts import backtest, load_rules
+from ett_collector.storage import Store
+from ett_simulator import simulate_into_db
 
 DAY = 86400.0
 START = 1_800_000_000.0  # fixed, so the fleet is the same on every run

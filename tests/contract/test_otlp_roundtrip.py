@@ -20,10 +20,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.domain.model import SpanRecord
-from collector.otlp import decode_traces
-from collector.otlp._protobuf import LAZY_SCHEMA
 from ett import semconv
+from ett_collector.domain.model import SpanRecord
+from ett_collector.otlp import decode_traces
+from ett_collector.otlp._protobuf import LAZY_SCHEMA
 
 LIMIT = 16 << 20
 T0 = 1_750_000_000_123_456_789

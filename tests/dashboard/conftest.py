@@ -29,7 +29,7 @@ def wait_computed(c: Collector, job_ids: list[str], timeout_s: float = WAIT_S) -
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector, dict[str, Any]]]:
     """A real collector on a database filled by the fleet simulator (``ett simulate``'s
     ``simulate_into_db``), plus the hand-made seed jobs sent over OTLP: (collector, role → id)."""
-    from simulator.simulation import simulate_into_db
+    from ett_simulator.simulation import simulate_into_db
 
     home = tmp_path_factory.mktemp("dash") / "ett-home"
     home.mkdir(parents=True)

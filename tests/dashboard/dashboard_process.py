@@ -61,7 +61,7 @@ def start_dashboard(
     cmd = [
         sys.executable,
         "-m",
-        "cli",
+        "ett_cli",
         "dashboard",
         "--api",
         api_url,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from collector.domain.examples import worked_example
-from collector.domain.model import AttrValue, SpanRecord
-from collector.replay import send_spans
 from ett import semconv as sc
+from ett_collector.domain.model import AttrValue, SpanRecord
+from tests.support.replay import send_spans
+from tests.support.worked_example import worked_example
 
 
 @dataclass

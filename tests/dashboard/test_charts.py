@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("altair", reason="the dashboard extra: pip install -e '.[dashboard]'")
 import pandas as pd
 
-from dashboard import charts
+from ett_dashboard import charts
 
 COMPONENTS = [c for c in charts.COMPONENT_COLORS if c != "productive"]
 

@@ -154,8 +154,8 @@ def test_every_job_link_opens_the_job_page(api: Any) -> None:
     ``/job?job=<job_id>`` (issue 14), and that address opens the job."""
     from urllib.parse import parse_qs, urlsplit
 
-    from collector.alerts._state import job_link
-    from dashboard._page import job_url
+    from ett_collector.alerts._state import job_link
+    from ett_dashboard._page import job_url
 
     _, ids = api
     job_id = ids["example"]

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.domain.examples import worked_example
-from collector.replay import encode_request, send_spans
 from tests.support.collector_process import Collector, start_collector
 from tests.support.figures import WORKED_EXAMPLE, WORKED_EXAMPLE_LOST_BY_COMPONENT
+from tests.support.replay import encode_request, send_spans
+from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.e2e
 
@@ -96,7 +96,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
         [
             sys.executable,
             "-m",
-            "cli",
+            "ett_cli",
             "report",
             "e2e-cli",
             "--json",
@@ -114,7 +114,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
         [
             sys.executable,
             "-m",
-            "cli",
+            "ett_cli",
             "lost-time",
             "--by",
             "component",
@@ -129,7 +129,7 @@ def test_cli_report_and_lost_time_read_the_same_figures(collector: Collector) ->
     ).stdout
     assert "scheduler" in table and "Lost time by component" in table
     missing = subprocess.run(
-        [sys.executable, "-m", "cli", "report", "nope", "--db", collector.db_url],
+        [sys.executable, "-m", "ett_cli", "report", "nope", "--db", collector.db_url],
         capture_output=True,
         text=True,
     )

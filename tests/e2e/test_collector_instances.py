@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from collector.domain import SpanRecord, summarize
-from collector.domain.examples import worked_example
-from collector.replay import encode_request
-from collector.schemas import job_json
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.schemas import job_json
 from tests.support.collector_process import Collector, start_collector
+from tests.support.replay import encode_request
+from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.e2e
 

@@ -48,7 +48,7 @@ def test_the_demo_ends_naming_only_what_still_works(
     report = next(line for line in tail.splitlines() if "ett report" in line).split()
     assert report[0] == ".venv/bin/ett" and "--db" in report
     ran = subprocess.run(
-        [sys.executable, "-m", "cli", *report[1:]], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "ett_cli", *report[1:]], cwd=ROOT, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr
     assert "spec-worked-example" in ran.stdout

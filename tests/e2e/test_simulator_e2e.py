@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from simulator import Truth, differences, simulate_to_endpoint
+from ett_simulator import Truth, differences, simulate_to_endpoint
 from tests.support.collector_process import Collector, start_collector
 
 pytestmark = pytest.mark.e2e
@@ -128,7 +128,7 @@ def test_a_live_job_runs_and_then_completes(
         cmd = [
             sys.executable,
             "-m",
-            "cli",
+            "ett_cli",
             "simulate",
             "--live",
             "1",

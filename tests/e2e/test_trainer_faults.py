@@ -19,9 +19,9 @@ from test_trainer_e2e import (
     train,
 )
 
-from collector.domain import summarize
-from collector.storage import Store
 from ett import semconv
+from ett_collector.domain import summarize
+from ett_collector.storage import Store
 from tests.support.collector_process import Collector
 from trainer.testing import Run
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from collector.storage import Store
 from ett import semconv
+from ett_collector.storage import Store
 from tests.support.collector_process import Collector
 
 pytestmark = pytest.mark.e2e

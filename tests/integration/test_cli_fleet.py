@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from cli import main
-from collector.api import create_app
-from collector.pipeline import Pipeline
-from collector.settings import Settings
-from collector.storage import Store
-from simulator import simulate_into_db
+from ett_cli import main
+from ett_collector.api import create_app
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
+from ett_simulator import simulate_into_db
 
 START = 1_790_000_000.0
 SINCE, UNTIL = START + 6 * 3600, START + 2 * 86400

@@ -16,12 +16,12 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, text
 
-from collector.domain import summarize
-from collector.storage import Store
-from collector.storage._fleet_cells import job_cells_of
-from collector.storage._migrate import alembic_config
-from collector.storage._timeseries import fleet_overview
-from simulator import simulate_into_db
+from ett_collector.domain import summarize
+from ett_collector.storage import Store
+from ett_collector.storage._fleet_cells import job_cells_of
+from ett_collector.storage._migrate import alembic_config
+from ett_collector.storage._timeseries import fleet_overview
+from ett_simulator import simulate_into_db
 from tests.conftest import BACKENDS
 from tests.integration.test_fleet_overview import _close, _reference
 

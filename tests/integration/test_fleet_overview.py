@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from collector.storage._timeseries import _split, bucket_seconds, fleet_overview
-from simulator import simulate_into_db
+from ett_collector.storage._timeseries import _split, bucket_seconds, fleet_overview
+from ett_simulator import simulate_into_db
 from tests.conftest import BACKENDS
 
 START = 1_790_000_000.0  # a fixed fleet start, so the buckets are the same on every run

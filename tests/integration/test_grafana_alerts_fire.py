@@ -22,10 +22,10 @@ import httpx
 import pytest
 import yaml
 
-from collector.alerts import Fleet, evaluate, load_facts, load_rules
-from collector.storage import Store
-from grafana._provisioning import render
-from simulator import simulate_into_db
+from ett_collector.alerts import Fleet, evaluate, load_facts, load_rules
+from ett_collector.storage import Store
+from ett_grafana._provisioning import render
+from ett_simulator import simulate_into_db
 from tests.alerts.processes import Process, start_prometheus, start_serve, wait_for
 from tests.support.grafana_expressions import Series, evaluate_rule, firing
 

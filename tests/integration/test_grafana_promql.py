@@ -15,11 +15,11 @@ import httpx
 import pytest
 import yaml
 
-from collector.domain.examples import worked_example
-from collector.replay import send_spans
-from grafana._provisioning import render
+from ett_grafana._provisioning import render
 from tests.support.collector_process import Collector, start_collector
 from tests.support.ports import free_port
+from tests.support.replay import send_spans
+from tests.support.worked_example import worked_example
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.e2e]
 

@@ -20,20 +20,20 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from collector.domain import SpanRecord
-from collector.domain.examples import worked_example
-from collector.overview import Overview
-from collector.pipeline import Pipeline
-from collector.query import Query
-from collector.storage import Store
-from collector.storage._roles import GRAFANA_VIEWS, grant_readonly
 from ett import semconv as sc
-from grafana import _fleet, _job
-from grafana._macros import expand
-from grafana._provisioning import dashboard_models
-from grafana._queries import SqlQuery
-from simulator import simulate_into_db
+from ett_collector.domain import SpanRecord
+from ett_collector.overview import Overview
+from ett_collector.pipeline import Pipeline
+from ett_collector.query import Query
+from ett_collector.storage import Store
+from ett_collector.storage._roles import GRAFANA_VIEWS, grant_readonly
+from ett_grafana import _fleet, _job
+from ett_grafana._macros import expand
+from ett_grafana._provisioning import dashboard_models
+from ett_grafana._queries import SqlQuery
+from ett_simulator import simulate_into_db
 from tests.support.collector_process import start_collector
+from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.postgres
 
@@ -298,7 +298,7 @@ def test_the_read_only_role_reads_the_views_and_nothing_else(fleet: Any) -> None
 
 
 def test_ett_db_grant_readonly(fresh_postgres_url: str, monkeypatch, capsys) -> None:
-    from cli import main
+    from ett_cli import main
 
     monkeypatch.setenv("VIEWER_PW", "pw-1")
     argv = ["db", "grant-readonly", "ett_viewer", "--db", fresh_postgres_url]

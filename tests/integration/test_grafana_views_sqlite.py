@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.storage import Store
-from collector.storage._roles import GRAFANA_VIEWS, RoleError, grant_readonly
+from ett_collector.pipeline import Pipeline
+from ett_collector.storage import Store
+from ett_collector.storage._roles import GRAFANA_VIEWS, RoleError, grant_readonly
+from tests.support.worked_example import worked_example
 
 BASE = 1_700_006_200.0  # 200 s before an hour (and day) edge: the job crosses it
 

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
-from collector.api import create_app
-from collector.api._app import INGEST_CHUNK_SPANS
-from collector.domain import SpanRecord
-from collector.pipeline import Pipeline
-from collector.settings import Settings
-from collector.storage import Store
+from ett_collector.api import create_app
+from ett_collector.api._app import INGEST_CHUNK_SPANS
+from ett_collector.domain import SpanRecord
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 from tests.conftest import BACKENDS
 from tests.support.bodies import window_body
 

@@ -9,12 +9,12 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from collector.api import create_app
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.settings import Settings
-from collector.storage import Store
+from ett_collector.api import create_app
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 from tests.conftest import BACKENDS
+from tests.support.worked_example import worked_example
 
 IDS = ["a", "a/segments", "a/segments/segments", "x/activity", "team/run 1", "ünï%2F?#"]
 

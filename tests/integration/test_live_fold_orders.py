@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.domain import SpanRecord, summarize
-from collector.schemas import job_json
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.schemas import job_json
+from ett_collector.storage import Store
 from tests.support.spans import (
     attempt_end,
     failure,

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector.domain import SpanRecord
-from collector.storage import Store
+from ett_collector.domain import SpanRecord
+from ett_collector.storage import Store
 from tests.integration.test_window_runs_storage import BACKENDS, figures, job_spans
 
 BATCH = 12

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from collector import pipeline as pipeline_module
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.storage import Store
+from ett_collector import pipeline as pipeline_module
+from ett_collector.pipeline import Pipeline
+from ett_collector.storage import Store
+from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0
 

@@ -29,14 +29,14 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from collector.api import create_app
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.settings import Settings
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.api import create_app
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 from tests.conftest import BACKENDS, throwaway_postgres
 from tests.support.spans import span
+from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0
 T1 = BASE + 1000.0
@@ -154,7 +154,7 @@ def test_cached_reads_answer_what_another_store_saved_underneath(database_url: s
         assert readers.read("w").json()["fresh"] is False
         env = {**os.environ, "ETT_DB_URL": database_url}
         done = subprocess.run(
-            [sys.executable, "-m", "cli", "recompute", "--db", database_url],
+            [sys.executable, "-m", "ett_cli", "recompute", "--db", database_url],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -306,7 +306,7 @@ def test_another_process_changes_are_read_once_the_recheck_interval_passed(
         extra = span(sc.SPAN_TRAIN_WINDOW, BASE + 450, BASE + 451, 1, 0, "w", span_id=999)
         other.ingest([extra])
         done = subprocess.run(
-            [sys.executable, "-m", "cli", "recompute", "--db", database_url],
+            [sys.executable, "-m", "ett_cli", "recompute", "--db", database_url],
             cwd=REPO,
             env={**os.environ, "ETT_DB_URL": database_url},
             capture_output=True,

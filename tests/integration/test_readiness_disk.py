@@ -1,4 +1,5 @@
-"""``/readyz`` sees a SQLite database's full disk without writing (``collector.api._readiness``):
+"""``/readyz`` sees a SQLite database's full disk without writing
+(``ett_collector.api._readiness``):
 not ready (503, one line) below ``ETT_READY_MIN_FREE_BYTES`` free or after a write the disk
 refused, ready again by itself when space returns; nothing accepted before is lost.
 
@@ -21,12 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.api import create_app
-from collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_path
-from collector.pipeline import Pipeline
-from collector.settings import ConfigError, Settings
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.api import create_app
+from ett_collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_path
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import ConfigError, Settings
+from ett_collector.storage import Store
 
 _ids = itertools.count(1)
 

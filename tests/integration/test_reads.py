@@ -21,15 +21,15 @@ import pytest
 from google.rpc.status_pb2 import Status
 from starlette.applications import Starlette
 
-from collector import otlp
-from collector.api import create_app
-from collector.domain.examples import worked_example
-from collector.pipeline import READ_FLIGHTS, Pipeline
-from collector.query import NotReady, Query
-from collector.replay import encode_request
-from collector.settings import Settings
-from collector.storage import Store
+from ett_collector import otlp
+from ett_collector.api import create_app
+from ett_collector.pipeline import READ_FLIGHTS, Pipeline
+from ett_collector.query import NotReady, Query
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 from tests.support.figures import WORKED_EXAMPLE
+from tests.support.replay import encode_request
+from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0
 NOW = BASE + 1000.0

@@ -20,16 +20,16 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from collector.api import create_app
-from collector.domain import SpanRecord, summarize
-from collector.domain.examples import worked_example
-from collector.metrics import CollectorMetrics
-from collector.pipeline import Pipeline
-from collector.schemas import job_json
-from collector.settings import Settings
-from collector.storage import Store, is_passing
+from ett_collector.api import create_app
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.metrics import CollectorMetrics
+from ett_collector.pipeline import Pipeline
+from ett_collector.schemas import job_json
+from ett_collector.settings import Settings
+from ett_collector.storage import Store, is_passing
 from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
+from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0
 NOW = BASE + 1000.0
@@ -342,7 +342,7 @@ def test_recompute_ownership_survives_a_database_restart() -> None:
 def test_ett_report_of_a_failed_job_says_why_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli import main
+    from ett_cli import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     store = PoisonStore(url)

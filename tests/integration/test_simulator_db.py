@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from collector.pipeline import Pipeline
-from collector.query import Query
-from collector.storage import Store
-from simulator import Truth, differences
+from ett_cli import main
+from ett_collector.pipeline import Pipeline
+from ett_collector.query import Query
+from ett_collector.storage import Store
+from ett_simulator import Truth, differences
 from tests.conftest import BACKENDS
 
 

@@ -20,12 +20,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from collector.api import create_app
-from collector.otlp._limits import MAX_IDENTITY_CHARS, MAX_VALUE_CHARS
-from collector.pipeline import Pipeline
-from collector.settings import Settings
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.api import create_app
+from ett_collector.otlp._limits import MAX_IDENTITY_CHARS, MAX_VALUE_CHARS
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 from tests.conftest import BACKENDS
 
 _ids = itertools.count(1)

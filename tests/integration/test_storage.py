@@ -13,7 +13,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import MetaData, inspect
 
-from collector.domain.model import (
+from ett import semconv
+from ett_collector.domain.model import (
     AttemptSummary,
     AttrValue,
     Category,
@@ -24,12 +25,11 @@ from collector.domain.model import (
     SegmentKind,
     SpanRecord,
 )
-from collector.schemas import job_json, segment_json
-from collector.storage import Store, head_revision
-from collector.storage._engine import normalize_url
-from collector.storage._lost_time import lost_time_query
-from collector.storage._tables import metadata
-from ett import semconv
+from ett_collector.schemas import job_json, segment_json
+from ett_collector.storage import Store, head_revision
+from ett_collector.storage._engine import normalize_url
+from ett_collector.storage._lost_time import lost_time_query
+from ett_collector.storage._tables import metadata
 from tests.support import spans
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_migration_matches_table_definitions(store: Store) -> None:
 
 def _all_tables() -> MetaData:
     """The storage tables and the alert tables: every table the migrations create."""
-    from collector.alerts._store import metadata as alert_metadata
+    from ett_collector.alerts._store import metadata as alert_metadata
 
     combined = MetaData(naming_convention=metadata.naming_convention)
     for source in (metadata, alert_metadata):
@@ -156,7 +156,7 @@ def _all_tables() -> MetaData:
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
 def test_concurrent_upgrades_from_processes_do_not_race(database_url: str) -> None:
-    code = "import sys; from collector.storage import Store; Store(sys.argv[1]).upgrade()"
+    code = "import sys; from ett_collector.storage import Store; Store(sys.argv[1]).upgrade()"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, database_url],

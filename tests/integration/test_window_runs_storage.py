@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from collector.domain import SpanRecord, summarize
-from collector.schemas import job_json
-from collector.storage import Store
-from collector.storage._runs import WINDOW
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.schemas import job_json
+from ett_collector.storage import Store
+from ett_collector.storage._runs import WINDOW
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "alerts"))
 
 from fleet_builder import fleet, load
 
-from collector.alerts import AlertService, load_rules
-from collector.api._factory import build_app
-from collector.settings import Settings
-from collector.storage import Store
+from ett_collector.alerts import AlertService, load_rules
+from ett_collector.api._factory import build_app
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
 
 pytestmark = pytest.mark.performance
 JOBS = 2000

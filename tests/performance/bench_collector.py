@@ -21,15 +21,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.domain import SpanRecord
-from collector.domain.examples import worked_example
-from collector.otlp import decode_traces
-from collector.replay import encode_request
-from collector.storage import Store
-from collector.storage._rows import SPAN_COLUMNS, span_rows
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord
+from ett_collector.otlp import decode_traces
+from ett_collector.storage import Store
+from ett_collector.storage._rows import SPAN_COLUMNS, span_rows
 from tests.support.collector_process import start_collector
+from tests.support.replay import encode_request
 from tests.support.spans import span
+from tests.support.worked_example import worked_example
 
 PROTO = {"Content-Type": "application/x-protobuf"}
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from simulator import simulate_into_db
+from ett_simulator import simulate_into_db
 from tests.dashboard.dashboard_process import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -42,7 +42,7 @@ def _requests_per_refresh(api_url: str, page: str | None, **params: str) -> tupl
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from dashboard import client
+    from ett_dashboard import client
 
     os.environ["ETT_API_URL"] = api_url
     st.cache_data.clear()

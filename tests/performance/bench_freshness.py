@@ -45,13 +45,13 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from collector.domain import SpanRecord, summarize
-from collector.replay import encode_request
-from collector.storage import Store
-from collector.storage._runs import Run
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.storage import Store
+from ett_collector.storage._runs import Run
 from tests.support.collector_process import stop_process
 from tests.support.ports import free_port
+from tests.support.replay import encode_request
 from tests.support.spans import first_batch, persist, phase, save, window
 
 WINDOW_S = 10.0
@@ -241,7 +241,7 @@ def _progress(msg: str) -> None:
 
 def serve(home: Path, url: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", url]
+    cmd = [sys.executable, "-m", "ett_cli", "serve", "--port", str(port), "--db", url]
     log = open(home / "collector.log", "ab")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
         cmd, env={**os.environ, "ETT_HOME": str(home), **env}, stdout=log, stderr=log

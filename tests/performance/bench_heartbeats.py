@@ -38,12 +38,12 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.domain import SpanRecord, summarize
-from collector.replay import encode_request
-from collector.schemas import job_json
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.schemas import job_json
+from ett_collector.storage import Store
 from tests.support.collector_process import start_collector
+from tests.support.replay import encode_request
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
 BASE = 1.79e9

@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.api._app import INGEST_CHUNK_SPANS
-from collector.settings import DEFAULT_MAX_INFLIGHT_BYTES
+from ett_collector.api._app import INGEST_CHUNK_SPANS
+from ett_collector.settings import DEFAULT_MAX_INFLIGHT_BYTES
 from tests.support.bodies import window_body
 from tests.support.ports import free_port
 
@@ -39,8 +39,8 @@ MIB = 1 << 20
 NO_LIMIT = 1 << 40
 ONE_TRANSACTION = 1 << 40
 _SERVE = (
-    "import sys, collector.api._app as app; app.INGEST_CHUNK_SPANS = int(sys.argv.pop(1)); "
-    "from cli._main import main; raise SystemExit(main())"
+    "import sys, ett_collector.api._app as app; app.INGEST_CHUNK_SPANS = int(sys.argv.pop(1)); "
+    "from ett_cli._main import main; raise SystemExit(main())"
 )
 
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
-from collector.domain import SpanRecord, summarize
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.storage import Store
 from tests.performance.bench_freshness import rss_mb, serve
 from tests.support.collector_process import stop_process
 
@@ -126,7 +126,7 @@ def _value(v: Any) -> Any:
 
 def encode(records: list[SpanRecord]) -> bytes:
     """One OTLP/protobuf export request of ``records``, built with the OTLP message classes
-    (the SDK's ``collector.replay.encode_request`` costs ~0.2-0.8 ms a span: the client, not
+    (the SDK's ``tests.support.replay.encode_request`` costs ~0.2-0.8 ms a span: the client, not
     the collector, would be measured). One resource per rank holds the identity, as the
     library sends it."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -253,7 +253,7 @@ def ingest(base: str, pid: int, ranks: int, hours: float, total: int) -> dict[st
 
 def recompute_process(url: str, home: Path, job: str = JOB) -> dict[str, float]:
     """``ett recompute`` as its own process: wall seconds and peak RSS (``wait4``)."""
-    cmd = [sys.executable, "-m", "cli", "recompute", "--db", url, job]
+    cmd = [sys.executable, "-m", "ett_cli", "recompute", "--db", url, job]
     env = {**os.environ, "ETT_HOME": str(home)}
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

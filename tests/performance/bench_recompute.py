@@ -65,13 +65,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from collector.domain import SpanRecord
-from collector.domain.examples import worked_example
-from collector.replay import encode_request
-from collector.settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_THREADS
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord
+from ett_collector.settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_THREADS
 from tests.support.collector_process import start_collector
+from tests.support.replay import encode_request
 from tests.support.spans import span
+from tests.support.worked_example import worked_example
 
 PROTO = {"Content-Type": "application/x-protobuf"}
 BASE = 1.79e9
@@ -521,10 +521,10 @@ def profile_read(db_url: str, n: int) -> list[tuple[str, float]]:
     import asyncio
     import json
 
-    from collector.api._app import create_app, json_body
-    from collector.pipeline import Pipeline
-    from collector.settings import Settings
-    from collector.storage import Store
+    from ett_collector.api._app import create_app, json_body
+    from ett_collector.pipeline import Pipeline
+    from ett_collector.settings import Settings
+    from ett_collector.storage import Store
 
     store = Store(db_url)
     store.upgrade()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator import FleetSpec, load_profile, simulate
-from simulator.sinks import EndpointSink
+from ett_simulator import FleetSpec, load_profile, simulate
+from ett_simulator.sinks import EndpointSink
 from tests.support.collector_process import start_collector
 
 START = 1_790_000_000.0

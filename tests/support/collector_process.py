@@ -89,17 +89,20 @@ def start_collector(
     port: int | None = None,
     workers: int = 1,
     env: dict[str, str] | None = None,
+    python: str = sys.executable,
 ) -> Collector:
     """Start `ett serve` and wait until /healthz answers. Without ``port``, a free one; should
     another process take it before the collector binds it, the collector starts on another.
-    ``env``: settings for the server on top of this process's environment."""
+    ``env``: settings for the server on top of this process's environment; ``python``: the
+    interpreter whose installed ``ett_cli`` serves (another environment's, say), started in
+    ``home``."""
     for _ in range(2):
         try:
-            return _start(home, db_url, token, port or free_port(), workers, env)
+            return _start(home, db_url, token, port or free_port(), workers, env, python)
         except _PortTaken:
             if port is not None:
                 raise
-    return _start(home, db_url, token, free_port(), workers, env)
+    return _start(home, db_url, token, free_port(), workers, env, python)
 
 
 class _PortTaken(RuntimeError):
@@ -113,10 +116,11 @@ def _start(
     port: int,
     workers: int,
     extra_env: dict[str, str] | None = None,
+    python: str = sys.executable,
 ) -> Collector:
     db_url = db_url or f"sqlite:///{home / 'collector.db'}"
     env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1", **(extra_env or {})}
-    cmd = [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db", db_url]
+    cmd = [python, "-m", "ett_cli", "serve", "--port", str(port), "--db", db_url]
     if token:
         cmd += ["--token", token]
     if workers != 1:
@@ -124,7 +128,8 @@ def _start(
     home.mkdir(parents=True, exist_ok=True)
     log_path = home / f"collector-{port}.log"
     log = open(log_path, "ab")  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    cwd = None if python == sys.executable else home
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:

@@ -28,8 +28,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.applications import Starlette
 
-from collector.storage import Store
 from ett import semconv as sc
+from ett_collector.storage import Store
 
 SEED = 20261130
 OK = {200, 400, 413, 415}

@@ -10,8 +10,8 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from collector.domain import Segment, SpanRecord
 from ett import semconv as sc
+from ett_collector.domain import Segment, SpanRecord
 
 _ids = itertools.count(1)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.storage import Store
+from ett_collector.pipeline import Pipeline
+from ett_collector.storage import Store
+from tests.support.worked_example import worked_example
 
 ETT = str(Path(sys.executable).with_name("ett"))
 JOB = "wrong-turns-job"
@@ -114,8 +114,8 @@ def _utc(t: float) -> str:
 
 
 def _seed_alerts(db_url: str) -> None:
-    from collector.alerts._state import Alert, AlertState
-    from collector.alerts._store import AlertStore
+    from ett_collector.alerts._state import Alert, AlertState
+    from ett_collector.alerts._store import AlertStore
 
     def alert(rule: str, state: AlertState, resolved: float | None) -> Alert:
         return Alert(

@@ -1,12 +1,12 @@
 """The import layers of DESIGN.md, checked on the source (every import, lazy ones included).
 
-- the domain imports nothing of ours but ``ett.semconv``; ``collector.schemas`` only the
+- the domain imports nothing of ours but ``ett.semconv``; ``ett_collector.schemas`` only the
   domain;
 - storage and otlp import the domain (never the pipeline, the query layer or the API);
 - nothing in the collector imports the API but its commands; the collector never imports the
   trainer, the views or the simulator;
 - the views (``dashboard``, ``grafana``) import only their own code, the pure read vocabulary
-  (``collector.schemas``, ``collector.domain``) and ``ett.semconv``;
+  (``ett_collector.schemas``, ``ett_collector.domain``) and ``ett.semconv``;
 - ``cli`` imports only itself and the parts' commands modules (which alone import ``cli``);
 - the simulator imports ``ett.semconv`` and the collector's ingest entry;
 - ``ett`` (the library) imports no collector, trainer or view code.
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from cli._parts import PARTS
+from ett_cli._parts import PARTS
 from tests.support.layout import ROOT, import_names, module_name
 
 FOLDERS = ("cli", "collector", "instrument", "trainer", "dashboard", "grafana", "simulator")
 OURS = tuple(import_names().get(folder, folder) for folder in FOLDERS)
-VOCABULARY = ("collector.schemas", "collector.domain", "ett.semconv")
+VOCABULARY = ("ett_collector.schemas", "ett_collector.domain", "ett.semconv")
 
 
 @dataclass(frozen=True)
@@ -39,33 +39,42 @@ class Rule:
 
 RULES = (  # the most specific importer wins
     Rule("ett", ("ett",)),
-    Rule("collector", ("collector", "ett.semconv"), ("collector.api", "collector.commands")),
-    Rule("collector.commands", ("collector", "ett.semconv")),
-    Rule("collector.api", ("collector", "ett.semconv"), ("collector.commands",)),
-    Rule("collector.domain", ("collector.domain", "ett.semconv")),
-    Rule("collector.schemas", ("collector.domain.model",)),
-    Rule("collector.otlp", ("collector.otlp", "collector.domain", "ett.semconv")),
-    Rule("collector.storage", ("collector.storage", *VOCABULARY)),
-    Rule("dashboard", ("dashboard", *VOCABULARY)),
+    Rule(
+        "ett_collector",
+        ("ett_collector", "ett.semconv"),
+        ("ett_collector.api", "ett_collector.commands"),
+    ),
+    Rule("ett_collector.commands", ("ett_collector", "ett.semconv")),
+    Rule("ett_collector.api", ("ett_collector", "ett.semconv"), ("ett_collector.commands",)),
+    Rule("ett_collector.domain", ("ett_collector.domain", "ett.semconv")),
+    Rule("ett_collector.schemas", ("ett_collector.domain.model",)),
+    Rule("ett_collector.otlp", ("ett_collector.otlp", "ett_collector.domain", "ett.semconv")),
+    Rule("ett_collector.storage", ("ett_collector.storage", *VOCABULARY)),
+    Rule("ett_dashboard", ("ett_dashboard", *VOCABULARY)),
     # the alert rule model and its PromQL are pure (no SQL, no HTTP): Grafana's alert rules are
     # generated from the same definitions as the collector's own
     Rule(
-        "grafana", ("grafana", *VOCABULARY, "collector.alerts.rules", "collector.alerts.prometheus")
+        "ett_grafana",
+        (
+            "ett_grafana",
+            *VOCABULARY,
+            "ett_collector.alerts.rules",
+            "ett_collector.alerts.prometheus",
+        ),
     ),
-    Rule("collector.alerts.rules", ("collector.alerts.rules", "ett.semconv")),
-    Rule("collector.alerts.prometheus", ("collector.alerts", "ett.semconv")),
-    Rule("cli", ("cli", *PARTS)),
+    Rule("ett_collector.alerts.rules", ("ett_collector.alerts.rules", "ett.semconv")),
+    Rule("ett_collector.alerts.prometheus", ("ett_collector.alerts", "ett.semconv")),
+    Rule("ett_cli", ("ett_cli", *PARTS)),
     Rule("trainer", ("trainer", "ett")),
     Rule(
-        "simulator",
+        "ett_simulator",
         (
-            "simulator",
+            "ett_simulator",
             "ett.semconv",
-            "collector.domain",
-            "collector.pipeline",
-            "collector.storage",
-            "collector.otlp",
-            "collector.replay",
+            "ett_collector.domain",
+            "ett_collector.pipeline",
+            "ett_collector.storage",
+            "ett_collector.otlp",
         ),
     ),
 )
@@ -79,7 +88,7 @@ def _rule(module: str) -> Rule:
     """The rule of ``module``; a part's ``commands`` module may also import ``cli``."""
     rule = max((r for r in RULES if _under(module, r.importer)), key=lambda r: len(r.importer))
     if module.rpartition(".")[2] == "commands":
-        return Rule(rule.importer, (*rule.allowed, "cli"), rule.forbidden)
+        return Rule(rule.importer, (*rule.allowed, "ett_cli"), rule.forbidden)
     return rule
 
 
@@ -129,12 +138,16 @@ def test_every_package_keeps_its_layer() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "rule_of"),
     [
-        ("collector.domain._x", "from collector.storage import Store\n", "collector.domain"),
-        ("collector.storage._x", "from ..pipeline import Pipeline\n", "collector.storage"),
-        ("collector.query", "from collector.api import create_app\n", "collector"),
-        ("dashboard._x", "from collector.query import Query\n", "dashboard"),
+        (
+            "ett_collector.domain._x",
+            "from ett_collector.storage import Store\n",
+            "ett_collector.domain",
+        ),
+        ("ett_collector.storage._x", "from ..pipeline import Pipeline\n", "ett_collector.storage"),
+        ("ett_collector.query", "from ett_collector.api import create_app\n", "ett_collector"),
+        ("ett_dashboard._x", "from ett_collector.query import Query\n", "ett_dashboard"),
         ("ett._x", "import trainer.train\n", "ett"),
-        ("cli._x", "from collector import pipeline\n", "cli"),
+        ("ett_cli._x", "from ett_collector import pipeline\n", "ett_cli"),
     ],
 )
 def test_the_check_catches_a_crossing(
@@ -149,8 +162,8 @@ def test_the_check_catches_a_crossing(
 
 
 def test_the_vocabulary_import_passes() -> None:
-    rule = _rule("dashboard.client")
-    assert _allowed(rule, "collector.schemas") and not _allowed(rule, "collector.storage")
+    rule = _rule("ett_dashboard.client")
+    assert _allowed(rule, "ett_collector.schemas") and not _allowed(rule, "ett_collector.storage")
 
 
 def test_no_import_spells_a_folder_name() -> None:

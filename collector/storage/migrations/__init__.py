@@ -1,1 +1,1 @@
-"""Alembic migrations of the collector's schema (run from code by ``collector.storage``)."""
+"""Alembic migrations of the collector's schema (run from code by ``ett_collector.storage``)."""

@@ -1,6 +1,6 @@
 """Alembic environment of the collector's schema.
 
-Run programmatically by :func:`collector.storage._migrate.upgrade`, which hands over an open
+Run programmatically by :func:`ett_collector.storage._migrate.upgrade`, which hands over an open
 connection in ``config.attributes["connection"]``. Offline mode (``alembic upgrade --sql``) works
 from a ``sqlalchemy.url`` main option.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from collector.storage._tables import metadata
+from ett_collector.storage._tables import metadata
 
 config = context.config
 

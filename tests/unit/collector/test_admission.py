@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from collector.api._admission import MAX_RETRY_AFTER_S, Busy, InflightBudget, OutageClock
-from collector.settings import ConfigError, Settings
-from collector.storage import RETRY_AFTER_S
+from ett_collector.api._admission import MAX_RETRY_AFTER_S, Busy, InflightBudget, OutageClock
+from ett_collector.settings import ConfigError, Settings
+from ett_collector.storage import RETRY_AFTER_S
 
 
 class FakeClock:

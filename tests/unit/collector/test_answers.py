@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collector.answers import JobAnswers
-from collector.storage._store import FiguresStamp
+from ett_collector.answers import JobAnswers
+from ett_collector.storage._store import FiguresStamp
 
 
 def _stamp(seq: int, computed_at: float = 1.0) -> FiguresStamp:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.query import QueryError, parse_instant
-from collector.settings import ConfigError, Settings
-from collector.storage import Store
+from ett_cli import main
+from ett_collector.pipeline import Pipeline
+from ett_collector.query import QueryError, parse_instant
+from ett_collector.settings import ConfigError, Settings
+from ett_collector.storage import Store
 from tests.support.figures import WORKED_EXAMPLE
+from tests.support.worked_example import worked_example
 
 
 @pytest.fixture

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cli import main
-from cli._main import build_parser
-from collector import _render
-from collector.domain.examples import worked_example
-from collector.pipeline import Pipeline
-from collector.storage import Store
+from ett_cli import main
+from ett_cli._main import build_parser
+from ett_collector import _render
+from ett_collector.pipeline import Pipeline
+from ett_collector.storage import Store
 from tests.support.ports import free_port
+from tests.support.worked_example import worked_example
 
 ETT = str(Path(sys.executable).with_name("ett"))
 LONG_ID = "newcomer-dlrm-2026-11-30-rank-sweep-0042"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.domain import SegmentKind, summarize
 from ett import semconv as sc
+from ett_collector.domain import SegmentKind, summarize
 from tests.support.spans import attempt_end, first_batch, per_component, phase, window
 
 DONE = sc.EndReasonValues.COMPLETED.value

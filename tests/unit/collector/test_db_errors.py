@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, exc, text
 
-from collector.storage import is_passing
+from ett_collector.storage import is_passing
 from tests.support.ports import free_port
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.storage._rows import DecodedRows
+from ett_collector.storage._rows import DecodedRows
 
 
 def test_the_least_recently_put_jobs_go_first_beyond_either_bound() -> None:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.domain import Category, summarize
-from collector.schemas import job_json
 from ett import semconv as sc
+from ett_collector.domain import Category, summarize
+from ett_collector.schemas import job_json
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, span, window
 
 PHASES = ["pg_init", "model_init", "sharding_plan", "checkpoint_load", "compile", "warmup"]

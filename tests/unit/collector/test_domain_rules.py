@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.domain import Category, JobState, SegmentKind, summarize
 from ett import semconv as sc
+from ett_collector.domain import Category, JobState, SegmentKind, summarize
 from tests.support.spans import (
     attempt_end,
     failure,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from collector.domain import SegmentKind, summarize
 from ett import semconv as sc
 from ett._startup import emit_process_startup
+from ett_collector.domain import SegmentKind, summarize
 from tests.support.spans import attempt_end, first_batch, per_component, phase, window
 
 S = 1_000_000_000

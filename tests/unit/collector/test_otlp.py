@@ -21,7 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.otlp import (
+from ett import semconv
+from ett_collector.otlp import (
     DecodeResult,
     OtlpError,
     decode_traces,
@@ -29,7 +30,6 @@ from collector.otlp import (
     encode_status,
     response_content_type,
 )
-from ett import semconv
 
 PB = "application/x-protobuf"
 JSON = "application/json"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from collector.settings import (
+from ett_collector.settings import (
     DEFAULT_RAW_WINDOW_RETENTION_S,
     ConfigError,
     Settings,
     raw_window_retention_s,
 )
-from collector.storage._compaction import DEFAULT_RETENTION_S
+from ett_collector.storage._compaction import DEFAULT_RETENTION_S
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.settings import (
+from ett_collector.settings import (
     DEFAULT_READ_CACHE_JOBS,
     DEFAULT_READ_RECHECK_S,
     DEFAULT_READ_THREADS,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from collector.domain import summarize
 from ett import semconv as sc
+from ett_collector.domain import summarize
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, span, window
 
 FAILED = sc.EndReasonValues.FAILED.value

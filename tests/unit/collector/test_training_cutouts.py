@@ -8,11 +8,10 @@ import io
 import pytest
 from rich.console import Console
 
-from collector import _render
-from collector.domain import Category, SegmentKind, summarize
-from collector.domain.examples import worked_example
-from collector.schemas import job_json
 from ett import semconv as sc
+from ett_collector import _render
+from ett_collector.domain import Category, SegmentKind, summarize
+from ett_collector.schemas import job_json
 from tests.support.spans import (
     attempt_end,
     blocking,
@@ -26,6 +25,7 @@ from tests.support.spans import (
     span,
     window,
 )
+from tests.support.worked_example import worked_example
 
 DONE = sc.EndReasonValues.COMPLETED.value
 NOW = 1e6

@@ -13,10 +13,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.domain import SpanRecord, summarize
-from collector.schemas import job_json
-from collector.storage._runs import WINDOW, fold, run_rows, runs_from_rows, with_runs
 from ett import semconv as sc
+from ett_collector.domain import SpanRecord, summarize
+from ett_collector.schemas import job_json
+from ett_collector.storage._runs import WINDOW, fold, run_rows, runs_from_rows, with_runs
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
 REASONS = [None, "completed", "failed", "preempted"]

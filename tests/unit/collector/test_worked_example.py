@@ -6,14 +6,14 @@ import itertools
 
 import pytest
 
-from collector.domain import Category, JobState, SegmentKind, summarize
-from collector.domain.examples import worked_example
-from collector.schemas import job_json
+from ett_collector.domain import Category, JobState, SegmentKind, summarize
+from ett_collector.schemas import job_json
 from tests.support.figures import (
     WORKED_EXAMPLE,
     WORKED_EXAMPLE_LOST_BY_COMPONENT,
     WORKED_EXAMPLE_STARTUP,
 )
+from tests.support.worked_example import worked_example
 
 
 @pytest.fixture(scope="module")

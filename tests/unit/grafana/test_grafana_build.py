@@ -11,10 +11,10 @@ import pytest
 import yaml
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from cli import main
-from grafana._macros import MacroError, expand
-from grafana._provisioning import ROOT, render, stale, write
-from grafana._queries import POSTGRES_UID, PROMETHEUS_UID
+from ett_cli import main
+from ett_grafana._macros import MacroError, expand
+from ett_grafana._provisioning import ROOT, render, stale, write
+from ett_grafana._queries import POSTGRES_UID, PROMETHEUS_UID
 
 
 def test_committed_files_are_up_to_date(capsys) -> None:

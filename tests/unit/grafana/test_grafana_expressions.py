@@ -8,7 +8,7 @@ import math
 import pytest
 import yaml
 
-from grafana._provisioning import render
+from ett_grafana._provisioning import render
 from tests.support.grafana_expressions import evaluate_rule, firing, math_expression, reduce
 
 A = frozenset({("model", "a")})

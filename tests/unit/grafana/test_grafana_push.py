@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from grafana_stub import GrafanaStub
 
-from cli import main
-from grafana._provisioning import ROOT
+from ett_cli import main
+from ett_grafana._provisioning import ROOT
 
 PG = "postgresql://ett_grafana:pa%40ss@db.example:5433/ett"
 
@@ -51,8 +51,8 @@ def test_push_writes_folder_datasources_and_dashboards(stub: GrafanaStub, capsys
 
 
 def test_alert_rules_come_from_the_collectors_rule_definitions(stub: GrafanaStub) -> None:
-    from collector.alerts.prometheus import expression
-    from collector.alerts.rules import load_rules
+    from ett_collector.alerts.prometheus import expression
+    from ett_collector.alerts.rules import load_rules
 
     assert _push(stub) == 0
     ((path, group),) = stub.rule_groups.items()

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from cli import main
-from collector.otlp import PROTOBUF_CONTENT_TYPE, decode_traces
 from ett import semconv as sc
-from simulator import ProfileError, load_profile, parse_regression
-from simulator.wire import Encoder, RankSpans
+from ett_cli import main
+from ett_collector.otlp import PROTOBUF_CONTENT_TYPE, decode_traces
+from ett_simulator import ProfileError, load_profile, parse_regression
+from ett_simulator.wire import Encoder, RankSpans
 
 
 class _Counter(http.server.BaseHTTPRequestHandler):

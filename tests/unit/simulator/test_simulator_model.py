@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from simulator import FleetSpec, generate, load_profile, parse_regression, simulate
-from simulator.profile import CAUSES
+from ett_simulator import FleetSpec, generate, load_profile, parse_regression, simulate
+from ett_simulator.profile import CAUSES
 
 START = 1_790_000_000.0  # 2026-09-21, a fixed start makes runs comparable
 

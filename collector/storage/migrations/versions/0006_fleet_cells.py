@@ -85,7 +85,7 @@ def upgrade() -> None:
 
 def _fill(conn: sa.Connection) -> None:
     """Every stored job's cells, computed as a save computes them."""
-    from collector.storage._fleet_cells import replace_job
+    from ett_collector.storage._fleet_cells import replace_job
 
     figures = conn.execute(
         sa.text("SELECT job_id, model, team, state, summary FROM job_figures ORDER BY job_id")

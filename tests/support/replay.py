@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ett import semconv as sc
-
-from .domain import SpanRecord
+from ett_collector.domain import SpanRecord
 
 _IDENTITY = (sc.JOB_ID, sc.ATTEMPT, sc.RANK, sc.WORLD_SIZE, sc.MODEL, sc.TEAM)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ett import semconv as sc
-
-from .model import AttrValue, SpanRecord
+from ett_collector.domain.model import AttrValue, SpanRecord
 
 
 class _Builder:
