@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).resolve().parent / "pages"
+PAGES = Path(__file__).resolve().parent / "views"  # not pages/: Streamlit lists that on its own
 
 st.set_page_config(page_title="ETT dashboard", layout="wide")
 nav = st.navigation(

@@ -29,7 +29,7 @@ CHROMIUM_ARGS = [
 ]
 MISSING = (
     "needs Chromium ({path}) and Playwright's Python package: run `make setup` "
-    "(apt-get install chromium; pip install -e '.[dashboard,dev]')"
+    "(apt-get install chromium; pip install -e ./instrument -e '.[dashboard,dev]')"
 )
 
 

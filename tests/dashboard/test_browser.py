@@ -163,3 +163,36 @@ def test_filter_survives_the_refresh(app: Any, page: Any, tmp_path: Path) -> Non
 def _seconds(text: str) -> float:
     value, unit = text.split()
     return float(value) * {"s": 1, "min": 60, "h": 3600}[unit]
+
+
+NAV_NAMES = ["Fleet", "Jobs", "Job", "Checkpoint advisor", "Alerts"]
+"""The sidebar of ``app.py``'s navigation, in its order (issue 23)."""
+
+
+@pytest.mark.parametrize("first", ["job", "jobs"])
+def test_a_deep_link_opened_first_on_a_fresh_server_names_the_pages(
+    fleet: Any, browser: Any, tmp_path: Path, first: str
+) -> None:
+    """A shared link opened before anyone has opened ``/`` shows the navigation's page names,
+    not the files' (``app | advisor | alerts | ...``: what Streamlit lists when it finds a
+    ``pages/`` folder beside the entry script on its own)."""
+    c, ids = fleet
+    d = start_dashboard(c.url, tmp_path / "fresh", refresh_s=REFRESH_S)  # no page opened yet
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        pg = ctx.new_page()
+        path, content = {
+            "job": (f"/job?job={ids['two_rank']}", "Start-up per rank"),
+            "jobs": ("/jobs", "Click a column header"),
+        }[first]
+        pg.goto(d.url + path)
+        wait_for_text(pg, content)
+        links = pg.locator('[data-testid="stSidebarNav"] a')
+        links.first.wait_for(state="visible", timeout=60_000)
+        names = [" ".join(t.split()) for t in links.all_inner_texts()]
+        shot(pg, tmp_path, f"deep-link-{first}")
+        assert names == NAV_NAMES
+        assert pg.url == d.url + path  # the link kept its page and its query
+    finally:
+        ctx.close()
+        d.stop()

@@ -72,7 +72,7 @@ def test_fleet_api_adds_up_to_the_jobs(api: Any) -> None:
 
 def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
     c, ids = api
-    at = run("pages/jobs.py")
+    at = run("views/jobs.py")
     shown = at.dataframe[0].value
     assert sorted(s.split("job=")[1] for s in shown["job"]) == sorted(
         r["job_id"] for r in c.get("/api/v1/jobs").json()
@@ -80,7 +80,7 @@ def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
     assert list(shown.columns[:6]) == [  # the figures first, beside the id
         "job", "state", "ett_pct", "idle_pct", "failure_pct", "failures",
     ]  # fmt: skip
-    at = run("pages/jobs.py", state="failed")
+    at = run("views/jobs.py", state="failed")
     shown = at.dataframe[0].value
     assert set(shown["state"]) == {"failed"}
     assert ids["failed"] in "".join(shown["job"])
@@ -89,7 +89,7 @@ def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
 def test_job_page_shows_the_api_figures(api: Any) -> None:
     c, ids = api
     job = c.job(ids["example"])
-    at = run("pages/job.py", job=ids["example"])
+    at = run("views/job.py", job=ids["example"])
     m = metrics(at)
     assert m["ETT"] == f"{job['ett_pct']:.1f} %" == "60.0 %"
     assert m["Failure"] == f"{job['failure_pct']:.1f} %"
@@ -105,7 +105,7 @@ def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
     assert steps[100]["persist_s"] == pytest.approx(16.0)
     assert {x["cache"] for x in act["compiles"]} == {"hit"}
     assert all(x["in_startup"] for x in act["compiles"])
-    at = run("pages/job.py", job=ids["two_rank"])
+    at = run("views/job.py", job=ids["two_rank"])
     attempts = at.dataframe[0].value
     assert list(attempts["critical rank"]) == [1]
     assert list(attempts["compile cache"]) == ["hit"]
@@ -128,7 +128,7 @@ def test_every_attempts_start_up_chart_has_its_phases_and_first_batches(api: Any
     c, ids = api
     act = c.get(f"/api/v1/jobs/{ids['example']}/activity").json()
     assert {p["attempt"] for p in act["startup"]} == {0, 1}
-    at = run("pages/job.py", job=ids["example"])
+    at = run("views/job.py", job=ids["example"])
     frames = [f for f in _chart_frames(at) if "rank_label" in f.columns]
     phases = [f for f in frames if "phase" in f.columns]
     firsts = [f for f in frames if "at" in f.columns]
@@ -163,21 +163,21 @@ def test_every_job_link_opens_the_job_page(api: Any) -> None:
         parts = urlsplit(link)
         params = parse_qs(parts.query)
         assert (parts.path, params) == ("/job", {"job": [job_id]}), link
-        at = run("pages/job.py", job=params["job"][0])
+        at = run("views/job.py", job=params["job"][0])
         assert at.title[0].value == f"Job {job_id}"
 
 
 def test_unknown_and_missing_job_are_plain_messages(api: Any) -> None:
-    at = run("pages/job.py", job="no-such-job")
+    at = run("views/job.py", job="no-such-job")
     assert "No job 'no-such-job'" in at.error[0].value
-    at = run("pages/job.py")
+    at = run("views/job.py")
     assert "No job chosen" in at.info[0].value
 
 
 def test_advisor_page(api: Any) -> None:
     c, _ = api
     advice = c.get("/api/v1/checkpoint-advice").json()
-    at = run("pages/advisor.py", model="dlrm")
+    at = run("views/advisor.py", model="dlrm")
     m = metrics(at)
     assert m["Young's optimum"].endswith(" s") or m["Young's optimum"].endswith(" min")
     assert "GPU-h/day" in m["Lost at this interval"]
@@ -201,7 +201,7 @@ def test_advisor_withholds_an_optimum_resting_on_too_few_failures(api: Any) -> N
     advice = c.get("/api/v1/checkpoint-advice", model="dlrm").json()
     assert 0 < job["failures"] < advice["min_failures"]
     assert [m["advice_ok"] for m in advice["models"]] == [False]
-    at = run("pages/advisor.py", model="dlrm")
+    at = run("views/advisor.py", model="dlrm")
     assert any(
         f"Not enough failures yet ({job['failures']} of {advice['min_failures']})" in i.value
         for i in at.info
@@ -210,7 +210,7 @@ def test_advisor_withholds_an_optimum_resting_on_too_few_failures(api: Any) -> N
     assert list(per_job["Young's optimum"]) == [
         f"not enough failures yet ({job['failures']} of {advice['min_failures']})"
     ]
-    at = run("pages/job.py", job=ids["example"])
+    at = run("views/job.py", job=ids["example"])
     (interval,) = [m for m in at.metric if m.label == "Checkpoint interval"]
     expected = f"not enough failures yet ({job['failures']} of {advice['min_failures']})"
     assert expected in interval.proto.help
@@ -218,7 +218,7 @@ def test_advisor_withholds_an_optimum_resting_on_too_few_failures(api: Any) -> N
 
 def test_checkpoint_table_shows_every_column_at_full_width(api: Any) -> None:
     _, ids = api
-    at = run("pages/job.py", job=ids["two_rank"])
+    at = run("views/job.py", job=ids["two_rank"])
     tables = [d for d in at.dataframe if "committed" in d.value.columns]
     assert len(tables) == 1
     assert list(tables[0].value.columns) == [
@@ -230,7 +230,7 @@ def test_checkpoint_table_shows_every_column_at_full_width(api: Any) -> None:
 
 def test_alerts_page_without_alerting(api: Any) -> None:
     c, _ = api
-    at = run("pages/alerts.py")
+    at = run("views/alerts.py")
     if c.get("/api/v1/alerts").status_code == 404:
         assert "Alerting is not configured" in at.info[0].value
     else:
@@ -244,10 +244,10 @@ def test_collector_down_is_a_plain_message(monkeypatch: pytest.MonkeyPatch) -> N
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("ETT_API_URL", f"http://127.0.0.1:{port}")
-    for page in (None, "pages/jobs.py", "pages/advisor.py", "pages/alerts.py"):
+    for page in (None, "views/jobs.py", "views/advisor.py", "views/alerts.py"):
         at = run(page)
         assert "does not answer" in at.error[0].value
-    at = run("pages/job.py", job="x")
+    at = run("views/job.py", job="x")
     assert "does not answer" in at.error[0].value
 
 
@@ -258,10 +258,10 @@ def test_wrong_token_is_a_plain_message(tmp_path: Path, monkeypatch: pytest.Monk
     try:
         monkeypatch.setenv("ETT_API_URL", c.url)
         monkeypatch.setenv("ETT_TOKEN", "wrong")
-        at = run("pages/jobs.py")
+        at = run("views/jobs.py")
         assert "refused the token" in at.error[0].value
         monkeypatch.setenv("ETT_TOKEN", "right")
-        at = run("pages/jobs.py")
+        at = run("views/jobs.py")
         assert not at.error
         assert "No jobs yet" in at.info[0].value  # the empty state says what to do
     finally:

@@ -104,7 +104,7 @@ def measure(jobs: int, home: Path) -> dict[str, float]:
         out: dict[str, float] = {"fleet_api_s": _api_seconds(collector, "/api/v1/fleet")}
         out["fleet_requests"], out["fleet_script_s"] = _requests_per_refresh(collector.url, None)
         out["job_requests"], out["job_script_s"] = _requests_per_refresh(
-            collector.url, "pages/job.py", job=job_id
+            collector.url, "views/job.py", job=job_id
         )
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

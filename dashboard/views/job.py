@@ -24,7 +24,7 @@ job_id = st.query_params.get("job") or st.query_params.get("job_id", "")  # job_
 if not job_id:
     st.title("Job")
     st.info("No job chosen: open one from the Jobs page, or add `?job=<job id>` to the URL.")
-    st.page_link("pages/jobs.py", label="Go to the Jobs page")
+    st.page_link("views/jobs.py", label="Go to the Jobs page")
     st.stop()
 
 
@@ -214,7 +214,7 @@ def job_view(job_id: str, c: Client) -> None:
         if exc.status == 404:
             st.title("Job")
             st.error(f"No job {job_id!r} at the collector. Pick one on the Jobs page.")
-            st.page_link("pages/jobs.py", label="Go to the Jobs page")
+            st.page_link("views/jobs.py", label="Go to the Jobs page")
         else:
             _page.show_error(exc)
         return
