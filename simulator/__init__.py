@@ -2,10 +2,14 @@
 
 The Python API other parts' tests use (see :mod:`ett_simulator.simulation`)::
 
-    from ett_simulator import simulate_into_db, simulate_to_endpoint, differences
+    from ett_simulator import differences, read_truth, simulate_into_db, simulate_to_endpoint
     truths = simulate_into_db("sqlite:///fleet.db", jobs=30, days=14, seed=1, start=start_s,
                               regress=["model=dlrm-large component=checkpoint factor=3 at=..."])
     # each Truth has the read API's field names: job_id, wall_s, productive_s, ...
+    jobs, regressions = read_truth("truth.jsonl")  # what `ett simulate --truth FILE` wrote
+
+The history ends at ``start + days`` (default: now); a job that would still be running then is
+left out whole (:mod:`ett_simulator.fleet`).
 """
 
 from .fleet import FleetSpec, generate, job_specs
@@ -13,6 +17,7 @@ from .profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from .regression import Regression, parse_regression
 from .simulation import SimulationResult, simulate, simulate_into_db, simulate_to_endpoint
 from .truth import Truth, differences
+from .truth_file import TruthFile, TruthFileError, read_truth
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -22,11 +27,14 @@ __all__ = [
     "Regression",
     "SimulationResult",
     "Truth",
+    "TruthFile",
+    "TruthFileError",
     "differences",
     "generate",
     "job_specs",
     "load_profile",
     "parse_regression",
+    "read_truth",
     "simulate",
     "simulate_into_db",
     "simulate_to_endpoint",

@@ -29,6 +29,9 @@ class JobSpec:
     seed: str
     live: bool = False
     window_s: float | None = None
+    until_ms: int | None = None
+    """The end of the history (unix ms): a job still running then is left out (None: a live
+    job, which runs on in real time)."""
 
 
 @dataclass(slots=True)

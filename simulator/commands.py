@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,21 @@ examples:
   ett simulate --jobs 50 --truth truth.jsonl --dry-run   # what would be sent, sending nothing
   ett simulate --live 3                                  # 3 jobs running in real time
   ett simulate --regress "model=dlrm-large component=checkpoint factor=3 at=2026-11-20T00:00:00Z"
+
+The history is the window from --start to --start + --days; by default it ends now. No span of
+it ends after the window: the --jobs training jobs arrive uniformly over the window, and one that
+would still be running at its end (its restarts and its publish job included) is left out whole,
+never cut short (so no job looks presumed dead). The command prints how many were left out: a
+job lasts hours, so about 2 % of a week's jobs, 15 % of two days'. --live jobs are not history:
+they start now and run on in real time.
+
+--truth FILE (JSON lines): first one line per --regress, as given, also those planted after the
+history's end, e.g.
+  {"record": "regression", "model": "dlrm-small", "team": null, "component": "checkpoint",
+   "factor": 6.0, "at": 1796061600.0, "at_iso": "2026-11-30T18:00:00Z"}
+(model or team is null); then one line per job sent (history, publish and live jobs) with the read
+API's field names and no "record" key. A job left out has no line. Read it in Python with
+ett_simulator.read_truth(FILE) -> (jobs, regressions).
 
 The same arguments (with --start) give byte-identical spans. The default profile, with every key
 documented, is simulator/default_profile.toml; --profile FILE is merged over it.
@@ -34,8 +50,10 @@ def register(sub: Any) -> None:
         help="send a simulated fleet of training jobs (OTLP spans) to a collector",
         description="Simulate a fleet of training jobs (start-up, checkpoints, evals, failures, "
         "restarts, publish jobs) over simulated wall-clock time and send its spans over "
-        "OTLP/HTTP, or write them into a collector database. --truth writes what was generated, "
-        "one JSON object per job with the read API's field names.",
+        "OTLP/HTTP, or write them into a collector database. The history ends at --start + "
+        "--days (default: now): jobs still running then are left out. --truth writes what was "
+        "planted and sent: one JSON object per regression, then one per job with the read API's "
+        "field names.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -51,20 +69,33 @@ def register(sub: Any) -> None:
         "(sqlite:///PATH, a plain path to a SQLite file, or postgresql+psycopg://USER@HOST:PORT/DB)",
     )
     p.add_argument("--jobs", type=int, default=20, help="training jobs of history (default 20)")
-    p.add_argument("--start", metavar="ISO", help="start of the history (default: now - days)")
-    p.add_argument("--days", type=float, default=7.0, help="length of the history (default 7)")
+    p.add_argument(
+        "--start", metavar="ISO", help="start of the history (default: now - days: it ends now)"
+    )
+    p.add_argument(
+        "--days",
+        type=float,
+        default=7.0,
+        help="length of the history (default 7); it ends at start + days, jobs still running "
+        "then are left out",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--models", metavar="A,B", help="model names (default: the profile's)")
     p.add_argument("--teams", metavar="X,Y", help="team names (default: the profile's)")
     p.add_argument("--profile", metavar="FILE", help="TOML profile merged over the default")
-    p.add_argument("--truth", metavar="FILE", help="write each job's true figures (JSON lines)")
+    p.add_argument(
+        "--truth",
+        metavar="FILE",
+        help="write the planted regressions and each sent job's true figures (JSON lines)",
+    )
     p.add_argument("--dry-run", action="store_true", help="generate (and --truth) only")
     p.add_argument(
         "--live",
         type=int,
         default=0,
         metavar="N",
-        help="then run N jobs in real time (windows every ETT_WINDOW_S; default 0: none)",
+        help="then run N jobs in real time, from now on (not history: they may run past the "
+        "history's end; windows every ETT_WINDOW_S; default 0: none)",
     )
     p.add_argument(
         "--regress",
@@ -101,7 +132,7 @@ def _window_s() -> float:
 
 def _simulate(args: argparse.Namespace) -> int:
     from .profile import ProfileError
-    from .regression import parse_instant
+    from .regression import format_instant, parse_instant
     from .simulation import fleet_spec, simulate
     from .sinks import DatabaseSink, EndpointSink, SendError, Sink
 
@@ -122,6 +153,7 @@ def _simulate(args: argparse.Namespace) -> int:
             live=args.live,
             live_window_s=_window_s(),
         )
+        fleet.window(time.time())  # a window OTLP cannot carry: ValueError, nothing sent
     except (ProfileError, ValueError) as exc:
         raise CliError(str(exc)) from None
     sink: Sink | None = None
@@ -157,6 +189,11 @@ def _simulate(args: argparse.Namespace) -> int:
         f"simulated {jobs} job(s) ({failed} failed), {result.spans:,} spans in "
         f"{result.requests} request(s) to {where} in {result.seconds:.1f} s"
         + (f"; truth in {args.truth}" if args.truth else "")
+    )
+    print(
+        f"history {format_instant(round(result.start))} to {format_instant(round(result.end))}: "
+        f"{len(result.dropped)} of {fleet.jobs} training job(s) left out, "
+        "as they would still be running at its end"
     )
     if sink is not None and result.accepted != result.spans:
         print(

@@ -63,6 +63,14 @@ def parse_instant(text: str, what: str) -> float:
     return dt.timestamp()
 
 
+def format_instant(at: float) -> str:
+    """Unix seconds as ISO 8601 in UTC with ``Z`` (``2026-11-30T18:00:00Z``; fractions of a
+    second only when there are some): the inverse of :func:`parse_instant`."""
+    dt = datetime.fromtimestamp(at, UTC)
+    spec = "seconds" if dt.microsecond == 0 else "microseconds"
+    return dt.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
 def parse_regression(text: str) -> Regression:
     """One ``--regress`` value, e.g. ``model=dlrm-large component=checkpoint factor=3
     at=2026-11-20T00:00:00Z``. Raises :class:`ProfileError` saying how to write it."""

@@ -8,12 +8,16 @@ The small Python API other parts' tests use:
 - :func:`simulate_to_endpoint` does the same through a running collector's ``POST /v1/traces``;
 - :func:`simulate` is the general form (any :class:`~ett_simulator.sinks.Sink`, ``None`` for a dry
   run, live jobs, a truth file, a progress bar).
+
+The history ends at ``start + days`` (by default: now). A training job that would still be
+running then (with its restarts and its publish job) is left out whole, so no span ends later;
+the returned truths (and the truth file) hold exactly the jobs that were sent, and
+:attr:`SimulationResult.dropped` names those left out. ``--live`` jobs are not history.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +32,7 @@ from .profile import load_profile
 from .regression import Regression, parse_regression
 from .sinks import DatabaseSink, EndpointSink, Sink
 from .truth import Truth
+from .truth_file import job_line, regression_line
 from .wire import Encoder, RankSpans
 
 DEFAULT_BATCH_SPANS = 2048
@@ -39,6 +44,14 @@ class SimulationResult:
     """What a run produced and delivered."""
 
     truths: list[Truth] = field(default_factory=list)
+    """Every job that was sent (history, publish and live jobs), in the truth file's order."""
+    dropped: list[str] = field(default_factory=list)
+    """The training jobs left out of the history: they would still have been running at its
+    end (their publish jobs, drawn or not, are left out with them)."""
+    start: float = 0.0
+    """The history's start (unix seconds)."""
+    end: float = 0.0
+    """The history's end (unix seconds): no span of the history ends later."""
     spans: int = 0
     accepted: int = 0
     requests: int = 0
@@ -72,7 +85,7 @@ class _Progress:
 
 def _write_truth(out: TextIO | None, truth: Truth) -> None:
     if out is not None:
-        out.write(json.dumps(truth.to_json(), sort_keys=True) + "\n")
+        out.write(job_line(truth))
 
 
 def simulate(
@@ -86,20 +99,33 @@ def simulate(
 ) -> SimulationResult:
     """Generate ``fleet``; send it to ``sink`` (None: dry run); write the truth to ``truth_path``.
 
-    History goes first, as fast as the sink takes it; then ``fleet.live`` jobs start at the
-    current time and each span is sent when its end time comes. ``on_body`` sees every encoded
-    request body (the determinism test hashes them).
+    History goes first, as fast as the sink takes it: the window ``fleet.window(clock())``, the
+    jobs that would still be running at its end left out whole (``result.dropped``). Then
+    ``fleet.live`` jobs start at the current time and each span is sent when its end time comes.
+    The truth file (format: :mod:`ett_simulator.truth_file`) holds the planted regressions, then
+    one line per job that was sent. ``on_body`` sees every encoded request body (the determinism
+    test hashes them). ValueError for a window outside 1970-2500.
     """
     result = SimulationResult()
     started = time.perf_counter()
     encoder = Encoder()
-    out = open(truth_path, "w") if truth_path is not None else None  # noqa: SIM115
-    history = job_specs(dataclasses.replace(fleet, live=0), now=clock())
-    bar = _Progress(progress, len(history))
+    out: TextIO | None = None
+    bar = _Progress(False, 0)
     try:
+        now = clock()
+        result.start, result.end = fleet.window(now)
+        history = job_specs(dataclasses.replace(fleet, live=0), now=now)
+        if truth_path is not None:
+            out = open(truth_path, "w", encoding="utf-8")  # noqa: SIM115
+            out.writelines(regression_line(r) for r in fleet.regressions)
+        bar = _Progress(progress, len(history))
+
+        def left_out(spec: JobSpec) -> None:
+            result.dropped.append(spec.job_id)
+            bar.update(1, result.spans)
 
         def ranks() -> Iterable[RankSpans]:
-            for job, truth in generate(fleet, history):
+            for job, truth in generate(fleet, history, on_dropped=left_out):
                 result.truths.append(truth)
                 _write_truth(out, truth)
                 result.spans += job.span_count
@@ -195,11 +221,12 @@ class FleetArgs(TypedDict, total=False):
     jobs: int
     """How many jobs (default 20)."""
     days: float
-    """Over how many days (default 7)."""
+    """Over how many days (default 7): the history ends at ``start + days``, and a job that would
+    still be running then is left out."""
     seed: int
     """The random seed; job ids are ``sim{seed}-{i:05d}`` (default 0)."""
     start: float | None
-    """Unix seconds of the fleet's start (default: now - days)."""
+    """Unix seconds of the fleet's start (default: now - days, so that the history ends now)."""
     regress: Iterable[str | Regression]
     """``--regress`` strings or :class:`Regression` values (default none)."""
     profile: str | Path | None
@@ -238,7 +265,8 @@ def fleet_spec(**args: Unpack[FleetArgs]) -> FleetSpec:
 
 def simulate_into_db(db_url: str, **fleet: Unpack[FleetArgs]) -> list[Truth]:
     """Write a simulated fleet into the collector database at ``db_url`` (migrated first) and
-    recompute its figures; returns each job's truth. The fleet's arguments: :class:`FleetArgs`."""
+    recompute its figures; returns the truth of each job written (not of those left out: they
+    would still be running at the history's end). The fleet's arguments: :class:`FleetArgs`."""
     return simulate(fleet_spec(**fleet), DatabaseSink(db_url)).truths
 
 
@@ -246,6 +274,7 @@ def simulate_to_endpoint(
     endpoint: str, *, gzip: bool = False, token: str | None = None, **fleet: Unpack[FleetArgs]
 ) -> list[Truth]:
     """Send a simulated fleet to the collector at ``endpoint`` (``http://host:4318``) over
-    OTLP/HTTP, gzipped if asked, with a bearer ``token`` if given; returns each job's truth."""
+    OTLP/HTTP, gzipped if asked, with a bearer ``token`` if given; returns the truth of each job
+    sent (as :func:`simulate_into_db`)."""
     sink = EndpointSink(endpoint, gzip_level=6 if gzip else None, token=token)
     return simulate(fleet_spec(**fleet), sink).truths

@@ -1,9 +1,10 @@
 """`ett simulate --db URL` writes a fleet through the collector's ingest path: the figures the
-query layer reads back equal the simulator's truth, on SQLite and PostgreSQL."""
+query layer reads back equal the simulator's truth, on SQLite and PostgreSQL; the database holds
+exactly the jobs of the truth file, none of them past the history's end."""
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,15 @@ from ett_cli import main
 from ett_collector.pipeline import Pipeline
 from ett_collector.query import Query
 from ett_collector.storage import Store
-from ett_simulator import Truth, differences
+from ett_simulator import Regression, differences, read_truth
+from ett_simulator.regression import parse_instant
 from tests.conftest import BACKENDS
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
-def test_simulate_into_a_database_gives_the_truth(database_url: str, tmp_path: Path) -> None:
+def test_simulate_into_a_database_gives_the_truth(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     profile = tmp_path / "profile.toml"
     profile.write_text("[failures]\nrate_per_hour = 0.5\nstartup_probability = 0.1\n")
     truth = tmp_path / "truth.jsonl"
@@ -37,11 +41,21 @@ def test_simulate_into_a_database_gives_the_truth(database_url: str, tmp_path: P
         str(profile),
         "--truth",
         str(truth),
+        "--regress",
+        "team=ads component=checkpoint factor=3 at=2026-09-22T00:00:00Z",
     ]
     assert main(argv) == 0
-    truths = [Truth(**json.loads(line), phase_s={}) for line in truth.read_text().splitlines()]
-    assert len(truths) >= 6
+    left_out = re.search(r"(\d+) of 6 training job\(s\) left out", capsys.readouterr().out)
+    assert left_out is not None and int(left_out[1]) >= 1  # a job of this fleet crosses the end
+    truths, regressions = read_truth(truth)
+    assert regressions == [
+        Regression("checkpoint", 3.0, parse_instant("2026-09-22T00:00:00Z", ""), team="ads")
+    ]
+    assert len([t for t in truths if not t.standalone_publish]) == 6 - int(left_out[1])
+    end = parse_instant("2026-09-23T00:00:00Z", "")
+    assert all(a["end"] <= end for t in truths for a in t.attempts)
     query = Query(Pipeline(Store(database_url)))
+    assert {j["job_id"] for j in query.jobs(limit=100)} == {t.job_id for t in truths}
     mismatches = {}
     for t in truths:
         diffs = differences(t, query.job(t.job_id), components=False)

@@ -4,6 +4,7 @@ nothing sent; and the OTLP encoding read back by the official messages and by th
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,9 @@ def endpoint() -> Iterator[str]:
         ("", ["--regress", "model=dcn-v2 component=eval factor=2"], "at= is missing"),
         ("", ["--models", "a,,b"], "write names separated by commas"),
         ("", ["--jobs", "-3"], "jobs must be >= 0"),
+        ("", ["--days", "inf"], "days must be a number > 0, got inf"),
+        ("", ["--days", "1e9"], "it must lie between 1970-01-01 and 2500-01-01"),
+        ("", ["--start", "1960-01-01T00:00:00Z"], "it must lie between 1970-01-01 and 2500-01-01"),
     ],
 )
 def test_bad_input_exits_2_naming_the_key_and_sends_nothing(
@@ -99,9 +103,11 @@ def test_bad_input_exits_2_naming_the_key_and_sends_nothing(
 def test_a_good_run_sends_and_writes_the_truth(tmp_path: Path, endpoint: str) -> None:
     truth = tmp_path / "truth.jsonl"
     argv = ["simulate", "--endpoint", endpoint, "--jobs", "3", "--days", "1", "--seed", "1"]
-    assert main([*argv, "--truth", str(truth), "--gzip", "--batch", "100"]) == 0
+    regress = ["--regress", "team=feed component=eval factor=2 at=2026-01-01T00:00:00Z"]
+    assert main([*argv, "--truth", str(truth), "--gzip", "--batch", "100", *regress]) == 0
     assert _Counter.posts > 3
-    lines = truth.read_text().splitlines()
+    first, *lines = truth.read_text().splitlines()
+    assert json.loads(first)["record"] == "regression"
     assert len(lines) >= 3 and all('"wall_s"' in line for line in lines)
 
 

@@ -49,12 +49,14 @@ def test_phase_durations_match_their_log_normal_parameters() -> None:
         300, {"fleet": {"rank_jitter_sigma": 0.0}, "startup": {"straggler_probability": 0.0}}
     )
     prof = load_profile()
+    trained = [t for t in truths if not t.standalone_publish]
+    assert len(trained) >= 290  # of 300: the few still running at the history's end are left out
     for phase in ("model_init", "sharding_plan", "dataloader_init"):
         dist = next(p.dist for p in prof.phases if p.name == phase)
         assert dist is not None
         # without jitter every rank of an attempt has the same draw: one sample per attempt
         samples = [t.phase_s[phase][0] for t in truths if phase in t.phase_s]
-        assert len(samples) >= 300
+        assert len(samples) >= len(trained)
         mean = statistics.fmean(samples)
         assert mean == pytest.approx(dist.mean, rel=0.1), (phase, mean, dist.mean)
         median = statistics.median(samples)
