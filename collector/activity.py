@@ -7,12 +7,12 @@ and persist parts, and each compile with its cache outcome. Pure: spans in, JSON
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ett import semconv as sc
 
-from .domain.model import SpanRecord
+from .domain import SpanRecord, checkpoints_of
 
 
 def _phase(span: SpanRecord) -> str | None:
@@ -28,13 +28,29 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _commits(spans: Sequence[SpanRecord]) -> dict[tuple[int, int], float | None]:
+    """``(attempt, step) -> committed_at`` by the figures' own rule (``checkpoints_of``: once
+    every rank that saved the step has persisted it), so the timeline marks a checkpoint
+    committed exactly when the figures count it."""
+    by_attempt: dict[int, list[SpanRecord]] = {}
+    for s in spans:
+        by_attempt.setdefault(s.attempt, []).append(s)
+    return {
+        (attempt, c.step): c.committed_at
+        for attempt, group in by_attempt.items()
+        for c in checkpoints_of(group)
+        if c.step is not None
+    }
+
+
 def activity(spans: Iterable[SpanRecord]) -> dict[str, list[dict[str, Any]]]:
     """The job's start-up phases per rank, first batches, checkpoint saves (blocking, persist,
     committed), restores, compiles (cache hit or miss) and failures, each in time order.
 
     A checkpoint row merges every rank's spans of one ``(attempt, step)``: blocking is
-    ``[earliest save start, latest save end]``, committed is the latest persist end (the save's end
-    for a sync save), as ETT-SPEC section 3 defines them.
+    ``[earliest save start, latest save end]``; committed is when the figures count it committed
+    (:func:`_commits`: the latest persist end once every rank that saved has persisted; the
+    save's end for a sync save), as ETT-SPEC section 3 defines them.
     """
     startup: list[dict[str, Any]] = []
     first: list[dict[str, Any]] = []
@@ -126,13 +142,12 @@ def activity(spans: Iterable[SpanRecord]) -> dict[str, list[dict[str, Any]]]:
                 }
             )
     checkpoints = []
+    committed_at = _commits(all_spans)
     for row in sorted(saves.values(), key=lambda r: (r["attempt"], r["step"])):
         if row["save_start"] is None:
             continue  # a persist whose save span never arrived: nothing to anchor it
         blocking = row["save_end"] - row["save_start"]
-        committed = row["persist_end"]
-        if committed is None and row["mode"] != sc.CheckpointModeValues.ASYNC.value:
-            committed = row["save_end"]
+        committed = committed_at.get((row["attempt"], row["step"]))
         checkpoints.append(
             {
                 **row,

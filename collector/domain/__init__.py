@@ -1,5 +1,6 @@
 """The ETT math: spans in, segments and figures out. Pure functions over frozen dataclasses."""
 
+from ._checkpoints import checkpoints_of
 from ._figures import (
     DEFAULT_WINDOW_S,
     checkpoint_advice,
@@ -39,6 +40,7 @@ __all__ = [
     "SpanRecord",
     "checkpoint_advice",
     "checkpoint_loss",
+    "checkpoints_of",
     "failure_cause",
     "is_failed",
     "job_state",
