@@ -5,6 +5,8 @@ file named by ``ETT_ALERT_RULES``); ``ett_collector.alerts.prometheus`` turns ea
 the ``ett_fleet_*`` series. Here each becomes a Grafana rule whose query A is that same PromQL on
 the Prometheus data source; B reduces each series to its last value and C is true for every
 series A returns (the PromQL returns only the series whose condition holds). No data means OK.
+The ``regression`` kind's PromQL is the export's approximation of the built-in rule; its
+``approximation`` annotation, carried over with the others, says so.
 """
 
 from __future__ import annotations

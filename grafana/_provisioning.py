@@ -104,8 +104,9 @@ def _yaml(data: Any) -> str:
     return HEADER + text
 
 
-def render() -> dict[str, str]:
-    """Relative path -> file text, for every generated file."""
+def render(rules_path: str | None = None) -> dict[str, str]:
+    """Relative path -> file text, for every generated file; the alert rules are the shipped
+    defaults, or those of the rules file at ``rules_path`` (as ``ett serve`` reads it)."""
     files: dict[str, str] = {}
     for uid, model in dashboard_models().items():
         text = json.dumps(dashboard_json(model), indent=2, sort_keys=True, ensure_ascii=False)
@@ -131,14 +132,15 @@ def render() -> dict[str, str]:
     files["datasources/ett.yaml"] = _yaml({"apiVersion": 1, "datasources": datasources()})
     from . import _alerting
 
-    files["alerting/ett-rules.yaml"] = _yaml(_alerting.provisioning_file(_alerting.rule_groups()))
+    groups = _alerting.rule_groups(rules_path)
+    files["alerting/ett-rules.yaml"] = _yaml(_alerting.provisioning_file(groups))
     return files
 
 
-def write(root: Path = ROOT) -> list[str]:
+def write(root: Path = ROOT, rules_path: str | None = None) -> list[str]:
     """Write every generated file under ``root``; remove generated files no longer produced.
     Returns the paths that changed."""
-    files = render()
+    files = render(rules_path)
     changed = []
     for rel, text in sorted(files.items()):
         path = root / rel
@@ -163,9 +165,9 @@ def _existing(root: Path) -> list[str]:
     )
 
 
-def stale(root: Path = ROOT) -> list[str]:
+def stale(root: Path = ROOT, rules_path: str | None = None) -> list[str]:
     """``missing: PATH``, ``differs: PATH`` or ``extra: PATH`` for each out-of-date file."""
-    files = render()
+    files = render(rules_path)
     out = []
     for rel, text in sorted(files.items()):
         path = root / rel

@@ -18,6 +18,8 @@ environment:
 examples:
   ett grafana build                     # regenerate grafana/provisioning/
   ett grafana build --check             # fail when the committed files are stale
+  ett grafana build --rules my-rules.yml --out /etc/grafana/provisioning
+                                        # provisioning with your alert rules (SLO burn on)
   ett grafana push --url https://grafana.example.com --token "$GRAFANA_TOKEN" \\
       --pg-url postgresql://ett_grafana:PASSWORD@db:5432/ett --prometheus-url http://prom:9090
 """
@@ -42,6 +44,11 @@ def register(sub: Any) -> None:
     build.add_argument(
         "--out", type=Path, default=None, metavar="DIR",
         help="folder to write (default: grafana/provisioning in the source tree)",
+    )  # fmt: skip
+    build.add_argument(
+        "--rules", default=None, metavar="FILE",
+        help="alert rules file (as `ett serve` reads it) for the alerting file, e.g. one that "
+        "enables the SLO burn rules (default: the built-in rules, as committed)",
     )  # fmt: skip
     build.set_defaults(func=_build)
     push = gsub.add_parser(
@@ -77,8 +84,15 @@ def _build(args: argparse.Namespace) -> int:
     from . import _provisioning
 
     root = args.out or _provisioning.ROOT
+    if args.rules:
+        from ett_collector.alerts.rules import RulesError
+
+        try:
+            _alerting_check(args.rules)
+        except RulesError as exc:
+            raise CliError(str(exc)) from exc
     if args.check:
-        stale = _provisioning.stale(root)
+        stale = _provisioning.stale(root, args.rules)
         if stale:
             for line in stale:
                 print(f"  {line}")
@@ -88,7 +102,7 @@ def _build(args: argparse.Namespace) -> int:
             )  # fmt: skip
         print(f"grafana provisioning files under {root} are up to date")
         return 0
-    changed = _provisioning.write(root)
+    changed = _provisioning.write(root, args.rules)
     for rel in changed:
         print(f"  wrote {rel}")
     print(f"{len(changed)} file(s) changed under {root}")

@@ -53,6 +53,7 @@ def instants(jobs: list[JobFacts], rules: RuleSet, since: float, until: float) -
     """Every instant in ``[since, until]`` where a rule's condition or state can change."""
     lengths = {0.0} | {WINDOWS[r.window] for r in rules.enabled()}
     lengths |= {WINDOWS[r.baseline] for r in rules.enabled()}
+    lengths |= {WINDOWS[w] for r in rules.enabled() for w in r.windows}  # SLO burn: long, short
     fors = {0.0} | {r.for_s for r in rules.enabled()}
     points: set[float] = {since, until}
     for j in jobs:
@@ -82,7 +83,7 @@ def replay(
     descriptions: dict[tuple[str, str], str] = {}
     replayed = [r for r in rules.enabled() if r.replayable]
     for t in sorted(points):
-        findings = [f for r in replayed for f in evaluate(r, fleet, t, live=False)]
+        findings = [f for r in replayed for f in evaluate(r, fleet, t, False, active)]
         for f in findings:
             descriptions[(f.rule.name, f.key)] = f.description
         for a in advance(active, findings, t, ""):

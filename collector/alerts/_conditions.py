@@ -12,6 +12,7 @@ figures, so both evaluators agree:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +68,30 @@ def _worst(jobs: list[JobFacts], score: Any) -> tuple[str, ...]:
     return tuple(j.job_id for j in ranked[:SHOWN_JOBS])
 
 
-def evaluate(rule: Rule, fleet: Fleet, t: float, live: bool = True) -> list[Finding]:
-    """The findings of ``rule`` at ``t``. ``live`` False (the backtest) skips live-only kinds."""
+def evaluate(
+    rule: Rule,
+    fleet: Fleet,
+    t: float,
+    live: bool = True,
+    active: Mapping[tuple[str, str], Any] | None = None,
+) -> list[Finding]:
+    """The findings of ``rule`` at ``t``. ``live`` False (the backtest) skips live-only kinds.
+    ``active``: the pending and firing alerts before ``t`` by ``(rule, key)`` (the regression
+    kind keeps an open incident's baseline and onset in its ``figures``)."""
+    if rule.kind is Kind.REGRESSION:
+        from ._detect import detect
+
+        open_figures = {
+            key: alert.figures for (name, key), alert in (active or {}).items() if name == rule.name
+        }
+        return [
+            Finding(rule, labels, value, baseline, jobs, desc, figures)
+            for labels, value, baseline, jobs, desc, figures in detect(rule, fleet, t, open_figures)
+        ]
+    if rule.kind is Kind.ETT_SLO_BURN:
+        from ._burn import findings  # _burn imports this module (Finding)
+
+        return findings(rule, fleet, t)
     if rule.kind is Kind.PRESUMED_DEAD:
         return _presumed_dead(rule, fleet) if live else []
     if rule.kind is Kind.RESTART_STORM:

@@ -49,6 +49,13 @@ class JobFacts:
     """Lost seconds by component; components outside :data:`COMPONENTS` are folded into other."""
     restarts: tuple[float, ...] = ()
     """Allocation instants of attempts after the first."""
+    gpus: int = 1
+    """Ranks of the job's widest attempt (at least 1): a lost second costs this many GPU-seconds."""
+    trained: bool = True
+    """Whether the job trained (reached a first batch); False for standalone jobs such as a
+    publishing job, whose figures are not rates of training time."""
+    failures: int = 0
+    """Failed attempts."""
 
     def group(self, by: GroupKey) -> str:
         """The job's model or team."""
@@ -89,6 +96,9 @@ def facts_from_summary(summary: dict[str, Any]) -> JobFacts:
         causes={str(k): int(v) for k, v in (summary.get("failure_causes") or {}).items()},
         lost=lost,
         restarts=tuple(float(a["alloc"]) for a in attempts if a.get("attempt", 0) > 0),
+        gpus=max([len(a.get("ranks") or ()) for a in attempts] + [1]),
+        trained=summary.get("tts_s") is not None or float(summary["productive_s"]) > 0,
+        failures=int(summary.get("failures") or 0),
     )
 
 

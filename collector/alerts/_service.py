@@ -59,8 +59,11 @@ class AlertService:
         t = self.clock() if t is None else t
         horizon = max(WINDOWS.values())
         fleet = Fleet(load_facts(self.engine, t - horizon))
-        findings = [f for rule in self.rules.enabled() for f in evaluate(rule, fleet, t)]
-        changed = advance(self.store.active(), findings, t, self.dashboard_url)
+        active = self.store.active()
+        findings = [
+            f for rule in self.rules.enabled() for f in evaluate(rule, fleet, t, True, active)
+        ]
+        changed = advance(active, findings, t, self.dashboard_url)
         self.store.save(changed)
         if any(a.state.value in ("firing", "resolved") for a in changed):
             self._deliver_now.set()

@@ -66,6 +66,12 @@ def register(sub: Any) -> None:
     _rules_arg(bt)
     _db_arg(bt)
     bt.add_argument("--json", action="store_true", help="print a JSON list of firings")
+    bt.add_argument(
+        "--truth",
+        metavar="FILE",
+        help="score the regression firings against the regressions planted in FILE "
+        "(`ett simulate --truth FILE`): precision, recall, detection delay, false firings/day",
+    )
     bt.set_defaults(func=_backtest)
     ex = asub.add_parser(
         "export-prometheus",
@@ -221,9 +227,21 @@ def _backtest(args: argparse.Namespace) -> int:
     pipeline = Pipeline(store)
     while pipeline.recompute_dirty(limit=10_000):
         pass
+    planted = _planted(args.truth) if args.truth else None
     firings = backtest(store.engine, rules, since, until, step)
+    quality = None
+    if planted is not None:
+        from ._fleet import load_facts
+        from ._quality import score
+
+        scored = {r.name for r in rules.rules if r.kind in REGRESSION_KINDS}
+        regressions = [f for f in firings if f.rule in scored]
+        quality = score(regressions, planted, since, until, load_facts(store.engine, None))
     if args.json:
-        print(json.dumps([f.to_dict() for f in firings], indent=2))
+        out: Any = [f.to_dict() for f in firings]
+        if quality is not None:
+            out = {"firings": out, "quality": quality.to_dict()}
+        print(json.dumps(out, indent=2))
         return 0
     skipped = [r.name for r in rules.enabled() if not r.replayable]
     print(f"{len(firings)} alert(s) would have fired between {_when(since)} and {_when(until)}"
@@ -232,7 +250,59 @@ def _backtest(args: argparse.Namespace) -> int:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k != "rule")
         print(f"  {_when(f.fired_at)} .. {_when(f.resolved_at) if f.resolved_at else 'firing'}"
               f"  {f.rule}  {labels}\n      {f.description}")  # fmt: skip
+    if quality is not None:
+        _print_quality(quality, args.truth)
     return 0
+
+
+def _planted(path: str) -> list[Any]:
+    """The planted regressions of a truth file (one JSON object a line)."""
+    from ._quality import planted_from
+
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise CliError(f"--truth {path}:{n}: not JSON ({exc.msg})") from None
+    except OSError as exc:
+        raise CliError(f"--truth: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        planted = planted_from(r for r in records if isinstance(r, dict))
+    except ValueError as exc:
+        raise CliError(f"--truth {path}: {exc}") from None
+    if not planted:
+        print(f"note: {path} plants no regression: every regression firing counts as false")
+    return planted
+
+
+def _print_quality(q: Any, path: str) -> None:
+    def num(v: float | None, fmt: str = ".2f") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    print(f"\nagainst the regressions planted in {path}:")
+    print(f"  regression firings {q.firings}: {q.true_firings} name a planted regression, "
+          f"{q.false_firings} do not ({num(q.false_per_day, '.3f')} false firings per day "
+          f"over {q.days:.1f} days)")  # fmt: skip
+    print(f"  precision {num(q.precision)}   recall {num(q.recall)}")
+    for d in q.detections:
+        p = d.planted
+        who = f"model={p.model}" if p.model is not None else f"team={p.team}"
+        share = "" if d.share_pct is None else f", {d.share_pct:.1f}% of its lost time before"
+        state = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
+        note = "" if d.scored else " (onset outside the backtest: not scored)"
+        print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}{note}")
+
+
+REGRESSION_KINDS = frozenset(
+    {"regression", "ett_regression", "component_regression", "tts_regression",
+     "checkpoint_blocking_regression"}
+)  # fmt: skip
+"""The kinds whose firings a truth file scores (not presumed dead, restarts or SLO burn)."""
 
 
 def _export(args: argparse.Namespace) -> int:

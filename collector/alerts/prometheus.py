@@ -1,19 +1,42 @@
 """The rules as a Prometheus rules file over the fleet metrics (``ett alerts export-prometheus``).
 
-Each rule becomes one alerting rule whose PromQL computes what the built-in evaluator computes
-(``_conditions.py``), from the ``ett_fleet_*`` series of ``/metrics``:
+Each rule becomes one alerting rule over the ``ett_fleet_*`` series of ``/metrics``:
 
 - ``S(m, W)`` = ``sum by (G) (ett_fleet_m{window="W"})`` for the rule's group ``G`` (model or team);
 - the baseline of a sum is ``S(m, B) - S(m, W)``;
 - ETT is ``S(productive_seconds) / S(wall_seconds)``; a rate is ``3600 * S(x) / S(wall_seconds)``
-  (seconds per job-hour).
+  (seconds per job-hour);
+- an SLO burn rule's PromQL is in ``_burn.py``, beside its Python.
+
+The threshold kinds, presumed dead, restart storm and SLO burn compute in PromQL what the
+built-in evaluator computes (``_conditions.py``, ``_burn.py``). The ``regression`` kind cannot be
+(PromQL has no per-job values to rank, no Benjamini-Hochberg over one evaluation's tests, no
+state to keep an open incident's baseline): it is exported as a documented approximation,
+:func:`regression_expression`, marked as such by a comment above it and by its ``approximation``
+annotation (``docs/alerts.md``, "The regression rule in PromQL").
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from . import _burn
+from ._detect import FAILURE, RESTART_COSTS
 from .rules import Kind, Rule, RuleSet, format_duration
+
+RATIO = 2.0
+"""``K`` of the regression kind's approximation: a (group, component) fires when its recent rate
+is more than ``K`` times its baseline rate (and the effect floor holds). Without the rank test's
+knowledge of the noise, the ratio of two pooled rates is all PromQL has. Measured on draws of 6
+jobs a day (``tests/alerts/test_promql_approximation.py``): steady per-job noise never passes 2,
+heavy-tailed noise does 8% of the time (1.5: 18%), and a 3x change passes 99.8% of the time
+(3: 50%). ``docs/alerts.md``, "The regression rule in PromQL", has the table."""
+
+APPROXIMATED = frozenset({Kind.REGRESSION})
+"""The kinds whose export approximates the built-in rule rather than computing it."""
+
+SECTION = 'docs/alerts.md, section "The regression rule in PromQL"'
 
 
 def _s(metric: str, window: str, by: str, extra: str = "") -> str:
@@ -48,9 +71,72 @@ def _top_component(rule: Rule) -> str:
     return f"topk by ({group}) (1, {now} - {then})"
 
 
-def expression(rule: Rule) -> str:
-    """The PromQL of one rule's condition."""
+def _per_day(rule: Rule) -> str:
+    """The divisor from seconds lost over the recent window to hours lost per day:
+    ``3600 * window / 1 day`` (3600 for 24h, 150 for 1h)."""
+    return f"{rule.window_s / 24:g}"
+
+
+def _component_condition(rule: Rule, components: list[str]) -> str:
+    """Per (group, component): ``(L_r - L_b * W_r / W_b) / 3600 / days >= floor`` and
+    ``3600 L_r / W_r > K * 3600 L_b / W_b`` and the job counts; its value is the excess in
+    job-hours per day (``L``: lost seconds, ``W``: wall seconds, ``_r`` recent, ``_b`` baseline)."""
     g = rule.by.value
+    comps = f'component=~"{"|".join(components)}"'
+    lost_r, lost_b = _recent_base("lost_seconds", rule, f"{g}, component", comps)
+    wall_r, wall_b = _recent_base("wall_seconds", rule, g)
+    join = f"on ({g}) group_left ()"
+    excess = f"(({lost_r} - {lost_b} * {join} {wall_r} / {join} {wall_b}) / {_per_day(rule)})"
+    now, then = f"(3600 * {lost_r} / {join} {wall_r})", f"(3600 * {lost_b} / {join} {wall_b})"
+    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
+            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+
+
+def _failure_condition(rule: Rule) -> str:
+    """Per group: failures per training hour ``3600 k_r / P_r > K * 3600 k_b / P_b`` and the
+    excess failures' cost ``(k_r - k_b * P_r / P_b) * F / 3600 / days >= floor`` (``k``:
+    failures, ``P``: productive seconds, ``F``: failure seconds per failure of the baseline, or
+    of the recent jobs when the baseline had none) and the job counts; its value is the excess
+    in job-hours per day. No ``component`` label (the caller adds it)."""
+    g = rule.by.value
+    k_r, k_b = _recent_base("failures", rule, g)
+    p_r, p_b = _recent_base("productive_seconds", rule, g)
+    f_r, f_b = _recent_base("lost_seconds", rule, g, f'component="{FAILURE}"')
+    per_failure = f"(({f_b} / ({k_b} > 0)) or ({f_r} / {k_r}))"
+    excess = f"(({k_r} - {k_b} * {p_r} / {p_b}) * {per_failure} / {_per_day(rule)})"
+    now, then = f"(3600 * {k_r} / {p_r})", f"(3600 * {k_b} / {p_b})"
+    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
+            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+
+
+def regression_expression(rule: Rule) -> str:
+    """The PromQL approximation of a ``regression`` rule: one series per (group, component)
+    whose rate is more than :data:`RATIO` times its baseline rate and whose excess costs at
+    least ``min_gpu_hours_per_day`` job-hours a day (the value), with the job counts. The
+    components every restart pays again stay quiet while the group's failure condition holds,
+    as the built-in rule folds them into the failure incident."""
+    g = rule.by.value
+    failure = _failure_condition(rule) if FAILURE in rule.components else None
+    restart = [c for c in rule.components if c in RESTART_COSTS]
+    other = [c for c in rule.components if c not in RESTART_COSTS and c != FAILURE]
+    parts = []
+    if restart:
+        cond = _component_condition(rule, restart)
+        parts.append(f"({cond} unless on ({g}) {failure})" if failure else cond)
+    if other:
+        parts.append(_component_condition(rule, other))
+    if failure:
+        parts.append(f'label_replace({failure}, "component", "{FAILURE}", "", "")')
+    return " or ".join(parts)
+
+
+def expression(rule: Rule) -> str:
+    """The PromQL of one rule's condition (of the regression kind: an approximation)."""
+    g = rule.by.value
+    if rule.kind is Kind.REGRESSION:
+        return regression_expression(rule)
+    if rule.kind is Kind.ETT_SLO_BURN:
+        return _burn.expression(rule)
     if rule.kind is Kind.ETT_REGRESSION:
         prod_r, prod_b = _recent_base("productive_seconds", rule, g)
         wall_r, wall_b = _recent_base("wall_seconds", rule, g)
@@ -87,8 +173,11 @@ def expression(rule: Rule) -> str:
 
 
 _V = '{{{{ $value | printf "%.0f" }}}}'
+_V2 = '{{{{ $value | printf "%.2f" }}}}'
 _G, _C = "{{{{ $labels.{g} }}}}", "{{{{ $labels.component }}}}"
 _DESCRIPTIONS = {
+    Kind.REGRESSION: f"{_C} of {{g}} {_G} over the last {{w}}: more than {{k}}x the rate of its "
+    f"{{b}} baseline, +{_V2} job-hours/day (a PromQL approximation of the regression rule)",
     Kind.ETT_REGRESSION: f"ETT of {{g}} {_G} over the last {{w}} fell below its baseline ({{b}}) "
     f"or SLO; lost time grew most in {_C} (+{_V} s per job-hour)",
     Kind.COMPONENT_REGRESSION: f"{_C} lost {_V} s per job-hour of {{g}} {_G} over the last {{w}}, "
@@ -102,30 +191,76 @@ _DESCRIPTIONS = {
 }
 
 
+def approximation_note(rule: Rule) -> str:
+    """What the exported PromQL of an approximated rule differs in (its ``approximation``
+    annotation and the comment above it in the rules file); empty for an exact rule."""
+    if rule.kind not in APPROXIMATED:
+        return ""
+    return (
+        f"PromQL approximation of the built-in {rule.kind.value} rule {rule.name} (ett serve): "
+        f"a ratio (the recent rate more than {RATIO:g}x the baseline's) where it runs rank and "
+        "Poisson tests; no Benjamini-Hochberg; no frozen baseline (it resolves when the ratio "
+        "drops, and learns a regression longer than its baseline); the effect floor in "
+        "job-hours, not GPU-hours (the series have no GPU count); every component per "
+        f"job-hour. See {SECTION}."
+    )
+
+
 def prometheus_rule(rule: Rule) -> dict[str, Any]:
     """One Prometheus alerting rule."""
     labels = {"rule": rule.name, "severity": rule.severity}
     if rule.component is not None:
         labels["component"] = rule.component
-    desc = _DESCRIPTIONS[rule.kind].format(g=rule.by.value, w=rule.window, b=rule.baseline)
+    if rule.kind is Kind.ETT_SLO_BURN:
+        desc = _burn.description(rule)
+    else:
+        desc = _DESCRIPTIONS[rule.kind].format(g=rule.by.value, w=rule.window, b=rule.baseline,
+                                               k=f"{RATIO:g}")  # fmt: skip
+    annotations = {"summary": rule.summary or desc, "description": desc}
+    note = approximation_note(rule)
+    if note:
+        annotations["approximation"] = note
     return {
         "alert": rule.name,
         "expr": expression(rule),
         "for": format_duration(rule.for_s),
         "labels": labels,
-        "annotations": {"summary": rule.summary or desc, "description": desc},
+        "annotations": annotations,
     }
 
 
+def _comment(text: str, indent: str, width: int = 96) -> str:
+    """``text`` as YAML comment lines of at most ``width`` characters."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(indent) + 2 + len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "".join(f"{indent}# {x}\n" for x in lines)
+
+
 def rules_file(rules: RuleSet) -> str:
-    """The YAML text of a Prometheus rules file with every enabled rule."""
+    """The YAML text of a Prometheus rules file with every enabled rule; an approximated rule
+    has a comment above it saying so."""
     import yaml
 
-    doc = {"groups": [{"name": "ett", "rules": [prometheus_rule(r) for r in rules.enabled()]}]}
+    enabled = rules.enabled()
+    doc = {"groups": [{"name": "ett", "rules": [prometheus_rule(r) for r in enabled]}]}
     header = (
         "# Generated by `ett alerts export-prometheus` from the ETT alert rules "
         f"({rules.source.rstrip('!')}); do not edit.\n"
         "# It reads the ett_fleet_* series that `ett serve` exposes on /metrics.\n"
     )
     body: str = yaml.safe_dump(doc, sort_keys=False, width=10_000)
+    for rule in enabled:
+        note = approximation_note(rule)
+        if not note:
+            continue
+        line = re.compile(rf"^(\s*)- alert: {re.escape(rule.name)}\n", re.MULTILINE)
+        found = line.search(body)
+        if found is not None:
+            body = body[: found.start()] + _comment(note, found.group(1)) + body[found.start() :]
     return header + body

@@ -54,6 +54,13 @@ class RulesError(ValueError):
 class Kind(StrEnum):
     """What a rule watches."""
 
+    REGRESSION = "regression"
+    """Every watched component's lost seconds per job-hour (and the failure rate) of the recent
+    jobs against the baseline's, by a test that knows its noise (a rank test; an exact Poisson
+    test for failures), Benjamini-Hochberg over all groups and components at ``fdr``, and an
+    effect floor ``min_gpu_hours_per_day``; one alert per (group, component), with the ETT,
+    time to start and checkpoint blocking of its jobs as annotations (``_detect.py``,
+    ``docs/alerts.md``)."""
     ETT_REGRESSION = "ett_regression"
     """A group's ETT over the recent window at least ``drop_points`` below its baseline, or below
     ``slo_pct``. The alert's component is the one whose lost seconds per job-hour grew most."""
@@ -71,6 +78,10 @@ class Kind(StrEnum):
     cannot replay it)."""
     RESTART_STORM = "restart_storm"
     """One job of the group restarted more than ``max_restarts`` times within ``window``."""
+    ETT_SLO_BURN = "ett_slo_burn"
+    """The group's ETT burns the error budget of ``objective_pct`` faster than ``burn_rate`` over
+    both ``long_window`` and ``short_window`` (multi-window burn rate; ``_burn.py``). Component
+    ``burn``."""
 
 
 class GroupKey(StrEnum):
@@ -91,6 +102,11 @@ _FIELDS: dict[Kind, set[str]] = {
     Kind.CHECKPOINT_BLOCKING_REGRESSION: _COMMON | _REGRESSION | {"increase_pct", "min_increase"},
     Kind.PRESUMED_DEAD: _COMMON | {"min_jobs"},
     Kind.RESTART_STORM: _COMMON | {"window", "max_restarts"},
+    Kind.REGRESSION: _COMMON
+    | _REGRESSION
+    | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p"},
+    Kind.ETT_SLO_BURN: _COMMON
+    | {"objective_pct", "long_window", "short_window", "burn_rate", "min_jobs"},
 }
 """The fields each kind accepts (any other field is an error)."""
 
@@ -121,6 +137,27 @@ class Rule:
     min_increase: float = 0.0
     components: tuple[str, ...] = COMPONENTS
     max_restarts: int = 3
+    fdr: float = 0.002
+    """The false-discovery rate of the regression kind's Benjamini-Hochberg step."""
+    min_gpu_hours_per_day: float = 0.25
+    """The regression kind's effect floor: a change costing fewer extra GPU-hours a day than
+    this stays quiet, however significant."""
+    resolve_p: float = 0.1
+    """An open regression incident resolves when its uncorrected p-value against the baseline
+    it was found against rises above this (hysteresis)."""
+    objective_pct: float | None = None
+    """The ETT objective (SLO burn); its error budget is ``100 - objective_pct`` points."""
+    long_window: str = "24h"
+    short_window: str = "1h"
+    burn_rate: float | None = None
+    """Fire when the budget burns faster than this over both windows (SLO burn)."""
+
+    @property
+    def windows(self) -> tuple[str, ...]:
+        """The windows the condition reads (the backtest steps at their edges)."""
+        if self.kind is Kind.ETT_SLO_BURN:
+            return (self.long_window, self.short_window)
+        return (self.window, self.baseline)
 
     @property
     def window_s(self) -> float:
@@ -147,6 +184,7 @@ _FIXED_COMPONENT = {
     Kind.CHECKPOINT_BLOCKING_REGRESSION: ComponentValues.CHECKPOINT.value,
     Kind.PRESUMED_DEAD: ComponentValues.FAILURE.value,
     Kind.RESTART_STORM: ComponentValues.FAILURE.value,
+    Kind.ETT_SLO_BURN: "burn",
 }
 
 
@@ -366,12 +404,33 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
             if c not in COMPONENTS:
                 raise ValueError(f"unknown component {c!r} (known: {', '.join(COMPONENTS)})")
         return key, tuple(value)
+    if key in ("long_window", "short_window"):
+        return key, _window(value)
+    if key == "objective_pct":
+        if not 0.0 < _number(value) < 100.0:
+            raise ValueError(f"must be a percentage strictly between 0 and 100, got {value!r}")
+        return key, float(value)
+    if key == "burn_rate":
+        if not _number(value) > 0.0:
+            raise ValueError(f"must be a number above 0, got {value!r}")
+        return key, float(value)
+    if key == "fdr":
+        if not 0.0 < _number(value) <= 0.5:
+            raise ValueError(f"must be a false-discovery rate in (0, 0.5], got {value!r}")
+        return key, float(value)
+    if key == "resolve_p":
+        if not 0.0 < _number(value) <= 1.0:
+            raise ValueError(f"must be a p-value in (0, 1], got {value!r}")
+        return key, float(value)
+    if key == "min_gpu_hours_per_day":
+        return key, _number(value, 0.0, None)
     raise ValueError("unknown field")  # pragma: no cover - _FIELDS screens first
 
 
 def _check_rule(rule: Rule) -> None:
     """Checks across fields."""
     regression = rule.kind in (
+        Kind.REGRESSION,
         Kind.ETT_REGRESSION,
         Kind.COMPONENT_REGRESSION,
         Kind.TTS_REGRESSION,
@@ -383,6 +442,22 @@ def _check_rule(rule: Rule) -> None:
         )
     if rule.kind is Kind.ETT_REGRESSION and rule.drop_points is None and rule.slo_pct is None:
         raise _FieldError("drop_points", "an ett_regression needs drop_points, slo_pct or both")
+    if rule.kind is Kind.ETT_SLO_BURN:
+        _check_burn(rule)
+
+
+def _check_burn(rule: Rule) -> None:
+    for needed in ("objective_pct", "burn_rate"):
+        if getattr(rule, needed) is None:
+            raise _FieldError(needed, "an ett_slo_burn needs objective_pct and burn_rate")
+    if WINDOWS[rule.short_window] >= WINDOWS[rule.long_window]:
+        raise _FieldError("short_window", f"must be shorter than long_window "
+                          f"({rule.long_window}), got {rule.short_window}")  # fmt: skip
+    most = 100.0 / (100.0 - (rule.objective_pct or 0.0))
+    if (rule.burn_rate or 0.0) >= most:
+        raise _FieldError("burn_rate", f"must be below {most:g}, the burn rate of an ETT of 0% "
+                          f"against a {rule.objective_pct:g}% objective (at or above it the rule "
+                          f"can never fire), got {rule.burn_rate:g}")  # fmt: skip
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:

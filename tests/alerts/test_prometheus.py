@@ -52,7 +52,7 @@ def test_export_passes_promtool_check_rules() -> None:
         shell=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 7 rules found" in out.stdout
+    assert "SUCCESS: 3 rules found" in out.stdout  # regression, presumed dead, restart storm
 
 
 def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None:
@@ -65,12 +65,13 @@ def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
 
-    # the same tests fail when a threshold moves past the planted regression: they can fail
+    # the same tests fail when the effect floor moves past the planted data regression (+1.33
+    # job-hours a day): they can fail
     strict = tmp_path / "strict.yml"
     strict.write_text(
-        "rules:\n  - name: component_regression_by_model\n    kind: component_regression\n"
-        "    by: model\n    window: 24h\n    baseline: 7d\n    increase_pct: 100\n"
-        "    min_increase: 1000\n    min_jobs: 3\n    min_baseline_jobs: 5\n"
+        "rules:\n  - name: regression_by_model\n    kind: regression\n    by: model\n"
+        "    window: 24h\n    baseline: 7d\n    min_jobs: 3\n    min_baseline_jobs: 10\n"
+        "    min_gpu_hours_per_day: 2\n"
     )
     export = _ett("alerts", "export-prometheus", "--rules", str(strict), "-o",
                   str(tmp_path / "ett-rules.yml"))  # fmt: skip
@@ -78,7 +79,7 @@ def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None
     run = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode != 0
-    assert "component_regression_by_model" in run.stdout + run.stderr
+    assert "alertname: regression_by_model, time: 15m" in run.stdout + run.stderr
 
 
 def _fleet_series(text: str) -> list[str]:

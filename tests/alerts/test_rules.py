@@ -26,13 +26,30 @@ rules:
 """
 
 
+THRESHOLD_KINDS = {
+    Kind.ETT_REGRESSION,
+    Kind.COMPONENT_REGRESSION,
+    Kind.TTS_REGRESSION,
+    Kind.CHECKPOINT_BLOCKING_REGRESSION,
+}
+"""Kinds of earlier versions, kept for users' files, no longer among the defaults."""
+
+
 def test_defaults_load_and_a_user_file_overrides_them_by_name(tmp_path: Path) -> None:
     defaults = load_rules()
-    assert {r.kind for r in defaults.enabled()} == set(Kind)
+    assert {r.kind for r in defaults.rules} == set(Kind) - THRESHOLD_KINDS
+    burn = [r for r in defaults.rules if r.kind is Kind.ETT_SLO_BURN]
+    assert [r.enabled for r in burn] == [False, False]  # the objective is the user's to set
+    assert {r.kind for r in defaults.enabled()} == {
+        Kind.REGRESSION, Kind.PRESUMED_DEAD, Kind.RESTART_STORM
+    }  # fmt: skip
+    regression = defaults.get("regression_by_model")
+    assert regression is not None
+    assert (regression.fdr, regression.min_gpu_hours_per_day) == (0.002, 0.25)
     path = tmp_path / "rules.yml"
     path.write_text(GOOD)
     rules = load_rules(path)
-    assert len(rules.rules) == len(defaults.rules)
+    assert len(rules.rules) == len(defaults.rules) + 1  # a threshold rule of its own
     ett = rules.get("ett_regression_by_model")
     assert ett is not None and (ett.window, ett.drop_points, ett.slo_pct) == ("1h", 5.0, 80.0)
     assert "restart_storm" not in [r.name for r in rules.enabled()]
@@ -63,6 +80,26 @@ def test_bad_field_names_the_rule_and_the_field(change: str, field: str) -> None
         parse_rules("".join(lines) + change, "mine.yml")
     message = str(err.value)
     assert "mine.yml" in message and "'broken'" in message and f"'{field}'" in message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("fdr", "0"),
+        ("fdr", "0.9"),
+        ("fdr", "often"),
+        ("resolve_p", "1.5"),
+        ("min_gpu_hours_per_day", "-1"),
+        ("components", "[speed]"),
+        ("baseline", "24h"),  # not longer than the 24h window
+        ("test", "t-test"),  # no such field: the kind chooses each quantity's test
+    ],
+)
+def test_a_bad_regression_field_names_the_rule_and_the_field(field: str, value: str) -> None:
+    text = f"rules:\n  - name: mine\n    kind: regression\n    window: 24h\n    {field}: {value}\n"
+    with pytest.raises(RulesError) as err:
+        parse_rules(text, "mine.yml")
+    assert "rule 'mine'" in str(err.value) and f"'{field}'" in str(err.value)
 
 
 def test_unknown_kind_and_duplicate_names_are_refused() -> None:

@@ -1,0 +1,380 @@
+"""The ``regression`` rule: a component of a model (or team) that costs more than it did, found
+by a test that knows the quantity's noise, not by a threshold on a ratio of two small samples.
+
+At an instant ``t``, for each group and each watched quantity, the recent jobs (those that ended,
+or last reported, in ``(t - window, t]``) are compared with the baseline jobs (the ``baseline``
+before the recent window):
+
+- each component's lost seconds per job-hour of the training jobs, with a one-sided rank test
+  (Mann-Whitney); the ``publish`` component over the standalone publishing jobs, in seconds per
+  job;
+- the failures per training hour, with the exact conditional test of two Poisson rates
+  (component ``failure``).
+
+Every p-value of the evaluation goes through Benjamini-Hochberg; a change fires when its q-value
+is at most ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than the baseline
+rate would (the effect floor). One incident is one (group, component): the ETT, time to start
+and checkpoint blocking of the same jobs, and the teams they belong to, are its annotations, not
+alerts of their own. Once firing, an incident keeps the baseline it was found against (the
+``baseline_until`` of its figures) and resolves only when the recent jobs no longer differ from
+that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor: one noisy
+window does not resolve it, and a lasting regression does not become its own baseline.
+
+Pure: the state of the firing incidents comes in (``active``), so the live evaluator and the
+backtest walk the same steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ._fleet import Fleet, JobFacts
+from ._stats import benjamini_hochberg, poisson_rate_greater, rank_test_greater, rank_test_less
+from .rules import Rule
+
+FAILURE = "failure"
+PUBLISH = "publish"
+SHOWN_JOBS = 5
+DAY = 86400.0
+
+
+UNITS = {
+    "training": "s per job-hour",
+    "publishing": "s per job",
+    "failures": "failures per training hour",
+}
+"""The unit of each population's values."""
+
+
+@dataclass(frozen=True)
+class Test:
+    """One quantity of one group compared at one instant."""
+
+    key: str
+    component: str
+    p: float
+    excess_gpu_h_per_day: float
+    ratio: float
+    recent_value: float
+    baseline_value: float
+    recent: tuple[JobFacts, ...]
+    baseline: tuple[JobFacts, ...]
+    baseline_until: float
+    value_of: Callable[[JobFacts], float]
+    varies: bool
+    """Whether the pooled values differ at all: a quantity that is the same in every job (a
+    component no job was charged) cannot show a change and is left out of the family."""
+    population: str
+    """A key of :data:`UNITS`: what one job's value is."""
+
+
+def _hours(j: JobFacts) -> float:
+    return j.wall / 3600.0
+
+
+def _rate_of(component: str) -> Callable[[JobFacts], float]:
+    def rate(j: JobFacts) -> float:
+        return j.lost.get(component, 0.0) / max(_hours(j), 1e-9)
+
+    return rate
+
+
+def _seconds_of(component: str) -> Callable[[JobFacts], float]:
+    def seconds(j: JobFacts) -> float:
+        return j.lost.get(component, 0.0)
+
+    return seconds
+
+
+def _pooled(jobs: Sequence[JobFacts], component: str) -> float:
+    """Lost seconds of ``component`` per job-hour over ``jobs``."""
+    wall = sum(_hours(j) for j in jobs)
+    return sum(j.lost.get(component, 0.0) for j in jobs) / wall if wall > 0 else 0.0
+
+
+def _ratio(now: float, then: float) -> float:
+    if then > 0:
+        return now / then
+    return math.inf if now > 0 else 1.0
+
+
+def _component_test(
+    rule: Rule, key: str, c: str, recent: Sequence[JobFacts], base: Sequence[JobFacts],
+    until: float,
+) -> Test | None:  # fmt: skip
+    days = rule.window_s / DAY
+    if c == PUBLISH:  # standalone publishing jobs: seconds per job
+        rj = [j for j in recent if not j.trained]
+        bj = [j for j in base if not j.trained]
+        if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
+            return None
+        value_of = _seconds_of(c)
+        then = sum(map(value_of, bj)) / len(bj)
+        now = sum(map(value_of, rj)) / len(rj)
+        excess = sum((value_of(j) - then) * j.gpus for j in rj) / 3600.0 / days
+        population = "publishing"
+    else:  # training jobs: seconds per job-hour
+        rj = [j for j in recent if j.trained]
+        bj = [j for j in base if j.trained]
+        if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
+            return None
+        value_of = _rate_of(c)
+        now, then = _pooled(rj, c), _pooled(bj, c)
+        excess = sum((j.lost.get(c, 0.0) - then * _hours(j)) * j.gpus for j in rj)
+        excess = excess / 3600.0 / days
+        population = "training"
+    xs, ys = [value_of(j) for j in rj], [value_of(j) for j in bj]
+    p = rank_test_greater(xs, ys)
+    varies = min(xs + ys) < max(xs + ys)
+    return Test(key, c, p, excess, _ratio(now, then), now, then, tuple(rj), tuple(bj), until,
+                value_of, varies, population)  # fmt: skip
+
+
+def _failure_test(
+    rule: Rule, key: str, recent: Sequence[JobFacts], base: Sequence[JobFacts], until: float
+) -> Test | None:
+    rj = [j for j in recent if j.trained]
+    bj = [j for j in base if j.trained]
+    if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
+        return None
+    k1, k0 = sum(j.failures for j in rj), sum(j.failures for j in bj)
+    t1 = sum(j.productive for j in rj) / 3600.0
+    t0 = sum(j.productive for j in bj) / 3600.0
+    if t1 <= 0 or t0 <= 0:
+        return None
+    r1, r0 = k1 / t1, k0 / t0
+    cost_jobs = bj if k0 else rj
+    failures = k0 if k0 else k1
+    gpu_s = sum(j.lost.get(FAILURE, 0.0) * j.gpus for j in cost_jobs)
+    per_failure = gpu_s / failures if failures else 0.0
+    excess = (k1 - r0 * t1) * per_failure / 3600.0 / (rule.window_s / DAY)
+    p = poisson_rate_greater(k1, t1, k0, t0)
+    return Test(key, FAILURE, p, excess, _ratio(r1, r0), r1, r0, tuple(rj), tuple(bj), until,
+                lambda j: j.failures / max(j.productive / 3600.0, 1e-9), k1 + k0 > 0,
+                "failures")  # fmt: skip
+
+
+def labels_of(rule: Rule, key: str, component: str) -> dict[str, str]:
+    """The labels of one incident (its identity with the rule's name)."""
+    return {"rule": rule.name, rule.by.value: key, "component": component,
+            "severity": rule.severity}  # fmt: skip
+
+
+def alert_key(labels: Mapping[str, str]) -> str:
+    """The canonical key of a label set (as :attr:`Finding.key`)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def tests_at(
+    rule: Rule, fleet: Fleet, t: float, frozen: Mapping[tuple[str, str], float]
+) -> list[Test]:
+    """Every test of ``rule`` at ``t``; ``frozen``: ``(group, component) -> baseline_until`` of
+    the incidents already open (their baseline stays where it was when they fired)."""
+    out: list[Test] = []
+    length = rule.baseline_s - rule.window_s
+    for key in fleet.groups(rule.by):
+        recent = fleet.members(rule.by, key, t, rule.window_s)
+        if len(recent) < rule.min_jobs:
+            continue
+        bases: dict[float, list[JobFacts]] = {}
+        for c in rule.components:
+            until = frozen.get((key, c), t - rule.window_s)
+            if until not in bases:
+                bases[until] = fleet.members(rule.by, key, until, length)
+            base = bases[until]
+            test = (
+                _failure_test(rule, key, recent, base, until)
+                if c == FAILURE
+                else _component_test(rule, key, c, recent, base, until)
+            )
+            if test is not None:
+                out.append(test)
+    return out
+
+
+def _onset(test: Test) -> float:
+    """The change point: the split of the group's jobs (by end) into before and after that
+    separates them most (smallest rank-test p-value), the after part starting in the recent
+    window;
+    the onset is the later of the first after-job's start and the last before-job's end."""
+    jobs = sorted((*test.baseline, *test.recent), key=lambda j: (j.end, j.job_id))
+    values = [test.value_of(j) for j in jobs]
+    first_recent = len(test.baseline)
+    best_i, best_p = first_recent, 2.0
+    for i in range(max(1, first_recent), len(jobs)):
+        p = rank_test_greater(values[i:], values[:i])
+        if p < best_p:
+            best_i, best_p = i, p
+    start = jobs[best_i].alloc
+    before = jobs[best_i - 1].end if best_i > 0 else start
+    return max(start, before)
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _size(ratio: float) -> str:
+    return "new (none before)" if math.isinf(ratio) else f"{ratio:.1f}×"
+
+
+def _annotations(test: Test) -> dict[str, Any]:
+    """ETT, time to start and checkpoint blocking of the same jobs, and their teams."""
+    rj, bj = test.recent, test.baseline
+
+    def ett(jobs: Sequence[JobFacts]) -> float | None:
+        wall = sum(j.wall for j in jobs)
+        return 100.0 * sum(j.productive for j in jobs) / wall if wall > 0 else None
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    def blocking_rate(jobs: Sequence[JobFacts]) -> float | None:
+        wall = sum(_hours(j) for j in jobs)
+        return sum(j.blocking for j in jobs) / wall if wall > 0 else None
+
+    r_tts = [j.tts for j in rj if j.tts is not None]
+    b_tts = [j.tts for j in bj if j.tts is not None]
+    ett_of = [j.productive / j.wall for j in rj if j.wall > 0]
+    ett_base = [j.productive / j.wall for j in bj if j.wall > 0]
+    showing = _showing(test)
+    teams = Counter(j.team for j in showing)
+    return {
+        "ett_pct": ett(rj),
+        "baseline_ett_pct": ett(bj),
+        "ett_drop_p": rank_test_less(ett_of, ett_base),
+        "tts_mean_s": mean(r_tts),
+        "baseline_tts_mean_s": mean(b_tts),
+        "tts_rise_p": rank_test_greater(r_tts, b_tts),
+        "blocking_s_per_hour": blocking_rate(rj),
+        "baseline_blocking_s_per_hour": blocking_rate(bj),
+        "teams": dict(sorted(teams.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+
+
+def _showing(test: Test) -> list[JobFacts]:
+    """The recent jobs above the baseline's median, worst first (all recent ones if none)."""
+    base = sorted(test.value_of(j) for j in test.baseline)
+    median = base[len(base) // 2] if base else 0.0
+    ranked = sorted(test.recent, key=lambda j: (-test.value_of(j), j.job_id))
+    above = [j for j in ranked if test.value_of(j) > median]
+    return above or ranked
+
+
+Incident = tuple[dict[str, str], float, float | None, tuple[str, ...], str, dict[str, Any]]
+"""``(labels, value, baseline, jobs, description, figures)`` of one incident at one instant."""
+
+
+RESTART_COSTS = frozenset(
+    {"scheduler", "runtime", "comms", "model", "sharding", "data", "checkpoint", "compile"}
+)
+"""Components every restart pays again (its wait, start-up, restore and compile): while a
+group's failure rate is up, their rise is a consequence of the extra restarts, an annotation of
+the failure incident rather than an incident of its own."""
+
+
+def _merge_restart_costs(rule: Rule, incidents: list[Incident]) -> list[Incident]:
+    by = rule.by.value
+    failing = {i[0][by]: i for i in incidents if i[0]["component"] == FAILURE}
+    out: list[Incident] = []
+    also: dict[str, list[str]] = {}
+    for inc in incidents:
+        labels = inc[0]
+        group = labels[by]
+        if group in failing and labels["component"] in RESTART_COSTS:
+            excess = float(inc[5].get("excess_gpu_hours_per_day") or 0.0)
+            also.setdefault(group, []).append(f"{labels['component']} +{excess:.1f} GPU-h/day")
+            continue
+        out.append(inc)
+    for n, inc in enumerate(out):
+        group = inc[0][by]
+        if inc[0]["component"] == FAILURE and group in also:
+            labels, value, baseline, jobs, desc, figures = inc
+            note = "; with the restarts' costs: " + ", ".join(also[group])
+            figures = {**figures, "restart_costs": also[group], "description": desc + note}
+            out[n] = (labels, value, baseline, jobs, desc + note, figures)
+    return out
+
+
+def detect(
+    rule: Rule, fleet: Fleet, t: float, open_figures: Mapping[str, Mapping[str, Any]]
+) -> list[Incident]:
+    """The incidents of ``rule`` holding at ``t``: ``(labels, value, baseline, jobs,
+    description, figures)`` each. ``open_figures``: the figures of this rule's open (pending or
+    firing) incidents by alert key; an open incident keeps its baseline and onset."""
+    by = rule.by.value
+    frozen: dict[tuple[str, str], float] = {}
+    for key, figures in open_figures.items():
+        group = dict(part.split("=", 1) for part in key.split(",")).get(by)
+        comp = dict(part.split("=", 1) for part in key.split(",")).get("component")
+        if group is not None and comp is not None and "baseline_until" in figures:
+            frozen[(group, comp)] = float(figures["baseline_until"])
+    tests = tests_at(rule, fleet, t, frozen)
+    # the family of this evaluation is the changes not yet found: an open incident's tiny
+    # p-value would otherwise loosen every other test's threshold for as long as it lasts
+    fresh = [x for x in tests if (x.key, x.component) not in frozen and x.varies]
+    q_of = dict(zip(map(id, fresh), benjamini_hochberg([x.p for x in fresh]), strict=True))
+    out: list[Incident] = []
+    for test in tests:
+        q = q_of.get(id(test), test.p)
+        labels = labels_of(rule, test.key, test.component)
+        prior = open_figures.get(alert_key(labels))
+        if prior is None:
+            holds = q <= rule.fdr and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day
+        else:
+            holds = (
+                test.p <= rule.resolve_p
+                and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day / 2
+            )
+        if not holds:
+            continue
+        onset = float(prior["onset"]) if prior and "onset" in prior else _onset(test)
+        jobs = tuple(j.job_id for j in _showing(test)[:SHOWN_JOBS])
+        unit = UNITS[test.population]
+        desc = (
+            f"{test.component} of {by} {test.key}: {_size(test.ratio)} since {_when(onset)}, "
+            f"+{test.excess_gpu_h_per_day:.1f} GPU-hours/day ({test.recent_value:.3g} against "
+            f"{test.baseline_value:.3g} {unit}; p = {test.p:.2g}, q = {q:.2g}; "
+            f"{len(test.recent)} jobs in the last {rule.window} against {len(test.baseline)} "
+            "before)"
+        )
+        notes = _annotations(test)
+        if notes["ett_pct"] is not None and notes["baseline_ett_pct"] is not None:
+            desc += f"; ETT {notes['ett_pct']:.1f}% against {notes['baseline_ett_pct']:.1f}%"
+        if notes["teams"]:
+            desc += "; teams " + ", ".join(f"{k} ({v})" for k, v in notes["teams"].items())
+        figures = {
+            "description": desc,
+            "jobs": list(jobs),
+            "onset": onset,
+            "baseline_until": test.baseline_until,
+            "p": test.p,
+            "q": q,
+            "ratio": None if math.isinf(test.ratio) else test.ratio,
+            "excess_gpu_hours_per_day": test.excess_gpu_h_per_day,
+            "recent_value": test.recent_value,
+            "baseline_value": test.baseline_value,
+            "unit": unit,
+            "recent_jobs": len(test.recent),
+            "baseline_jobs": len(test.baseline),
+            "window": rule.window,
+            "baseline_window": rule.baseline,
+            **notes,
+        }
+        out.append((labels, test.recent_value, test.baseline_value, jobs, desc, figures))
+    out = _merge_restart_costs(rule, out)
+    tested = {alert_key(labels_of(rule, x.key, x.component)) for x in tests}
+    for key, figures in open_figures.items():
+        if key in tested or "description" not in figures:
+            continue
+        # too few recent (or baseline) jobs to test now: no evidence that the change is gone
+        labels = dict(part.split("=", 1) for part in key.split(","))
+        kept = dict(figures)
+        out.append((labels, float(kept.get("recent_value") or 0.0), kept.get("baseline_value"),
+                    tuple(kept.get("jobs") or ()), str(kept["description"]), kept))  # fmt: skip
+    return out

@@ -1,0 +1,192 @@
+"""How good the firings of a backtest are, against the regressions a simulator planted.
+
+A firing **names** a planted regression when its group label (model or team) and its
+``component`` label are the regression's and it fired at or after the regression's onset.
+Every regression firing that names none is a false firing. Per planted regression: whether it
+was found, the delay from its onset to the first firing that names it, and the share of the
+group's lost time its component held in the week before the onset (a component too small to
+matter is one the rules are meant not to see).
+
+- precision: firings that name a planted regression / regression firings;
+- recall: planted regressions named at least once / planted regressions (those whose onset
+  lies inside the backtest, with at least ``min_after_s`` of history after it);
+- false firings per day: false firings / days backtested.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._backtest import Firing
+from ._fleet import JobFacts
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One planted regression (a line ``{"record": "regression", ...}`` of a truth file).
+
+    The fields of the simulator's ``Regression``, kept apart: the collector reads the truth
+    file and does not import the simulator (tests/unit/test_import_layers.py)."""
+
+    component: str
+    factor: float
+    at: float
+    model: str | None = None
+    team: str | None = None
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """``(label, value)``: ``("model", M)`` or ``("team", T)``."""
+        return ("model", self.model) if self.model is not None else ("team", self.team or "")
+
+    def named_by(self, firing: Firing) -> bool:
+        """Whether ``firing`` names this regression."""
+        label, value = self.group
+        return (
+            firing.labels.get(label) == value
+            and firing.labels.get("component") == self.component
+            and firing.fired_at >= self.at
+        )
+
+
+def planted_from(records: Iterable[Mapping[str, Any]]) -> list[Planted]:
+    """The planted regressions among truth-file records (other records are skipped).
+
+    Raises:
+        ValueError: for a regression record without component, factor or onset.
+    """
+    out = []
+    for r in records:
+        if r.get("record") != "regression":
+            continue
+        try:
+            out.append(
+                Planted(
+                    component=str(r["component"]),
+                    factor=float(r["factor"]),
+                    at=float(r["at"]),
+                    model=r.get("model"),
+                    team=r.get("team"),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a regression record needs component, factor and at: {r}") from exc
+    return out
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What became of one planted regression."""
+
+    planted: Planted
+    found: bool
+    delay_s: float | None
+    share_pct: float | None
+    """The component's share of the group's lost time in the 7 days before the onset."""
+    scored: bool
+    """False when the onset is outside the backtest (or too close to its end to judge)."""
+
+
+@dataclass(frozen=True)
+class Quality:
+    """The score of one backtest against its planted regressions."""
+
+    firings: int
+    true_firings: int
+    false_firings: int
+    days: float
+    detections: tuple[Detection, ...]
+
+    @property
+    def precision(self) -> float | None:
+        """True firings / firings (None without firings)."""
+        return self.true_firings / self.firings if self.firings else None
+
+    @property
+    def recall(self) -> float | None:
+        """Planted regressions found / scored ones (None without any)."""
+        scored = [d for d in self.detections if d.scored]
+        return sum(d.found for d in scored) / len(scored) if scored else None
+
+    @property
+    def false_per_day(self) -> float:
+        return self.false_firings / self.days if self.days > 0 else 0.0
+
+    def delays_s(self) -> list[float]:
+        """Detection delays of the scored regressions that were found."""
+        return [d.delay_s for d in self.detections if d.scored and d.delay_s is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``ett alerts backtest --truth FILE --json`` (``quality``)."""
+        return {
+            "firings": self.firings,
+            "true_firings": self.true_firings,
+            "false_firings": self.false_firings,
+            "days": self.days,
+            "precision": self.precision,
+            "recall": self.recall,
+            "false_firings_per_day": self.false_per_day,
+            "planted": [
+                {
+                    "model": d.planted.model,
+                    "team": d.planted.team,
+                    "component": d.planted.component,
+                    "factor": d.planted.factor,
+                    "at": d.planted.at,
+                    "found": d.found,
+                    "delay_s": d.delay_s,
+                    "share_pct": d.share_pct,
+                    "scored": d.scored,
+                }
+                for d in self.detections
+            ],
+        }
+
+
+def share_before(jobs: Sequence[JobFacts], p: Planted) -> float | None:
+    """The planted component's % of its group's lost seconds in the 7 days before the onset."""
+    label, value = p.group
+    lost = comp = 0.0
+    for j in jobs:
+        if (j.model if label == "model" else j.team) != value or not p.at - 7 * DAY < j.end <= p.at:
+            continue
+        lost += sum(j.lost.values())
+        comp += j.lost.get(p.component, 0.0)
+    return 100.0 * comp / lost if lost > 0 else None
+
+
+def score(
+    firings: Sequence[Firing],
+    planted: Sequence[Planted],
+    since: float,
+    until: float,
+    jobs: Sequence[JobFacts] = (),
+    min_after_s: float = DAY,
+) -> Quality:
+    """Score regression ``firings`` of a backtest over ``[since, until]`` against ``planted``."""
+    true = [f for f in firings if any(p.named_by(f) for p in planted)]
+    detections = []
+    for p in planted:
+        first = min((f.fired_at for f in firings if p.named_by(f)), default=math.nan)
+        found = not math.isnan(first)
+        detections.append(
+            Detection(
+                planted=p,
+                found=found,
+                delay_s=first - p.at if found else None,
+                share_pct=share_before(jobs, p) if jobs else None,
+                scored=since <= p.at <= until - min_after_s,
+            )
+        )
+    return Quality(
+        firings=len(firings),
+        true_firings=len(true),
+        false_firings=len(firings) - len(true),
+        days=(until - since) / DAY,
+        detections=tuple(detections),
+    )

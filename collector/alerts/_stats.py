@@ -1,0 +1,139 @@
+"""The tests the regression detector runs, in plain Python (no SciPy in the server).
+
+Each returns a one-sided p-value: the probability, if nothing changed, of a recent sample at
+least as far from the baseline as the one seen. Their assumptions (see ``docs/alerts.md``):
+
+- :func:`rank_test_greater` (Mann-Whitney U): the recent jobs' values and the baseline's are
+  independent draws, and under no change they come from one distribution (exchangeable). It
+  assumes nothing of its shape: lost seconds per job-hour are skewed, zero-inflated and
+  multi-modal (sync and async checkpoints), where a t-test's normality would not hold.
+- :func:`poisson_rate_greater`: failures are a Poisson process in training time, with one rate
+  in the baseline and, under no change, the same rate in the recent window. Conditional on the
+  total count, the recent count is binomial (the exact conditional test of two Poisson rates).
+- :func:`benjamini_hochberg`: the p-values of one evaluation are independent or positively
+  dependent (PRDS); it then bounds the expected share of false findings among the findings by
+  ``q``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+EXACT_MAX_CELLS = 2500
+"""Without ties and with ``n1 * n2`` at most this, the rank test's p-value is exact (the
+distribution of U counted); above it, or with ties, the normal approximation with the tie and
+continuity corrections (within a few % of the exact value there)."""
+
+
+def _midranks(values: Sequence[float]) -> tuple[list[float], float]:
+    """Ranks (1-based, ties share their mean rank) and the tie term ``sum(t**3 - t)``."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    ties = 0.0
+    i = 0
+    while i < len(order):
+        k = i
+        while k + 1 < len(order) and values[order[k + 1]] == values[order[i]]:
+            k += 1
+        rank = (i + k) / 2 + 1
+        for m in range(i, k + 1):
+            ranks[order[m]] = rank
+        t = k - i + 1
+        ties += t**3 - t
+        i = k + 1
+    return ranks, ties
+
+
+@lru_cache(maxsize=4096)
+def _u_counts(n1: int, n2: int) -> tuple[int, ...]:
+    """How many of the ``C(n1 + n2, n1)`` orderings give each U = 0 .. n1 * n2 (no ties)."""
+    if n1 == 0 or n2 == 0:
+        return (1,)
+    a = _u_counts(n1 - 1, n2)  # the largest value is from sample 1: it beats all n2 others
+    b = _u_counts(n1, n2 - 1)  # ... or from sample 2: U does not change
+    out = [0] * (n1 * n2 + 1)
+    for u, c in enumerate(a):
+        out[u + n2] += c
+    for u, c in enumerate(b):
+        out[u] += c
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _u_tail(n1: int, n2: int) -> tuple[float, ...]:
+    """``P(U >= u)`` for u = 0 .. n1 * n2 under no change (no ties)."""
+    counts = _u_counts(n1, n2)
+    total = math.comb(n1 + n2, n1)
+    tail, acc = [0.0] * len(counts), 0
+    for u in range(len(counts) - 1, -1, -1):
+        acc += counts[u]
+        tail[u] = acc / total
+    return tuple(tail)
+
+
+def rank_test_greater(recent: Sequence[float], baseline: Sequence[float]) -> float:
+    """One-sided Mann-Whitney p-value that ``recent`` tends to exceed ``baseline``.
+
+    1.0 when either sample is empty or every value is equal.
+    """
+    n1, n2 = len(recent), len(baseline)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    ranks, ties = _midranks([*recent, *baseline])
+    u = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    if ties == 0 and n1 * n2 <= EXACT_MAX_CELLS:
+        return _u_tail(n1, n2)[math.ceil(u - 1e-9)]
+    n = n1 + n2
+    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (u - n1 * n2 / 2.0 - 0.5) / math.sqrt(var)
+    return min(1.0, 0.5 * math.erfc(z / math.sqrt(2.0)))
+
+
+def rank_test_less(recent: Sequence[float], baseline: Sequence[float]) -> float:
+    """One-sided Mann-Whitney p-value that ``recent`` tends to fall below ``baseline``."""
+    return rank_test_greater([-x for x in recent], [-x for x in baseline])
+
+
+def _log_binom_pmf(k: int, n: int, p: float) -> float:
+    return (
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * math.log(p)
+        + (n - k) * math.log1p(-p)
+    )
+
+
+def poisson_rate_greater(k1: int, t1: float, k0: int, t0: float) -> float:
+    """One-sided p-value that the rate behind ``k1`` events in exposure ``t1`` exceeds the rate
+    behind ``k0`` events in ``t0`` (exact, conditional on ``k1 + k0``).
+
+    1.0 without events, without recent events or without exposure on either side.
+    """
+    n = k1 + k0
+    if k1 == 0 or t1 <= 0 or t0 <= 0:
+        return 1.0
+    p = t1 / (t1 + t0)
+    if p >= 1.0:
+        return 1.0
+    terms = [_log_binom_pmf(i, n, p) for i in range(k1, n + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in terms))
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values), in the input's order: a finding is a
+    discovery at false-discovery rate ``q`` when its q-value is at most ``q``."""
+    m = len(pvalues)
+    order = sorted(range(m), key=pvalues.__getitem__)
+    out = [1.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, pvalues[i] * m / rank)
+        out[i] = min(1.0, running)
+    return out

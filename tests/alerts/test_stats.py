@@ -1,0 +1,106 @@
+"""The detector's tests against brute force: the rank test's exact p-value counts every
+ordering, its approximation stays near the permutation distribution with ties, the Poisson
+test sums the binomial tail, Benjamini-Hochberg matches its definition."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ett_collector.alerts._stats import (
+    benjamini_hochberg,
+    poisson_rate_greater,
+    rank_test_greater,
+    rank_test_less,
+)
+
+
+def _u(x: list[float], y: list[float]) -> float:
+    return sum((a > b) + 0.5 * (a == b) for a in x for b in y)
+
+
+def _permutation_p(x: list[float], y: list[float]) -> float:
+    """P(U >= observed) over every split of the pooled values (exact, brute force)."""
+    pooled, n1 = [*x, *y], len(x)
+    seen = _u(x, y)
+    hits = total = 0
+    for idx in itertools.combinations(range(len(pooled)), n1):
+        chosen = set(idx)
+        a = [pooled[i] for i in idx]
+        b = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        hits += _u(a, b) >= seen - 1e-9
+        total += 1
+    return hits / total
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=5, unique=True),
+    st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=7, unique=True),
+)
+def test_exact_rank_test_equals_the_permutation_count(x: list[float], y: list[float]) -> None:
+    if set(x) & set(y):
+        return  # ties across the samples take the approximation
+    assert rank_test_greater(x, y) == pytest.approx(_permutation_p(x, y), abs=1e-12)
+
+
+def test_the_extreme_exact_p_value_is_one_ordering_in_all() -> None:
+    recent, baseline = [10.0, 11.0, 12.0], [float(i) / 10 for i in range(30)]
+    assert rank_test_greater(recent, baseline) == pytest.approx(1 / math.comb(33, 3))
+    assert rank_test_less(recent, baseline) == pytest.approx(1.0)
+
+
+def test_the_approximation_with_ties_is_near_the_permutation_distribution() -> None:
+    rng = random.Random(3)
+    for _ in range(20):
+        x = [float(rng.choice([0, 0, 1, 2, 3, 5])) for _ in range(6)]
+        y = [float(rng.choice([0, 0, 1, 2, 3])) for _ in range(9)]
+        exact = _permutation_p(x, y)
+        assert abs(rank_test_greater(x, y) - exact) < 0.06, (x, y)
+
+
+def test_no_evidence_gives_one() -> None:
+    assert rank_test_greater([], [1.0]) == 1.0
+    assert rank_test_greater([1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0
+    assert poisson_rate_greater(0, 10.0, 5, 100.0) == 1.0
+    assert poisson_rate_greater(3, 0.0, 5, 100.0) == 1.0
+
+
+def test_poisson_test_is_the_binomial_tail() -> None:
+    k1, t1, k0, t0 = 6, 10.0, 4, 40.0
+    p, n = t1 / (t1 + t0), k1 + k0
+    tail = sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k1, n + 1))
+    assert poisson_rate_greater(k1, t1, k0, t0) == pytest.approx(tail, rel=1e-9)
+    # the same rates give no evidence; four times the rate does
+    assert poisson_rate_greater(2, 10.0, 8, 40.0) > 0.3
+    assert poisson_rate_greater(8, 10.0, 8, 40.0) < 0.01
+
+
+def test_poisson_false_alarms_stay_at_their_level_on_simulated_equal_rates() -> None:
+    rng = random.Random(7)
+
+    def poisson(mean: float) -> int:
+        k, t = 0, rng.expovariate(1.0)
+        while t < mean:
+            k += 1
+            t += rng.expovariate(1.0)
+        return k
+
+    trials = 4000
+    low = sum(poisson_rate_greater(poisson(2.0), 20.0, poisson(14.0), 140.0) <= 0.05
+              for _ in range(trials))  # fmt: skip
+    assert low / trials <= 0.05  # exact and conditional: at most its level (discreteness)
+
+
+def test_benjamini_hochberg_matches_its_definition() -> None:
+    p = [0.01, 0.04, 0.03, 0.005, 0.5]
+    q = benjamini_hochberg(p)
+    # sorted: 0.005, 0.01, 0.03, 0.04, 0.5 -> 0.025, 0.025, 0.05, 0.05, 0.5
+    assert q == pytest.approx([0.025, 0.05, 0.05, 0.025, 0.5])
+    assert benjamini_hochberg([]) == []
+    assert all(a >= b for a, b in zip(q, p, strict=True))
