@@ -287,6 +287,8 @@ def _fleet(url: str) -> None:
                 break
         time.sleep(2)
     _ett("alerts", "--state", "firing", check=False)
+    print("\nthe same rules replayed over the week (`ett alerts backtest`): what fired, and when")
+    _ett("alerts", "backtest", "--since", "8d", check=False)
 
 
 def _dashboard(url: str) -> None:
