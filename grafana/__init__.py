@@ -1,1 +1,4 @@
-"""Grafana dashboards and alert rules as code (not built yet: a later issue)."""
+"""Grafana dashboards and alert rules as code: ``ett grafana build`` writes them (sorted JSON and
+YAML) into ``grafana/provisioning/`` from the builders here and the collector's alert rules,
+``--check`` fails when the committed files are stale, and ``ett grafana push`` sends them to a
+Grafana server (``docs/grafana.md``)."""

@@ -38,6 +38,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
+import ett
 from ett import torch_hooks
 from ett.semconv import CheckpointModeValues
 from trainer.distributed import broadcast_value
@@ -101,7 +102,7 @@ class Checkpointer:
         mode: str,
         group: dist.ProcessGroup,
         rank: int,
-        sess: Any,
+        sess: ett.Session,
         log: StepLog,
         keep: int = 3,
         device: torch.device | None = None,

@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
-from typing import Any
 
 import torch
 
+import ett
 from ett import torch_hooks
 from ett.semconv import CompileCacheValues
 from trainer.config import ModelConfig
@@ -64,7 +64,7 @@ class CompileCache:
     def __init__(self, directory: Path | None, rank: int) -> None:
         self.path = Path(directory) / f"artifacts-rank{rank}.bin" if directory else None
 
-    def load(self, sess: Any) -> tuple[bool, float]:
+    def load(self, sess: ett.Session) -> tuple[bool, float]:
         """Load saved artifacts if any, in an ``ett.compile`` span: ``(found, seconds)``."""
         if self.path is None:
             return False, 0.0
@@ -118,7 +118,7 @@ def compile_dense(model: TrainModel, mc: ModelConfig, batch_size: int) -> tuple[
 
 
 def compile_model(
-    model: TrainModel, mc: ModelConfig, batch_size: int, cache: CompileCache, sess: Any
+    model: TrainModel, mc: ModelConfig, batch_size: int, cache: CompileCache, sess: ett.Session
 ) -> CompileResult:
     """Load the cache, compile (each dynamo compilation is an ``ett.compile`` span, from the
     library's compile hooks, which stay on to catch recompiles), save the cache when it missed."""

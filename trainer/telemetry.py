@@ -38,7 +38,7 @@ def open_session(cfg: TrainConfig) -> ett.Session:
 
 
 @contextlib.contextmanager
-def timed_phase(sess: Any, log: StepLog, phase: str, **attrs: Any) -> Iterator[None]:
+def timed_phase(sess: ett.Session, log: StepLog, phase: str, **attrs: Any) -> Iterator[None]:
     """A start-up phase: its ``ett.startup.<phase>`` span plus a ``phase`` step-log event."""
     t0 = time.perf_counter()
     with sess.startup(phase):

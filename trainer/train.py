@@ -47,7 +47,7 @@ class Job:
 
     cfg: TrainConfig
     ident: Identity
-    sess: Any
+    sess: ett.Session
     log: StepLog
     groups: Groups
     model: model.TrainModel
@@ -57,7 +57,7 @@ class Job:
     device: torch.device
 
 
-def start_up(cfg: TrainConfig, ident: Identity, sess: Any, log: StepLog) -> Job:
+def start_up(cfg: TrainConfig, ident: Identity, sess: ett.Session, log: StepLog) -> Job:
     """Every start-up phase, in order, each in its ``ett.startup.<phase>`` span."""
     device = model.resolve_device(cfg.device)
     sharding = model.resolve_sharding(cfg.sharding, device)
@@ -192,7 +192,9 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
         bar.close()
 
 
-def teardown(sess: Any, log: StepLog, groups: Groups | None, failed: bool, mode: str) -> None:
+def teardown(
+    sess: ett.Session, log: StepLog, groups: Groups | None, failed: bool, mode: str
+) -> None:
     """Tear down the process groups (after a failure: abort them, see
     :func:`trainer.distributed.shutdown`), naming the phase for the library's exit watchdog and
     logging how long it took."""
