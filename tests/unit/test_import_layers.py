@@ -1,4 +1,5 @@
-"""The import layers of DESIGN.md, checked on the source (every import, lazy ones included).
+"""The import layers of docs/architecture.md, checked on the source (every import, lazy ones
+included).
 
 - the domain imports nothing of ours but ``ett.semconv``; ``ett_collector.schemas`` only the
   domain;
