@@ -8,11 +8,11 @@ checkpoint over its checkpoints, ``T`` the training seconds and ``F`` the failur
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from sqlalchemy import Engine, select
 
+from ett_collector.domain import young_interval
 from ett_collector.schemas import MIN_ADVICE_FAILURES, advice_ok
 from ett_collector.storage._tables import job_figures
 
@@ -54,9 +54,7 @@ def _model_row(model: str | None, rows: list[dict[str, Any]]) -> dict[str, Any]:
     used = [(r["interval_s"], r["checkpoints"]) for r in rows if r["interval_s"]]
     weight = sum(w for _, w in used)
     interval = sum(i * w for i, w in used) / weight if weight else None
-    optimal = None
-    if failures and mean_b and training > 0:
-        optimal = math.sqrt(2.0 * mean_b * training / failures)
+    optimal = young_interval(mean_b or 0.0, training, failures)  # the figures' own formula
     return {
         "model": model,
         "jobs": len(rows),

@@ -47,3 +47,23 @@ def test_checkpoint_advice_withholds_an_optimum_on_too_few_failures() -> None:
     assert _render.duration(91.0) not in text  # neither in the model's row nor as a job
     assert "j-few" not in text
     assert _render.duration(1234.0) in text
+
+
+def test_the_pooled_optimum_is_youngs_over_the_models_jobs() -> None:
+    """A model's optimum pools its jobs' blocking, training and failures into the figures' one
+    formula: ``sqrt(2 B T / F)`` with B the mean blocking per checkpoint over all the jobs."""
+    import math
+
+    from ett_collector.storage._advice import _model_row
+
+    jobs = [
+        {"failures": 2, "training_s": 36_000.0, "checkpoints": 10, "mean_blocking_s": 6.0,
+         "interval_s": 1800.0, "ranks": 4},
+        {"failures": 1, "training_s": 18_000.0, "checkpoints": 30, "mean_blocking_s": 2.0,
+         "interval_s": 600.0, "ranks": 8},
+    ]  # fmt: skip
+    row = _model_row("m", jobs)
+    mean_b = (6.0 * 10 + 2.0 * 30) / 40
+    assert row["mean_blocking_s"] == mean_b
+    assert row["optimal_interval_s"] == math.sqrt(2 * mean_b * 54_000.0 / 3)
+    assert _model_row("m", [{**jobs[0], "failures": 0}])["optimal_interval_s"] is None
