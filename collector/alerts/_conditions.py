@@ -81,12 +81,14 @@ def evaluate(
     if rule.kind is Kind.REGRESSION:
         from ._detect import detect
 
-        open_figures = {
-            key: alert.figures for (name, key), alert in (active or {}).items() if name == rule.name
+        mine = {
+            key: (alert.labels, alert.figures)
+            for (name, key), alert in (active or {}).items()
+            if name == rule.name
         }
         return [
             Finding(rule, labels, value, baseline, jobs, desc, figures)
-            for labels, value, baseline, jobs, desc, figures in detect(rule, fleet, t, open_figures)
+            for labels, value, baseline, jobs, desc, figures in detect(rule, fleet, t, mine)
         ]
     if rule.kind is Kind.ETT_SLO_BURN:
         from ._burn import findings  # _burn imports this module (Finding)

@@ -108,26 +108,23 @@ def _component_test(
     until: float,
 ) -> Test | None:  # fmt: skip
     days = rule.window_s / DAY
-    if c == PUBLISH:  # standalone publishing jobs: seconds per job
-        rj = [j for j in recent if not j.trained]
-        bj = [j for j in base if not j.trained]
-        if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
-            return None
-        value_of = _seconds_of(c)
-        then = sum(map(value_of, bj)) / len(bj)
-        now = sum(map(value_of, rj)) / len(rj)
-        excess = sum((value_of(j) - then) * j.gpus for j in rj) / 3600.0 / days
-        population = "publishing"
-    else:  # training jobs: seconds per job-hour
-        rj = [j for j in recent if j.trained]
-        bj = [j for j in base if j.trained]
-        if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
-            return None
+    trained = c != PUBLISH  # publish: the standalone publishing jobs
+    rj = [j for j in recent if j.trained is trained]
+    bj = [j for j in base if j.trained is trained]
+    if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
+        return None
+    if trained:  # seconds per job-hour
         value_of = _rate_of(c)
         now, then = _pooled(rj, c), _pooled(bj, c)
         excess = sum((j.lost.get(c, 0.0) - then * _hours(j)) * j.gpus for j in rj)
-        excess = excess / 3600.0 / days
         population = "training"
+    else:  # seconds per job
+        value_of = _seconds_of(c)
+        then = sum(map(value_of, bj)) / len(bj)
+        now = sum(map(value_of, rj)) / len(rj)
+        excess = sum((value_of(j) - then) * j.gpus for j in rj)
+        population = "publishing"
+    excess = excess / 3600.0 / days
     xs, ys = [value_of(j) for j in rj], [value_of(j) for j in bj]
     p = rank_test_greater(xs, ys)
     varies = min(xs + ys) < max(xs + ys)
@@ -301,19 +298,21 @@ def _merge_restart_costs(rule: Rule, incidents: list[Incident]) -> list[Incident
     return out
 
 
+OpenIncident = tuple[Mapping[str, str], Mapping[str, Any]]
+"""``(labels, figures)`` of a pending or firing alert of the rule."""
+
+
 def detect(
-    rule: Rule, fleet: Fleet, t: float, open_figures: Mapping[str, Mapping[str, Any]]
+    rule: Rule, fleet: Fleet, t: float, open_incidents: Mapping[str, OpenIncident]
 ) -> list[Incident]:
     """The incidents of ``rule`` holding at ``t``: ``(labels, value, baseline, jobs,
-    description, figures)`` each. ``open_figures``: the figures of this rule's open (pending or
-    firing) incidents by alert key; an open incident keeps its baseline and onset."""
+    description, figures)`` each. ``open_incidents``: this rule's open (pending or firing)
+    alerts by alert key; an open incident keeps its baseline and onset."""
     by = rule.by.value
     frozen: dict[tuple[str, str], float] = {}
-    for key, figures in open_figures.items():
-        group = dict(part.split("=", 1) for part in key.split(",")).get(by)
-        comp = dict(part.split("=", 1) for part in key.split(",")).get("component")
-        if group is not None and comp is not None and "baseline_until" in figures:
-            frozen[(group, comp)] = float(figures["baseline_until"])
+    for labels, figures in open_incidents.values():
+        if by in labels and "component" in labels and "baseline_until" in figures:
+            frozen[(labels[by], labels["component"])] = float(figures["baseline_until"])
     tests = tests_at(rule, fleet, t, frozen)
     # the family of this evaluation is the changes not yet found: an open incident's tiny
     # p-value would otherwise loosen every other test's threshold for as long as it lasts
@@ -323,7 +322,8 @@ def detect(
     for test in tests:
         q = q_of.get(id(test), test.p)
         labels = labels_of(rule, test.key, test.component)
-        prior = open_figures.get(alert_key(labels))
+        opened = open_incidents.get(alert_key(labels))
+        prior = opened[1] if opened is not None else None
         if prior is None:
             holds = q <= rule.fdr and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day
         else:
@@ -331,50 +331,54 @@ def detect(
                 test.p <= rule.resolve_p
                 and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day / 2
             )
-        if not holds:
-            continue
-        onset = float(prior["onset"]) if prior and "onset" in prior else _onset(test)
-        jobs = tuple(j.job_id for j in _showing(test)[:SHOWN_JOBS])
-        unit = UNITS[test.population]
-        desc = (
-            f"{test.component} of {by} {test.key}: {_size(test.ratio)} since {_when(onset)}, "
-            f"+{test.excess_gpu_h_per_day:.1f} GPU-hours/day ({test.recent_value:.3g} against "
-            f"{test.baseline_value:.3g} {unit}; p = {test.p:.2g}, q = {q:.2g}; "
-            f"{len(test.recent)} jobs in the last {rule.window} against {len(test.baseline)} "
-            "before)"
-        )
-        notes = _annotations(test)
-        if notes["ett_pct"] is not None and notes["baseline_ett_pct"] is not None:
-            desc += f"; ETT {notes['ett_pct']:.1f}% against {notes['baseline_ett_pct']:.1f}%"
-        if notes["teams"]:
-            desc += "; teams " + ", ".join(f"{k} ({v})" for k, v in notes["teams"].items())
-        figures = {
-            "description": desc,
-            "jobs": list(jobs),
-            "onset": onset,
-            "baseline_until": test.baseline_until,
-            "p": test.p,
-            "q": q,
-            "ratio": None if math.isinf(test.ratio) else test.ratio,
-            "excess_gpu_hours_per_day": test.excess_gpu_h_per_day,
-            "recent_value": test.recent_value,
-            "baseline_value": test.baseline_value,
-            "unit": unit,
-            "recent_jobs": len(test.recent),
-            "baseline_jobs": len(test.baseline),
-            "window": rule.window,
-            "baseline_window": rule.baseline,
-            **notes,
-        }
-        out.append((labels, test.recent_value, test.baseline_value, jobs, desc, figures))
+        if holds:
+            onset = float(prior["onset"]) if prior and "onset" in prior else _onset(test)
+            out.append(_incident(rule, test, q, labels, onset))
     out = _merge_restart_costs(rule, out)
     tested = {alert_key(labels_of(rule, x.key, x.component)) for x in tests}
-    for key, figures in open_figures.items():
+    for key, (labels, figures) in open_incidents.items():
         if key in tested or "description" not in figures:
             continue
         # too few recent (or baseline) jobs to test now: no evidence that the change is gone
-        labels = dict(part.split("=", 1) for part in key.split(","))
         kept = dict(figures)
-        out.append((labels, float(kept.get("recent_value") or 0.0), kept.get("baseline_value"),
-                    tuple(kept.get("jobs") or ()), str(kept["description"]), kept))  # fmt: skip
+        out.append((dict(labels), float(kept.get("recent_value") or 0.0),
+                    kept.get("baseline_value"), tuple(kept.get("jobs") or ()),
+                    str(kept["description"]), kept))  # fmt: skip
     return out
+
+
+def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: float) -> Incident:
+    """The alert of a change that holds: its description, jobs and figures."""
+    jobs = tuple(j.job_id for j in _showing(test)[:SHOWN_JOBS])
+    unit = UNITS[test.population]
+    desc = (
+        f"{test.component} of {rule.by.value} {test.key}: {_size(test.ratio)} since "
+        f"{_when(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
+        f"({test.recent_value:.3g} against {test.baseline_value:.3g} {unit}; "
+        f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs in the last {rule.window} "
+        f"against {len(test.baseline)} before)"
+    )
+    notes = _annotations(test)
+    if notes["ett_pct"] is not None and notes["baseline_ett_pct"] is not None:
+        desc += f"; ETT {notes['ett_pct']:.1f}% against {notes['baseline_ett_pct']:.1f}%"
+    if notes["teams"]:
+        desc += "; teams " + ", ".join(f"{k} ({v})" for k, v in notes["teams"].items())
+    figures = {
+        "description": desc,
+        "jobs": list(jobs),
+        "onset": onset,
+        "baseline_until": test.baseline_until,
+        "p": test.p,
+        "q": q,
+        "ratio": None if math.isinf(test.ratio) else test.ratio,
+        "excess_gpu_hours_per_day": test.excess_gpu_h_per_day,
+        "recent_value": test.recent_value,
+        "baseline_value": test.baseline_value,
+        "unit": unit,
+        "recent_jobs": len(test.recent),
+        "baseline_jobs": len(test.baseline),
+        "window": rule.window,
+        "baseline_window": rule.baseline,
+        **notes,
+    }
+    return labels, test.recent_value, test.baseline_value, jobs, desc, figures

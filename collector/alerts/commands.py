@@ -233,6 +233,7 @@ def _backtest(args: argparse.Namespace) -> int:
     if planted is not None:
         from ._fleet import load_facts
         from ._quality import score
+        from .rules import REGRESSION_KINDS
 
         scored = {r.name for r in rules.rules if r.kind in REGRESSION_KINDS}
         regressions = [f for f in firings if f.rule in scored]
@@ -296,13 +297,6 @@ def _print_quality(q: Any, path: str) -> None:
         state = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
         note = "" if d.scored else " (onset outside the backtest: not scored)"
         print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}{note}")
-
-
-REGRESSION_KINDS = frozenset(
-    {"regression", "ett_regression", "component_regression", "tts_regression",
-     "checkpoint_blocking_regression"}
-)  # fmt: skip
-"""The kinds whose firings a truth file scores (not presumed dead, restarts or SLO burn)."""
 
 
 def _export(args: argparse.Namespace) -> int:

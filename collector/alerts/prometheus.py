@@ -77,6 +77,15 @@ def _per_day(rule: Rule) -> str:
     return f"{rule.window_s / 24:g}"
 
 
+def _costly_and_steep(rule: Rule, excess: str, now: str, then: str) -> str:
+    """The approximation's test of one quantity: its excess costs at least the floor (the
+    value), its recent rate is more than :data:`RATIO` times the baseline's, with the job
+    counts."""
+    g = rule.by.value
+    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
+            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+
+
 def _component_condition(rule: Rule, components: list[str]) -> str:
     """Per (group, component): ``(L_r - L_b * W_r / W_b) / 3600 / days >= floor`` and
     ``3600 L_r / W_r > K * 3600 L_b / W_b`` and the job counts; its value is the excess in
@@ -88,8 +97,7 @@ def _component_condition(rule: Rule, components: list[str]) -> str:
     join = f"on ({g}) group_left ()"
     excess = f"(({lost_r} - {lost_b} * {join} {wall_r} / {join} {wall_b}) / {_per_day(rule)})"
     now, then = f"(3600 * {lost_r} / {join} {wall_r})", f"(3600 * {lost_b} / {join} {wall_b})"
-    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
-            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+    return _costly_and_steep(rule, excess, now, then)
 
 
 def _failure_condition(rule: Rule) -> str:
@@ -105,8 +113,7 @@ def _failure_condition(rule: Rule) -> str:
     per_failure = f"(({f_b} / ({k_b} > 0)) or ({f_r} / {k_r}))"
     excess = f"(({k_r} - {k_b} * {p_r} / {p_b}) * {per_failure} / {_per_day(rule)})"
     now, then = f"(3600 * {k_r} / {p_r})", f"(3600 * {k_b} / {p_b})"
-    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
-            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+    return _costly_and_steep(rule, excess, now, then)
 
 
 def regression_expression(rule: Rule) -> str:

@@ -84,6 +84,19 @@ class Kind(StrEnum):
     ``burn``."""
 
 
+REGRESSION_KINDS: frozenset[Kind] = frozenset(
+    {
+        Kind.REGRESSION,
+        Kind.ETT_REGRESSION,
+        Kind.COMPONENT_REGRESSION,
+        Kind.TTS_REGRESSION,
+        Kind.CHECKPOINT_BLOCKING_REGRESSION,
+    }
+)
+"""The kinds that report regressions (what a truth file's planted regressions score; not
+presumed dead, restart storms or SLO burn)."""
+
+
 class GroupKey(StrEnum):
     """The label an alert is grouped by."""
 

@@ -36,13 +36,6 @@ pytestmark = pytest.mark.performance
 
 DAY = 86400.0
 START = 1_800_000_000.0  # a fixed past: the same fleets on every run
-REGRESSION_KINDS = (
-    "regression",
-    "ett_regression",
-    "component_regression",
-    "tts_regression",
-    "checkpoint_blocking_regression",
-)
 
 
 @dataclass(frozen=True)
@@ -136,12 +129,13 @@ def run(s: Scenario, rules_path: str | None = None) -> Outcome:
     rules file over the defaults (None: the defaults)."""
     from ett_collector.alerts import backtest, load_facts, load_rules
     from ett_collector.alerts._quality import Planted, score
+    from ett_collector.alerts.rules import REGRESSION_KINDS
     from ett_collector.storage import Store
     from ett_simulator import simulate_into_db
 
     began = time.perf_counter()
     rules = load_rules(rules_path)
-    kinds = {r.name for r in rules.rules if r.kind.value in REGRESSION_KINDS}
+    kinds = {r.name for r in rules.rules if r.kind in REGRESSION_KINDS}
     planted = [
         Planted(component=c, factor=k, at=START + d * DAY, model=m) for m, c, k, d in s.regress
     ]
