@@ -10,6 +10,8 @@ PostgreSQL: through psycopg 3 (``postgresql://`` URLs are taken to mean ``postgr
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +48,31 @@ def _is_sqlite_memory(url: URL) -> bool:
     return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
 
 
+def _set_wal(cur: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting out a peer that converts the same new file.
+
+    On a file still in rollback mode, the switch needs the exclusive lock; two processes that
+    open a brand-new database at once (four ``ett db upgrade`` or server workers) both hold a
+    shared lock while each asks for it, and SQLite answers one of them ``database is locked`` at
+    once, without its busy handler (it would deadlock). Once the file is in WAL the pragma only
+    reads, so the wait happens on a new file alone, bounded by the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     """Pragmas of every new SQLite connection; hand transaction control to SQLAlchemy."""
     dbapi_connection.isolation_level = None
     cur = dbapi_connection.cursor()
     try:
-        cur.execute("PRAGMA journal_mode=WAL")
+        _set_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
