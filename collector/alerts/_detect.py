@@ -11,14 +11,17 @@ before the recent window):
 - the failures per training hour, with the exact conditional test of two Poisson rates
   (component ``failure``).
 
-Every p-value of the evaluation goes through Benjamini-Hochberg; a change fires when its q-value
-is at most ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than the baseline
-rate would (the effect floor). One incident is one (group, component): the ETT, time to start
-and checkpoint blocking of the same jobs, and the teams they belong to, are its annotations, not
-alerts of their own. Once firing, an incident keeps the baseline it was found against (the
-``baseline_until`` of its figures) and resolves only when the recent jobs no longer differ from
-that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor: one noisy
-window does not resolve it, and a lasting regression does not become its own baseline.
+A fresh change is scanned: the test also runs on the newest 3, 5, 8, ... jobs of the window, the
+smallest p-value kept under a weighted Bonferroni correction (:func:`_weighted`), so a change that
+began inside the window is not diluted by the jobs before it. Only jobs that ended are samples
+(:func:`_ended`). Every p-value of the evaluation goes through Benjamini-Hochberg; a change fires
+when its q-value is at most ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than
+the baseline rate would (the effect floor). One incident is one (group, component): the ETT, time
+to start and checkpoint blocking of the same jobs, and the teams they belong to, are its
+annotations, not alerts of their own. Once firing, an incident keeps the baseline it was found
+against (the ``baseline_until`` of its figures) and resolves only when the recent jobs no longer
+differ from that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor:
+one noisy window does not resolve it, and a lasting regression does not become its own baseline.
 
 Pure: the state of the firing incidents comes in (``active``), so the live evaluator and the
 backtest walk the same steps.
@@ -29,12 +32,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ett_collector.domain.model import JobState
+
 from ._fleet import Fleet, JobFacts
-from ._stats import benjamini_hochberg, poisson_rate_greater, rank_test_greater, rank_test_less
+from ._stats import (
+    RankBaseline,
+    benjamini_hochberg,
+    poisson_rate_greater,
+    rank_test_greater,
+    rank_test_less,
+)
 from .rules import Rule
 
 FAILURE = "failure"
@@ -103,47 +114,115 @@ def _ratio(now: float, then: float) -> float:
     return math.inf if now > 0 else 1.0
 
 
+def suffix_sizes(n: int, least: int) -> list[int]:
+    """The sizes of the newest-jobs suffixes a fresh change is scanned over: ``least``, then
+    half as many again each time (3, 5, 8, 12, ...), and all ``n``; a geometric ladder, so the
+    Bonferroni factor of the scan (its length) grows with the log of the window's jobs."""
+    sizes, k = {n}, least
+    while k < n:
+        sizes.add(k)
+        k = math.ceil(k * 1.5)
+    return sorted(sizes)
+
+
+WHOLE_WINDOW_WEIGHT = 0.75
+"""The share of a test's level spent on the whole recent window; the rest is split evenly over
+the shorter suffixes of the scan (a weighted Bonferroni): a change that fills the window loses
+only a factor 4/3 of significance to the scan, and one that began inside it needs to be strong
+enough to stand out of the few jobs after its onset anyway."""
+
+
+def _weighted(ps: Sequence[float], sizes: Sequence[int]) -> tuple[float, int]:
+    """The scan's p-value and the suffix size it came from: ``ps[i]`` of suffix ``sizes[i]``
+    (the last one the whole window), each divided by its weight, the smallest kept."""
+    if len(sizes) == 1:
+        return min(1.0, ps[0]), sizes[0]
+    share = (1.0 - WHOLE_WINDOW_WEIGHT) / (len(sizes) - 1)
+    weights = [share] * (len(sizes) - 1) + [WHOLE_WINDOW_WEIGHT]
+    p, k = min(((q / w, n) for q, w, n in zip(ps, weights, sizes, strict=True)),
+               key=lambda pk: (pk[0], -pk[1]))  # fmt: skip
+    return min(1.0, p), k
+
+
+def _scanned(
+    make: Callable[[Sequence[JobFacts]], Test], recent: Sequence[JobFacts], least: int
+) -> Test:
+    """The most significant of ``make`` over the newest suffixes of ``recent`` (by end), by the
+    weighted Bonferroni of :func:`_weighted` (the scan stays a valid test). A change that began
+    inside the window is tested on the jobs after it, undiluted by those before it; one that
+    fills the window is tested on all of them."""
+    jobs = sorted(recent, key=lambda j: (j.end, j.job_id))
+    sizes = suffix_sizes(len(jobs), least)
+    tries = [make(jobs[len(jobs) - k :]) for k in sizes]
+    p, k = _weighted([x.p for x in tries], sizes)
+    return replace(tries[sizes.index(k)], p=p)
+
+
 def _component_test(
     rule: Rule, key: str, c: str, recent: Sequence[JobFacts], base: Sequence[JobFacts],
-    until: float,
+    until: float, scan: bool,
 ) -> Test | None:  # fmt: skip
-    days = rule.window_s / DAY
+    """The rank test of component ``c`` of the recent jobs against the baseline's (scanned over
+    the newest suffixes when ``scan``): seconds per job-hour of the training jobs, seconds per
+    job of the standalone ones (``publish``)."""
     trained = c != PUBLISH  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
     if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
         return None
+    days = rule.window_s / DAY
     if trained:  # seconds per job-hour
         value_of = _rate_of(c)
-        now, then = _pooled(rj, c), _pooled(bj, c)
-        excess = sum((j.lost.get(c, 0.0) - then * _hours(j)) * j.gpus for j in rj)
+        then = _pooled(bj, c)
         population = "training"
     else:  # seconds per job
         value_of = _seconds_of(c)
         then = sum(map(value_of, bj)) / len(bj)
-        now = sum(map(value_of, rj)) / len(rj)
-        excess = sum((value_of(j) - then) * j.gpus for j in rj)
         population = "publishing"
-    excess = excess / 3600.0 / days
-    xs, ys = [value_of(j) for j in rj], [value_of(j) for j in bj]
-    p = rank_test_greater(xs, ys)
-    varies = min(xs + ys) < max(xs + ys)
-    return Test(key, c, p, excess, _ratio(now, then), now, then, tuple(rj), tuple(bj), until,
-                value_of, varies, population)  # fmt: skip
+    ys = [value_of(j) for j in bj]
+    ranks = RankBaseline(ys)
+    newest = sorted(rj, key=lambda j: (j.end, j.job_id), reverse=True)
+    xs = [value_of(j) for j in newest]
+    sizes = suffix_sizes(len(newest), rule.min_jobs) if scan else [len(newest)]
+    p, k = _weighted(ranks.scan(xs, sizes), sizes)
+    part, mine = newest[:k], xs[:k]
+    if trained:
+        now = _pooled(part, c)
+        extra = sum((j.lost.get(c, 0.0) - then * _hours(j)) * j.gpus for j in part)
+    else:
+        now = sum(mine) / k
+        extra = sum((x - then) * j.gpus for x, j in zip(mine, part, strict=True))
+    varies = min(min(ys), *mine) < max(max(ys), *mine)
+    return Test(key, c, p, extra / 3600.0 / days, _ratio(now, then), now, then,
+                tuple(reversed(part)), tuple(bj), until, value_of, varies, population)  # fmt: skip
 
 
 def _failure_test(
-    rule: Rule, key: str, recent: Sequence[JobFacts], base: Sequence[JobFacts], until: float
-) -> Test | None:
+    rule: Rule, key: str, recent: Sequence[JobFacts], base: Sequence[JobFacts], until: float,
+    scan: bool,
+) -> Test | None:  # fmt: skip
     rj = [j for j in recent if j.trained]
     bj = [j for j in base if j.trained]
     if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
         return None
+    t0 = sum(j.productive for j in bj) / 3600.0
+    if t0 <= 0 or sum(j.productive for j in rj) <= 0:
+        return None
+    if scan:
+        return _scanned(lambda part: _failure_on(rule, key, part, bj, until), rj, rule.min_jobs)
+    return _failure_on(rule, key, rj, bj, until)
+
+
+def _failure_on(
+    rule: Rule, key: str, rj: Sequence[JobFacts], bj: Sequence[JobFacts], until: float
+) -> Test:
+    """The Poisson test of the failure rate of ``rj`` against ``bj``."""
     k1, k0 = sum(j.failures for j in rj), sum(j.failures for j in bj)
     t1 = sum(j.productive for j in rj) / 3600.0
     t0 = sum(j.productive for j in bj) / 3600.0
-    if t1 <= 0 or t0 <= 0:
-        return None
+    if t1 <= 0:  # a suffix of jobs that never trained: no exposure, no evidence
+        return Test(key, FAILURE, 1.0, 0.0, 1.0, 0.0, k0 / t0, tuple(rj), tuple(bj), until,
+                    lambda j: 0.0, False, "failures")  # fmt: skip
     r1, r0 = k1 / t1, k0 / t0
     cost_jobs = bj if k0 else rj
     failures = k0 if k0 else k1
@@ -167,6 +246,13 @@ def alert_key(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+def _ended(jobs: Sequence[JobFacts]) -> list[JobFacts]:
+    """The jobs that are samples: those that ended. A running job's figures so far are not
+    comparable with whole jobs' (a young one is mostly start-up), and the backtest sees every
+    job at its end: leaving running jobs out keeps the live evaluator and the replay one."""
+    return [j for j in jobs if j.state != JobState.RUNNING]
+
+
 def tests_at(
     rule: Rule, fleet: Fleet, t: float, frozen: Mapping[tuple[str, str], float]
 ) -> list[Test]:
@@ -175,19 +261,20 @@ def tests_at(
     out: list[Test] = []
     length = rule.baseline_s - rule.window_s
     for key in fleet.groups(rule.by):
-        recent = fleet.members(rule.by, key, t, rule.window_s)
+        recent = _ended(fleet.members(rule.by, key, t, rule.window_s))
         if len(recent) < rule.min_jobs:
             continue
         bases: dict[float, list[JobFacts]] = {}
         for c in rule.components:
             until = frozen.get((key, c), t - rule.window_s)
             if until not in bases:
-                bases[until] = fleet.members(rule.by, key, until, length)
+                bases[until] = _ended(fleet.members(rule.by, key, until, length))
             base = bases[until]
+            scan = (key, c) not in frozen  # an open incident is judged on its whole window
             test = (
-                _failure_test(rule, key, recent, base, until)
+                _failure_test(rule, key, recent, base, until, scan)
                 if c == FAILURE
-                else _component_test(rule, key, c, recent, base, until)
+                else _component_test(rule, key, c, recent, base, until, scan)
             )
             if test is not None:
                 out.append(test)

@@ -122,3 +122,46 @@ def test_a_rise_in_failures_is_the_failure_component() -> None:
     findings = evaluate(rule, Fleet(jobs), onset + DAY, live=False, active={})
     assert [f.labels["component"] for f in findings] == ["failure"]
     assert findings[0].figures["unit"] == "failures per training hour"
+
+
+def _first_firing(jobs: list[JobFacts], rule_set: RuleSet, onset: float) -> float | None:
+    [rule] = rule_set.rules
+    f = Fleet(jobs)
+    for step in range(0, 48 * 4):
+        t = onset + step * HOUR / 4
+        if any(x.labels.get("component") == "checkpoint"
+               for x in evaluate(rule, f, t, live=False, active={})):  # fmt: skip
+            return t
+    return None
+
+
+def test_the_scan_of_the_newest_jobs_finds_a_change_before_the_whole_window_would() -> None:
+    onset = T0 + 9 * DAY
+    jobs = fleet(7, onset)
+    scanned = _first_firing(jobs, rules(), onset)
+    whole = _first_firing(jobs, rules(min_jobs=1000), onset)  # no suffix below the window
+    assert scanned is not None and onset < scanned
+    # a window of 24 h dilutes the first jobs after the onset with those before it; the scan
+    # tests the newest jobs on their own (at the price of its Bonferroni factor)
+    assert whole is None or scanned < whole
+
+
+def test_running_jobs_are_not_samples() -> None:
+    """A young running job is mostly start-up: it must not count as a recent job."""
+    onset = T0 + 9 * DAY
+    jobs = fleet(8, onset=None)
+
+    def late(j: JobFacts) -> bool:
+        return j.model == "m1" and onset - 18 * HOUR < j.end <= onset
+
+    def hot(j: JobFacts, state: str) -> JobFacts:
+        lost = {**j.lost, "checkpoint": j.lost["checkpoint"] * 20}
+        return dataclasses.replace(j, state=state, lost=lost)
+
+    assert sum(map(late, jobs)) >= 3
+    [rule] = rules().rules
+    running = [hot(j, "running") if late(j) else j for j in jobs]
+    assert evaluate(rule, Fleet(running), onset, live=True, active={}) == []
+    done = [hot(j, "completed") if late(j) else j for j in jobs]
+    fired = evaluate(rule, Fleet(done), onset, live=True, active={})
+    assert [x.labels["component"] for x in fired] == ["checkpoint"]

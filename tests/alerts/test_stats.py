@@ -104,3 +104,33 @@ def test_benjamini_hochberg_matches_its_definition() -> None:
     assert q == pytest.approx([0.025, 0.05, 0.05, 0.025, 0.5])
     assert benjamini_hochberg([]) == []
     assert all(a >= b for a, b in zip(q, p, strict=True))
+
+
+def test_the_scan_gives_each_prefix_the_plain_rank_tests_p_value() -> None:
+    from ett_collector.alerts._stats import RankBaseline
+
+    rng = random.Random(11)
+    for trial in range(300):
+        pool = [0.0, 0.0, 1.0, 2.5, rng.random()]
+        tied = trial % 2 == 1  # half the trials draw from a few values: ties across samples
+
+        def draw(pool: list[float] = pool, tied: bool = tied) -> float:
+            return rng.choice(pool) if tied else rng.random()
+
+        xs = [draw() for _ in range(rng.randint(1, 14))]
+        ys = [draw() for _ in range(rng.randint(1, 60))]
+        sizes = sorted({rng.randint(1, len(xs)) for _ in range(3)})
+        got = RankBaseline(ys).scan(xs, sizes)
+        want = [rank_test_greater(xs[:k], ys) for k in sizes]
+        assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_the_exact_u_distribution_is_the_count_of_orderings() -> None:
+    from ett_collector.alerts._stats import _u_counts
+
+    for n1, n2 in [(1, 1), (2, 3), (3, 2), (4, 4), (3, 7), (6, 2)]:
+        counts = [0] * (n1 * n2 + 1)
+        for pos in itertools.combinations(range(n1 + n2), n1):
+            counts[sum(p - i for i, p in enumerate(pos))] += 1  # baseline values below each
+        assert _u_counts(n1, n2) == tuple(counts)
+    assert sum(_u_counts(12, 150)) == math.comb(162, 12)
