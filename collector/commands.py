@@ -6,6 +6,7 @@ Every read command goes through the same query layer as the HTTP API and the das
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -17,6 +18,7 @@ from typing import Any
 from ett import semconv
 from ett_cli import CliError, console
 
+from . import _serve_security
 from ._options import add_filters, add_json, add_state, add_window
 from ._target import add_db_option as _db_arg
 from .domain.model import GroupBy
@@ -37,7 +39,16 @@ def register(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 4318)")
     _db_arg(serve)
-    serve.add_argument("--token", default=None, help="require this bearer token (or ETT_TOKEN)")
+    serve.add_argument(
+        "--token", default=None, help="one bearer token for everything (or ETT_TOKEN)"
+    )
+    _serve_security.add_options(serve)  # scoped token files, TLS
+    serve.add_argument(
+        "--read-only", action="store_true", default=None,
+        help="serve the read API, /metrics and the dashboards from a database that only "
+        "reads (a PostgreSQL hot standby; or ETT_READ_ONLY=1): ingest is refused, nothing is "
+        "migrated or recomputed, /healthz reports the replication lag",
+    )  # fmt: skip
     serve.add_argument(
         "--workers",
         type=int,
@@ -63,6 +74,22 @@ def register(sub: Any) -> None:
         "--password-env", metavar="VAR", default=None,
         help="set the role's password from this environment variable (never on the command line)",
     )  # fmt: skip
+
+    prune = _command(
+        dbsub,
+        "prune",
+        _prune,
+        help="delete what the ETT_RETAIN_* periods let go (the service does it by itself)",
+        description="Delete the raw spans, heartbeat runs, job figures and resolved alerts "
+        "older than their retention (ETT_RETAIN_SPANS, ETT_RETAIN_RUNS, ETT_RETAIN_FIGURES, "
+        "ETT_RETAIN_ALERTS), in small batches. A running job is never pruned; a job whose raw "
+        "spans are gone keeps its figures, segments and fleet cells.",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what would be deleted; delete nothing"
+    )
 
     rec = _command(
         sub, "recompute", _recompute, help="re-derive jobs' segments and figures from raw spans"
@@ -137,7 +164,6 @@ ENVIRONMENT = f"""\
 environment:
   ETT_HOME            data folder (default ~/.local/share/ett; SQLite at $ETT_HOME/collector.db)
   ETT_DB_URL          database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)
-  ETT_TOKEN           bearer token required on ingest and reads
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
   ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
@@ -153,6 +179,13 @@ environment:
                       process's own ingest and recomputes show at once, changes by another
                       worker process or collector (ett recompute) within this long
   ETT_WORKERS         server processes (default 1)
+{_serve_security.SECURITY_ENVIRONMENT.rstrip()}
+  ETT_RETAIN_SPANS    how long a job's raw spans are kept after it ended (default 30d; 'keep');
+                      then its figures stay as stored and `ett recompute` refuses it
+  ETT_RETAIN_RUNS     its folded heartbeat runs (default 90d), at least ETT_RETAIN_SPANS
+  ETT_RETAIN_FIGURES  its figures, segments and fleet cells (default 400d)
+  ETT_RETAIN_ALERTS   resolved alerts, after they resolved (default 400d)
+  ETT_READ_ONLY       1: as --read-only (serve reads from a hot standby)
 """
 
 
@@ -218,20 +251,29 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, db_url=args.target.url,
         **({"token": args.token} if args.token else {}),
     )  # fmt: skip
+    if args.read_only:
+        settings = dataclasses.replace(settings, read_only=True)
+    settings = _serve_security.apply(args, settings)
     sock = _bind(settings.host, settings.port)  # the address first: nothing created on a busy port
+    _serve_security.warn_if_open(settings)  # once the address is known to be one
     try:
-        Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker starts
+        if settings.read_only:
+            _check_replica(Store(settings.db_url), args.target.shown)
+        else:
+            Store(settings.db_url).upgrade()  # fail fast on a bad database, before any worker
     except OSError as exc:  # its folder cannot be made: a file in the way, no permission
         where = f"{args.target.shown} (from {args.target.source})"
         raise CliError(
             f"cannot create the database {where}: {exc.strerror}: {exc.filename}"
         ) from None
-    where = f"http://{settings.host}:{settings.port} (db: {args.target.shown}"
+    where = f"{_serve_security.scheme(settings)}://{settings.host}:{settings.port}"
+    where += f" (db: {args.target.shown}"
     if args.workers == 1:
         config = uvicorn.Config(
             build_app(settings),
             log_level="warning",
             timeout_keep_alive=math.ceil(settings.keep_alive_s),
+            **settings.tls.uvicorn_options(),
         )
         _announcing_server(config, f"ett collector listening on {where}, 1 worker)").run(
             sockets=[sock]
@@ -243,13 +285,29 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
     if settings.token:
         os.environ["ETT_TOKEN"] = settings.token
+    if settings.read_only:
+        os.environ["ETT_READ_ONLY"] = "1"
+    os.environ.update(_serve_security.worker_environment(settings))
     print(f"ett collector starting {args.workers} workers on {where})", flush=True)
     uvicorn.run(
         "ett_collector.api._factory:app_from_env", factory=True, workers=args.workers,
         host=settings.host, port=settings.port, log_level="warning",
-        timeout_keep_alive=math.ceil(settings.keep_alive_s),
+        timeout_keep_alive=math.ceil(settings.keep_alive_s), **settings.tls.uvicorn_options(),
     )  # fmt: skip
     return 0
+
+
+def _check_replica(store: Any, shown: str) -> None:
+    """A read-only collector migrates nothing: its database must be at the newest schema (the
+    primary's collector, or ``ett db upgrade`` on the primary, brings it there)."""
+    from .storage import head_revision
+
+    revision, head = store.revision(), head_revision()
+    if revision != head:
+        raise CliError(
+            f"--read-only: the database {shown} is at schema {revision or 'none'}, this ett "
+            f"needs {head}: run `ett db upgrade` against the primary, then start again"
+        )
 
 
 def _bind(host: str, port: int) -> Any:
@@ -367,10 +425,41 @@ def _grant_readonly(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ett import semconv as sc
+
+    from .storage import Store
+    from .storage._retention import Policy, Retention
+
+    settings = _settings(args.target.url)  # the ETT_RETAIN_* periods, checked
+    store = Store(args.target.url)
+    store.upgrade()
+    quiet_s = sc.PRESUMED_DEAD_WINDOWS * settings.window_s
+    retention = Retention(store.engine, Policy.of(settings.retain, quiet_s))
+    if args.dry_run:
+        print(f"would delete: {retention.plan().describe()}")
+        return 0
+    with Progress(transient=True, console=Console(stderr=True)) as progress:  # stdout: the answer
+        task = progress.add_task("pruning", total=None)
+        tally = retention.run(
+            progress=lambda t: progress.update(task, description=f"deleted {t.rows():,} rows")
+        )
+    print(f"deleted: {tally.describe()}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from . import _render
+    from .performance import with_performance
 
-    return _read(args, lambda q: q.job(args.job_id), lambda d: _render.print_report(d, _console()))
+    return _read(
+        args,
+        lambda q: with_performance(q, q.job(args.job_id)),
+        lambda d: _render.print_report(d, _console()),
+    )
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -396,7 +485,8 @@ def _lost_time(args: argparse.Namespace) -> int:
 def _recompute(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from .pipeline import Outcome
+    from .pipeline import Outcome, pruned_reason
+    from .storage._retention import pruned_jobs
 
     pipeline = _open(args, read=True)  # an existing database: a mistyped path creates nothing
     if args.jobs:
@@ -410,6 +500,9 @@ def _recompute(args: argparse.Namespace) -> int:
                 why = pipeline.store.recompute_failure(j)
                 print(f"ett: the figures of job {j!r} could not be computed: {why}",
                       file=sys.stderr)  # fmt: skip
+            elif outcome is Outcome.PRUNED:
+                why = pruned_reason(pipeline.store.spans_pruned_at(j) or 0.0)
+                print(f"ett: job {j!r} cannot be recomputed: {why}", file=sys.stderr)
             elif outcome is Outcome.BUSY:
                 print(f"ett: job {j!r} is being recomputed by a collector now", file=sys.stderr)
             else:
@@ -423,7 +516,11 @@ def _recompute(args: argparse.Namespace) -> int:
             lambda done, total: progress.update(task, completed=done, total=total)
         )
     failed = pipeline.store.span_counts()["failed_jobs"]
-    print(f"recomputed {n - failed} job(s)")
+    pruned = pruned_jobs(pipeline.store.engine)
+    print(f"recomputed {n - failed - pruned} job(s)")
+    if pruned:
+        print(f"{pruned} job(s) kept their stored figures: their raw spans were pruned "
+              "(ETT_RETAIN_SPANS)")  # fmt: skip
     if failed:
         print(f"ett: {failed} job(s) could not be computed; `ett report JOB` says why",
               file=sys.stderr)  # fmt: skip

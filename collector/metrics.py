@@ -48,9 +48,25 @@ class CollectorMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
             registry=self.registry,
         )
+        self.auth_refusals = Counter(
+            "ett_auth_refusals",
+            "Requests refused for their credentials, by reason: missing, wrong (not a valid "
+            "token), forbidden (a valid token without the route's scope), url (a credential in "
+            "the query string) or banned (an address past ETT_AUTH_MAX_FAILURES wrong tokens).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.recompute_failures = Counter(
             "ett_recompute_failures",
             "Recomputes that raised (the job is marked failed with the reason until a new span).",
+            registry=self.registry,
+        )
+        self.unfolded_windows = Counter(
+            "ett_windows_unfolded",
+            "Heartbeat windows that start where their rank's run ends yet could not be folded "
+            "into it, by reason: steps_missing, steps_back (a step counter that went back) or "
+            "attributes (another attribute changed); each is kept as a run of its own.",
+            ["reason"],
             registry=self.registry,
         )
 

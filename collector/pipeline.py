@@ -29,6 +29,7 @@ from math import inf
 
 from ett import semconv
 
+from ._job_loop import job_loop_facts
 from .domain import SpanRecord, summarize
 from .periodic import Periodic
 from .storage import Store, is_passing
@@ -62,6 +63,18 @@ class Outcome(enum.Enum):
     """Another process holds the job's recompute lock."""
     FAILED = "failed"
     """The recompute raised; the job is marked failed with the reason."""
+    PRUNED = "pruned"
+    """The job's raw spans were pruned (retention): its stored figures stay as they are; spans
+    that came since are marked failed with the reason (:func:`pruned_reason`)."""
+
+
+def pruned_reason(pruned_at: float) -> str:
+    """Why a job whose raw spans were pruned at ``pruned_at`` is not recomputed."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
+    return (
+        f"its raw spans were pruned at {when} (retention, ETT_RETAIN_SPANS); "
+        "its stored figures are kept as they are"
+    )
 
 
 class Pipeline:
@@ -86,6 +99,10 @@ class Pipeline:
         self._on_failure = on_failure
         self.settle_s = settle_s
         self._worker = Periodic("ett-recompute", self._tick, live_refresh_s, log, leader)
+        self.leader = leader
+        """Whether this process runs the background loops (None: always)."""
+        self.read_only = False
+        """Set on a read-only collector (a hot standby): reads never start a recompute."""
         self._last_live = -float("inf")
         self._saved_at: dict[str, float] = {}
         """When (monotonic) this process last saved each job's figures: the live refresh skips
@@ -147,6 +164,8 @@ class Pipeline:
         fresh reading of ``Store.is_dirty``."""
         if not (self.store.is_dirty(job_id) if dirty is None else dirty):
             return True
+        if self.read_only:  # the primary's collector recomputes it; its figures replicate
+            return False
         if not self._read_slots.acquire(blocking=False):
             self._worker.wake()
             return False
@@ -170,6 +189,8 @@ class Pipeline:
         """
         deadline = time.monotonic() + wait_s
         while self.store.is_dirty(job_id):
+            if self.read_only:
+                return False
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -252,13 +273,20 @@ class Pipeline:
         if only_dirty and not self.store.is_dirty(job_id):
             return Outcome.CLEAN  # another recompute got there first
         seen_seq = self.store.dirty_seq(job_id)  # read before the spans: see save_summary
+        pruned_at = self.store.spans_pruned_at(job_id)
+        if pruned_at is not None:  # never figures from part of a job's spans
+            if self.store.is_dirty(job_id):
+                self.store.mark_failed(job_id, seen_seq, pruned_reason(pruned_at))
+                self._changed((job_id,))
+            return Outcome.PRUNED
         try:
             spans = self.store.load_spans(job_id)
             if not spans:
                 return Outcome.EMPTY
             now = self.clock()
             summary = summarize(spans, now, self.window_s)
-            self.store.save_summary(summary, seen_seq, now)
+            loop = job_loop_facts(self.store, summary)  # issue 26: the alerts' loop facts
+            self.store.save_summary(summary, seen_seq, now, loop)
             self._changed((job_id,))
         except Exception as exc:
             if is_passing(exc):
@@ -307,7 +335,7 @@ class Pipeline:
         busy = False
         for job_id, _seq in self.store.dirty_jobs(limit):
             outcome = self._recompute(job_id, only_dirty=True)
-            if outcome is Outcome.SAVED or outcome is Outcome.CLEAN:
+            if outcome in (Outcome.SAVED, Outcome.CLEAN, Outcome.PRUNED):
                 done += 1
             busy = busy or outcome is Outcome.BUSY
         if busy:

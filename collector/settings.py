@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ett import semconv
+
+from .security import AuthSettings, SecurityConfigError, TlsSettings
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -43,6 +47,14 @@ class ConfigError(ValueError):
     """Bad configuration: the service refuses to start and says why."""
 
 
+def _auth_from_env() -> AuthSettings:
+    """:meth:`AuthSettings.from_env`, its errors as :class:`ConfigError`."""
+    try:
+        return AuthSettings.from_env()
+    except SecurityConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def raw_window_retention_s() -> float | None:
     """``ETT_RAW_WINDOW_RETENTION_S``: seconds (on each job's own span clock) that heartbeat
     windows stay raw before they are folded into runs; ``0`` folds them at once, ``keep`` never
@@ -63,6 +75,72 @@ def raw_window_retention_s() -> float | None:
             f"ETT_RAW_WINDOW_RETENTION_S must be a finite number >= 0 or 'keep', got {raw!r}"
         )
     return value
+
+
+RETENTION_DEFAULTS: dict[str, str] = {
+    "ETT_RETAIN_SPANS": "30d",
+    "ETT_RETAIN_RUNS": "90d",
+    "ETT_RETAIN_FIGURES": "400d",
+    "ETT_RETAIN_ALERTS": "400d",
+}
+"""How long each kind of stored data is kept after its job ended (the alert history: after the
+alert resolved); docs/scaling.md, "Retention", says the bytes per job-day they imply."""
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
+_DURATION_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_retention(name: str, raw: str) -> float | None:
+    """A retention period in seconds from ``raw`` (``30d``, ``12h``, ``90m``, ``2w``, plain
+    seconds) or None for ``keep`` (never deleted).
+
+    Raises:
+        ConfigError: naming ``name`` when ``raw`` is neither."""
+    text = raw.strip().lower()
+    if text == "keep":
+        return None
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(
+            f"{name}={raw!r} is not a retention period: write a duration such as 30d, 12h, "
+            "90m or 2w, or 'keep'"
+        )
+    return float(match.group(1)) * _DURATION_UNIT_S[match.group(2)]
+
+
+def retention_from_env() -> dict[str, float | None]:
+    """``ETT_RETAIN_SPANS``, ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
+    as seconds (None: ``keep``), keyed ``spans``, ``runs``, ``figures``, ``alerts``."""
+    return {
+        name.removeprefix("ETT_RETAIN_").lower(): parse_retention(
+            name, os.environ.get(name, "").strip() or default
+        )
+        for name, default in RETENTION_DEFAULTS.items()
+    }
+
+
+def check_retention(retain: dict[str, float | None], live_refresh_s: float) -> None:
+    """Refuse periods shorter than the live refresh, and a shorter period for what a job's
+    figures are recomputed from than for the figures: raw spans <= runs <= figures (``keep``
+    is the longest).
+
+    Raises:
+        ConfigError: saying which setting to change."""
+    for key, value in retain.items():
+        if value is not None and value < live_refresh_s:
+            raise ConfigError(
+                f"ETT_RETAIN_{key.upper()} ({value:g} s) is shorter than ETT_LIVE_REFRESH_S "
+                f"({live_refresh_s:g} s): data would go before its job's figures settle"
+            )
+    order = ("spans", "runs", "figures")
+    for shorter, longer in itertools.pairwise(order):
+        a, b = retain.get(shorter), retain.get(longer)
+        if b is not None and (a is None or a > b):
+            raise ConfigError(
+                f"ETT_RETAIN_{longer.upper()} must be at least ETT_RETAIN_{shorter.upper()} "
+                f"(got {b:g} s < {'keep' if a is None else f'{a:g} s'}): a job's figures are "
+                "recomputed from its raw spans and runs"
+            )
 
 
 def ett_home() -> Path:
@@ -117,7 +195,8 @@ def _count_env(name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``,
+    """Everything ``ett serve`` needs. Environment: ``ETT_DB_URL``, ``ETT_HOME``, ``ETT_TOKEN``
+    (one token for everything), the scoped tokens and TLS files of :mod:`.security`,
     ``ETT_MAX_BODY_BYTES``, ``ETT_MAX_INFLIGHT_BYTES`` (decoded bytes of trace requests being
     ingested at once, per server process; past it a request is answered 429 with
     ``Retry-After``), ``ETT_WINDOW_S`` (train window length, default the emitter's
@@ -129,12 +208,16 @@ class Settings:
     ``ETT_READ_CACHE`` (:data:`DEFAULT_READ_CACHE_JOBS`; 0 turns the cache off),
     ``ETT_READ_RECHECK_S`` (:data:`DEFAULT_READ_RECHECK_S`; 0 checks on every read),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
-    ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`)."""
+    ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
+    ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
+    (:data:`RETENTION_DEFAULTS`, :func:`retention_from_env`)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     db_url: str = field(default_factory=default_db_url)
-    token: str | None = field(default_factory=lambda: os.environ.get("ETT_TOKEN") or None)
+    token: str | None = field(
+        default_factory=lambda: os.environ.get("ETT_TOKEN") or None, repr=False
+    )
     max_body_bytes: int = field(
         default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
     )
@@ -163,6 +246,19 @@ class Settings:
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )
+    read_only: bool = field(
+        default_factory=lambda: (
+            os.environ.get("ETT_READ_ONLY", "").strip().lower() in ("1", "true", "yes")
+        )
+    )
+    """``ett serve --read-only`` (``ETT_READ_ONLY=1``): serve reads from a hot standby, refuse
+    ingest, run no background loop (they write)."""
+    retain: dict[str, float | None] = field(default_factory=retention_from_env)
+    """Retention periods in seconds (None: keep), :func:`retention_from_env`."""
+    auth: AuthSettings = field(default_factory=_auth_from_env)
+    """Scoped tokens and the wrong-token ban (``ETT_WRITE_TOKENS``... :mod:`.security`)."""
+    tls: TlsSettings = field(default_factory=TlsSettings.from_env)
+    """HTTPS (``ETT_TLS_CERT``, ``ETT_TLS_KEY``, ``ETT_TLS_CLIENT_CA``; :mod:`.security`)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -180,6 +276,12 @@ class Settings:
             raise ConfigError(
                 f"ETT_READ_RECHECK_S must be a finite number >= 0, got {self.read_recheck_s}"
             )
+        check_retention(self.retain, self.live_refresh_s)
+        try:
+            self.auth.check()
+            self.tls.check()
+        except SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
         if self.max_body_bytes < 1024:
             raise ConfigError("ETT_MAX_BODY_BYTES must be at least 1024")
         if self.max_inflight_bytes < self.max_body_bytes:

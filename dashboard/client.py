@@ -1,6 +1,6 @@
 """The one way the dashboard reads: the collector's HTTP read API, with short-lived caching.
 
-Every answer is cached for ``ETT_DASHBOARD_CACHE_S`` (2 s) per URL, token and parameters, shared
+Every answer is cached for ``ETT_DASHBOARD_CACHE_S`` (2 s) per settings and parameters, shared
 by every browser session of the process: a page that refreshes every few seconds asks the
 collector once per refresh, however many people look at it. Failures are not cached.
 """
@@ -41,34 +41,75 @@ def _count() -> None:
         _requests += 1
 
 
-def _fetch(api_url: str, token: str | None, path: str, params: tuple[tuple[str, str], ...]) -> Any:
+_clients: dict[tuple[str | None, str | None, str | None], httpx.Client] = {}
+
+
+def _client(settings: DashboardSettings) -> httpx.Client:
+    """One connection pool per TLS setting: the CA bundle that verifies the collector (httpx's
+    trusted CAs without one) and the client certificate, if any."""
+    key = (settings.ca_bundle, settings.client_cert, settings.client_key)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            verify: Any = True  # httpx's own trusted CAs
+            if settings.ca_bundle or settings.client_cert:
+                import ssl
+
+                verify = ssl.create_default_context(cafile=settings.ca_bundle)
+                if settings.client_cert:
+                    verify.load_cert_chain(settings.client_cert, settings.client_key)
+            client = _clients[key] = httpx.Client(verify=verify, timeout=10.0)
+    return client
+
+
+def _fetch(settings: DashboardSettings, path: str, params: tuple[tuple[str, str], ...]) -> Any:
     _count()
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    api_url, token = settings.api_url, settings.token
+    headers = {"Authorization": f"Bearer {token}"} if token else {}  # never in the URL
     try:
-        r = httpx.get(api_url + path, params=dict(params), headers=headers, timeout=10.0)
-    except httpx.HTTPError as exc:
-        raise ApiError(
-            f"The collector at {api_url} does not answer ({type(exc).__name__}). Start it with "
-            "`ett serve`, or point the dashboard at it: `ett dashboard --api URL`."
-        ) from exc
+        r = _client(settings).get(api_url + path, params=dict(params), headers=headers)
+    except httpx.ConnectError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSL" in str(exc):
+            raise ApiError(
+                f"The collector at {api_url} has a certificate this dashboard does not trust "
+                f"({_tls_reason(exc)}): pass the CA bundle that signed it, "
+                "`ett dashboard --ca-bundle FILE` (or ETT_API_CA_BUNDLE)."
+            ) from exc
+        raise _not_answering(api_url, exc) from exc
+    except (httpx.HTTPError, OSError) as exc:
+        raise _not_answering(api_url, exc) from exc
     if r.status_code == 200:
         return r.json()
     try:
         detail = str(r.json().get("error", r.text))
     except ValueError:
         detail = r.text[:200]
-    if r.status_code == 401:
+    if r.status_code in (401, 403):
         raise ApiError(
-            f"The collector at {api_url} refused the token ({detail}). Pass the collector's "
-            "token: `ett dashboard --token T` (or ETT_TOKEN).",
-            401,
+            f"The collector at {api_url} refused the token ({detail}). Pass a read token of "
+            "the collector: `ett dashboard --token-file FILE` (or ETT_READ_TOKEN).",
+            r.status_code,
         )
     raise ApiError(f"The collector answered {r.status_code} for {path}: {detail}", r.status_code)
 
 
+def _not_answering(api_url: str, exc: BaseException) -> ApiError:
+    return ApiError(
+        f"The collector at {api_url} does not answer ({type(exc).__name__}). Start it with "
+        "`ett serve`, or point the dashboard at it: `ett dashboard --api URL`."
+    )
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """The verification failure's own words (expired, self-signed...), without the rest."""
+    text = str(exc)
+    at = text.find("certificate verify failed")
+    return text[at : text.find(")", at) if ")" in text[at:] else None] if at >= 0 else "TLS error"
+
+
 @st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=512)
-def _cached(api_url: str, token: str | None, path: str, params: tuple[tuple[str, str], ...]) -> Any:
-    return _fetch(api_url, token, path, params)
+def _cached(settings: DashboardSettings, path: str, params: tuple[tuple[str, str], ...]) -> Any:
+    return _fetch(settings, path, params)
 
 
 class Client:
@@ -84,7 +125,7 @@ class Client:
             ApiError: collector down, wrong token, or a 4xx/5xx answer.
         """
         items = tuple(sorted((k, str(v)) for k, v in params.items() if v not in (None, "")))
-        return _cached(self.settings.api_url, self.settings.token, path, items)
+        return _cached(self.settings, path, items)
 
     def fleet(self, **params: Any) -> dict[str, Any]:
         """``GET /api/v1/fleet``: series, lost GPU-hours by component, worst jobs."""
@@ -114,6 +155,18 @@ class Client:
     def activity(self, job_id: str) -> dict[str, list[dict[str, Any]]]:
         """``GET /api/v1/jobs/{id}/activity``: phases per rank, checkpoints, compiles."""
         out: dict[str, list[dict[str, Any]]] = self.get(f"/api/v1/jobs/{_quote(job_id)}/activity")
+        return out
+
+    def performance(self, job_id: str, buckets: int = 60) -> dict[str, Any]:
+        """``GET /api/v1/jobs/{id}/performance``: step time, slow time, straggler, series."""
+        out: dict[str, Any] = self.get(
+            f"/api/v1/jobs/{_quote(job_id)}/performance", buckets=buckets
+        )
+        return out
+
+    def model_performance(self, **params: Any) -> dict[str, Any]:
+        """``GET /api/v1/models/performance``: slow time and throughput per model."""
+        out: dict[str, Any] = self.get("/api/v1/models/performance", **params)
         return out
 
     def checkpoint_advice(self, **params: Any) -> dict[str, Any]:

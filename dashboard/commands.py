@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the live dashboard (Streamlit) over a collector's read API",
         description="Run the live dashboard: Fleet, Jobs, Job, Checkpoint advisor and Alerts "
         "pages, read only through the collector's HTTP API (never its database). "
-        "Environment: ETT_API_URL, ETT_TOKEN, ETT_DASHBOARD_REFRESH_S (default 5 s).",
+        "Environment: ETT_API_URL, ETT_READ_TOKEN or ETT_READ_TOKEN_FILE (else ETT_TOKEN), "
+        "ETT_API_CA_BUNDLE, ETT_API_CLIENT_CERT, ETT_API_CLIENT_KEY, "
+        "ETT_DASHBOARD_REFRESH_S (default 5 s).",
     )
     p.add_argument(
         "--api",
@@ -32,9 +34,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--token",
-        default=os.environ.get("ETT_TOKEN"),
-        help="the collector's bearer token (default: $ETT_TOKEN)",
+        default=None,
+        help="a read token of the collector (default: $ETT_READ_TOKEN, else $ETT_TOKEN); "
+        "--token-file keeps it off the command line",
     )
+    p.add_argument("--token-file", default=None, metavar="FILE",
+                   help="file holding the read token (or ETT_READ_TOKEN_FILE)")  # fmt: skip
+    p.add_argument("--ca-bundle", default=None, metavar="FILE",
+                   help="CA bundle (PEM) that signed an https collector's certificate "
+                   "(or ETT_API_CA_BUNDLE)")  # fmt: skip
+    p.add_argument("--client-cert", default=None, metavar="FILE",
+                   help="client certificate for a collector that asks for one "
+                   "(or ETT_API_CLIENT_CERT)")  # fmt: skip
+    p.add_argument("--client-key", default=None, metavar="FILE",
+                   help="the client certificate's key (or ETT_API_CLIENT_KEY)")  # fmt: skip
     p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
@@ -85,7 +98,15 @@ def run(args: argparse.Namespace) -> int:
     _check_free(args.host, args.port)  # Streamlit's own message on a busy port is a log line
     env = {**os.environ, "ETT_API_URL": args.api.rstrip("/")}
     if args.token:
-        env["ETT_TOKEN"] = args.token  # in the environment, not on the command line
+        env["ETT_READ_TOKEN"] = args.token  # in the environment, not on the command line
+    for flag, name in (("token_file", "ETT_READ_TOKEN_FILE"), ("ca_bundle", "ETT_API_CA_BUNDLE"),
+                       ("client_cert", "ETT_API_CLIENT_CERT"),
+                       ("client_key", "ETT_API_CLIENT_KEY")):  # fmt: skip
+        value = getattr(args, flag)
+        if value:
+            if not os.access(value, os.R_OK):
+                raise CliError(f"--{flag.replace('_', '-')} {value}: cannot read that file")
+            env[name] = os.path.abspath(value)
     if args.refresh_s is not None:
         if args.refresh_s <= 0:
             raise CliError("--refresh-s must be positive")

@@ -38,6 +38,7 @@ LAUNCHER_SCRIPTS = frozenset({"torchrun"})
 USAGE = """\
 usage: ett-instrument COMMAND [ARGS...]
        python -m ett COMMAND [ARGS...]
+       ett-instrument flush [--spool-dir DIR] [--job JOB] [--endpoint URL] [--timeout S]
 
 Run COMMAND with ETT instrumentation in every Python process it starts, without changing
 the program: each rank (a torchrun worker, or a plain `python train.py`) starts its ETT
@@ -45,6 +46,10 @@ session at interpreter start; process-group init, torch.distributed.checkpoint s
 async_save and load, torch.compile and optimizer steps are timed; failures and SIGTERM end
 the attempt. Configure it with the usual variables (ETT_JOB_ID, ETT_MODEL, ETT_TEAM,
 OTEL_EXPORTER_OTLP_ENDPOINT, ETT_DISABLED, ...; see docs/instrument.md).
+
+`ett-instrument flush` delivers the spans that trainers on this host kept in their spool
+(ETT_SPOOL_DIR) while the collector was away; `ett-instrument flush --help` says more
+(`ett-instrument -- flush ...` runs a program named flush instead).
 
 example: ETT_JOB_ID=run-42 ett-instrument torchrun --nproc-per-node 8 train.py
 """
@@ -107,11 +112,16 @@ def bootstrap() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ett-instrument COMMAND [ARGS...]``: run COMMAND (replacing this process) instrumented."""
+    """``ett-instrument COMMAND [ARGS...]``: run COMMAND (replacing this process) instrumented;
+    ``ett-instrument flush ...``: deliver the spool (``ett._flush``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] == "flush":
+        from ._flush import flush_main
+
+        return flush_main(args[1:])
     if args[0] == "--":
         args = args[1:]
     try:

@@ -6,18 +6,22 @@ drops a batch the collector did not take (a collector restarted in 20 s loses th
 it does not say how many spans it lost. :class:`ExportQueue` is the same idea with what ETT needs:
 
 - the training thread only appends to a bounded deque (``on_end``), never waits;
-- a batch the exporter could not deliver goes back to the head of the queue and is retried with
-  a back-off (1 s doubling to 30 s), so spans outlive a collector outage and arrive in order
-  afterwards; a batch still failing after ``retry_budget_s`` (default 5 min: a poisoned batch)
-  is dropped so it cannot block the queue for ever;
+- with a spool (``backlog``, ``ett._backlog``; the library's own OTLP pipeline has one unless
+  ``ETT_SPOOL_DIR=off``), a batch the collector did not take goes to disk, and so does the queue
+  behind it while anything waits there; the spool is sent again with its own back-off, oldest
+  first, before the queue (``_drain_backlog``);
+- without one, a batch the exporter could not deliver goes back to the head of the queue and is
+  retried with a back-off (1 s doubling to 30 s), so spans outlive a short collector outage and
+  arrive in order afterwards; a batch still failing after ``retry_budget_s`` (default 5 min: a
+  poisoned batch) is dropped so it cannot block the queue for ever;
 - what cannot succeed is not retried: the OTLP specification retries only HTTP 429, 502, 503
   and 504 (and no answer at all); any other refusal (401/403: the token, 404: the path) drops
   the batch at once and says why in a one-time warning naming the collector and the setting;
 - when the queue is full the *newest* span is dropped (the start-up spans that TTS needs are the
   oldest), except the once-per-attempt spans (``ett.attempt``, ``ett.failure``,
   ``ett.first_batch``, ``ett.startup.*``), which may use a small reserve beyond the bound; every
-  lost span is counted in :attr:`ExportQueue.dropped` (queue full, given up, or still queued or
-  in flight at shutdown, or ended after it);
+  lost span is counted in :attr:`ExportQueue.dropped` (queue full, given up, spool full, or
+  still queued or in flight at shutdown without a spool to take them, or ended after it);
 - ``force_flush`` and ``shutdown`` honour their timeouts; :attr:`ExportQueue.unreachable`
   says whether the last attempt found no collector (the exit then waits less). A collector
   that refused connections but accepts one again when a flush begins (it was restarted while
@@ -37,16 +41,13 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from . import semconv
 from ._answers import RETRYABLE_STATUS, HttpStatus, refusal
-from ._config import Identity
+from ._backlog import FAILED, MORE, Backlog
 from ._errors import log_once
-from ._ids import PrivateIdGenerator
 
 DEFAULT_MAX_QUEUE_SIZE = 2048
 DEFAULT_MAX_BATCH = 512
@@ -57,6 +58,8 @@ PRIORITY_RESERVE = 256
 """Extra queue room for the once-per-attempt spans when the queue is full."""
 DEFAULT_UNREACHABLE_WAIT_S = 0.5
 """The most a flush waits while the collector is unreachable (``ExportQueue.unreachable``)."""
+REPLAY_SLICE_S = 2.0
+"""The most one turn of the export thread spends sending the spool's records."""
 PROBE_TIMEOUT_S = 0.2
 """How long a flush tries to connect to a collector that refused connections before."""
 
@@ -83,8 +86,12 @@ class ExportQueue(SpanProcessor):
         status: HttpStatus | None = None,
         endpoint: str = "",
         unreachable_wait_s: float = DEFAULT_UNREACHABLE_WAIT_S,
+        backlog: Backlog | None = None,
     ) -> None:
         self._exporter = exporter
+        self._backlog = backlog
+        self._try_now = False
+        self._flight: Sequence[ReadableSpan] = ()
         self._status = status
         self._endpoint = endpoint or "(exporter)"
         self._unreachable = False
@@ -116,7 +123,16 @@ class ExportQueue(SpanProcessor):
     @property
     def dropped(self) -> int:
         """Spans lost so far (see the module docstring for when a span is lost)."""
-        return self._dropped
+        return self._dropped + (0 if self._backlog is None else self._backlog.dropped)
+
+    @property
+    def backlog(self) -> Backlog | None:
+        """The spool link (``ett._backlog``), when spooling is on."""
+        return self._backlog
+
+    def _spooling(self) -> Backlog | None:
+        backlog = self._backlog
+        return backlog if backlog is not None and backlog.usable else None
 
     @property
     def unreachable(self) -> bool:
@@ -205,7 +221,7 @@ class ExportQueue(SpanProcessor):
     def _run(self) -> None:
         backoff = 0.0
         while True:
-            if backoff:  # a flush cuts it short (and shutdown); new spans do not
+            if backoff and self._spooling() is None:  # a flush cuts it short (and shutdown)
                 self._backoff.wait(backoff)
                 if not self._stopping:
                     self._backoff.clear()
@@ -219,20 +235,93 @@ class ExportQueue(SpanProcessor):
                 waiter.set()
             if self._stopping:
                 return
-            if self._delivered:
+            if self._delivered or self._spooling() is not None:  # the spool backs off itself
                 backoff = 0.0
             else:
                 backoff = min(max(2 * backoff, self._min_backoff_s), MAX_BACKOFF_S)
 
     def _drain(self) -> bool:
-        """Export the queue batch by batch; False at the first batch requeued for a retry, or
-        when a batch was refused for good (dropped)."""
+        """Deliver the spool's backlog first (``_drain_backlog``), then the queue."""
+        backlog = self._spooling()
+        if backlog is not None and backlog.active and not self._drain_backlog(backlog):
+            return False
+        return self._drain_queue()
+
+    def _drain_backlog(self, backlog: Backlog) -> bool:
+        """While records wait on disk, the queue goes there too, behind them (in order, and so
+        that a killed rank loses at most the last ``schedule_delay_s``); they are sent when the
+        back-off is over or a flush asks. True once nothing waits on disk."""
+        if backlog.writer.pending:
+            self._spool_queue(backlog)
+        if not (self._try_now or self._stopping or backlog.due()):
+            self._spool_queue(backlog)  # backing off: the collector is away, the queue on disk
+            return False
+        self._try_now = False
+        result = backlog.deliver(REPLAY_SLICE_S)
+        with self._lock:
+            self._unreachable = result == FAILED
+            if result != FAILED:
+                self._stalled = False
+                self._unreachable_spent = 0.0
+        if result == MORE:
+            self._wake.set()  # go on at once
+        elif result == FAILED:
+            self._spool_queue(backlog)
+            log_once(
+                "export.spooling",
+                "ETT collector %s is not taking spans: keeping them in the spool %s and "
+                "retrying with back-off",
+                self._endpoint,
+                backlog.writer.path,
+            )
+        return not backlog.active
+
+    def _spool_queue(self, backlog: Backlog) -> bool:
+        """Move the queue to the spool, batch by batch; False (the rest left queued) when the
+        spool cannot be written."""
+        while self._queue:
+            batch: list[ReadableSpan] = []
+            while self._queue and len(batch) < self._max_batch:
+                batch.append(self._queue.popleft())
+            if not backlog.store(batch):
+                self._queue.extendleft(reversed(batch))
+                return False
+        return True
+
+    def _to_spool(self, batch: list[ReadableSpan], status: int | None) -> bool:
+        """A batch the collector did not take (no answer, or a retryable status) goes to the
+        spool, and the queue behind it; False when there is no usable spool."""
+        backlog = self._spooling()
+        if backlog is None or (status is not None and status not in RETRYABLE_STATUS):
+            return False
+        if not backlog.store(batch):
+            return False
+        with self._lock:
+            self._in_flight = 0
+            self._unreachable = True
+        self._spool_queue(backlog)
+        why = "no answer: collector unreachable?" if status is None else f"HTTP {status}"
+        log_once(
+            "export.failed",
+            "ETT span export to %s failed (%s): keeping the spans in the spool %s and retrying "
+            "with back-off",
+            self._endpoint,
+            why,
+            backlog.writer.path,
+        )
+        return True
+
+    def _drain_queue(self) -> bool:
+        """Export the queue batch by batch; False at the first batch requeued for a retry (or
+        spooled), or when a batch was refused for good (dropped)."""
         delivered = True
         while self._queue:
             batch: list[ReadableSpan] = []
             while self._queue and len(batch) < self._max_batch:
                 batch.append(self._queue.popleft())
             ok, status = self._export(batch)
+            if not ok and self._to_spool(batch, status):
+                return False
             if not ok and status is not None and status not in RETRYABLE_STATUS:
                 self._refused(batch, status)
                 delivered = False
@@ -245,6 +334,7 @@ class ExportQueue(SpanProcessor):
         """One export: (delivered, the HTTP status of the collector's last answer or None)."""
         with self._lock:
             self._in_flight = len(batch)
+            self._flight = batch
         if self._status is not None:
             self._status.last = None  # not .failing: an exit may be waiting on it
         try:
@@ -305,6 +395,7 @@ class ExportQueue(SpanProcessor):
         done = threading.Event()
         with self._lock:
             self._waiters.append(done)
+        self._try_now = True
         self._wake.set()
         self._backoff.set()  # try now, not after the back-off
         finished = self._wait(done.wait, max(0, timeout_millis) / 1000)
@@ -332,7 +423,13 @@ class ExportQueue(SpanProcessor):
         except Exception:
             log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
         self._thread.join(0.1 if self._unreachable else 0.5)
-        with self._lock:  # a batch still stuck in export, and what is queued, are lost
+        backlog = self._spooling()
+        if backlog is not None:  # a batch still stuck in export, and what is queued: on disk
+            if self._in_flight and backlog.store(self._flight):
+                self._in_flight = 0
+            self._spool_queue(backlog)
+            backlog.close()
+        with self._lock:  # what could not be spooled is lost
             self._dropped += self._in_flight + len(self._queue)
             self._in_flight = 0
             self._queue.clear()
@@ -344,37 +441,5 @@ def _disable_in_child(ref: weakref.ref[ExportQueue]) -> None:
     if queue is not None:
         queue._closed = True
         queue._queue.clear()
-
-
-def build_provider(
-    identity: Identity,
-    endpoint: str,
-    *,
-    max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
-    exporter: SpanExporter | None = None,
-    export_timeout_s: float | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[TracerProvider, ExportQueue]:
-    """A tracer provider that owns the identity resource, sampling every span, exporting through
-    an :class:`ExportQueue` to ``exporter`` (default: OTLP/HTTP protobuf to ``endpoint``, its
-    answers' status codes watched so that a final refusal is not retried)."""
-    status: HttpStatus | None = None
-    if exporter is None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        status = HttpStatus()
-        exporter = OTLPSpanExporter(
-            endpoint=endpoint,
-            timeout=export_timeout_s,
-            headers=headers or None,
-            session=status.session(),
-        )
-    queue = ExportQueue(exporter, max_queue_size=max_queue_size, status=status, endpoint=endpoint)
-    provider = TracerProvider(
-        resource=Resource.create(identity.attributes()),
-        sampler=ALWAYS_ON,
-        shutdown_on_exit=False,
-        id_generator=PrivateIdGenerator(),  # not the program's `random` state (see _ids)
-    )
-    provider.add_span_processor(queue)
-    return provider, queue
+        if queue._backlog is not None:
+            queue._backlog.writer.forget_in_child()

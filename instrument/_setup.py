@@ -25,6 +25,7 @@ from ._config import (
     resolve_flush_timeout,
     resolve_headers,
     resolve_identity,
+    resolve_spool,
 )
 from ._conventions import check_protocol, keeps_every_span, traces_exporter
 from ._errors import LOGGER_NAME, log_once
@@ -120,7 +121,7 @@ def _build(kwargs: dict[str, Any]) -> Session:
     if sdk_class is None:
         log_once("setup.sdk", "opentelemetry-sdk is not installed: ETT records nothing")
         return Session(identity, trace.NoOpTracer(), enabled=False)
-    from ._export import build_provider
+    from ._pipeline import build_provider
 
     exporter = kwargs["exporter"]
     if exporter is None and traces_exporter() == "console":
@@ -129,14 +130,22 @@ def _build(kwargs: dict[str, Any]) -> Session:
         exporter = ConsoleSpanExporter(out=sys.stdout)  # today's stdout, not import time's
     elif exporter is None:
         check_protocol()
+    holder: list[Session] = []
+
+    def earlier_drops(count: int) -> None:  # the export thread, delivering older spool files
+        if holder and not holder[0].ended:  # set on the open ett.attempt span (thread-safe)
+            root = holder[0]._attempt_span  # the session's own span: no public setter needed
+            root.set_attribute(semconv.TELEMETRY_SPOOL_DROPPED_SPANS, count)
+
     own, queue = build_provider(
         identity,
         resolve_endpoint(kwargs["endpoint"]),
         max_queue_size=kwargs["max_queue_size"],
         exporter=exporter,
         headers=resolve_headers(kwargs["token"]),
+        spool=resolve_spool() if exporter is None else ("", 0),
+        on_earlier_drops=earlier_drops,
     )
-    holder: list[Session] = []
 
     def flush_own(timeout_s: float) -> None:
         # after the end, shut down; unless the exit watchdog may still record a hang

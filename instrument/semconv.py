@@ -182,6 +182,11 @@ ERROR_TYPE: Final = "error.type"
 TELEMETRY_DROPPED_SPANS: Final = "ett.telemetry.dropped_spans"
 """int. Extension: on ``ett.train.window`` and ``ett.attempt``, spans the exporter queue dropped."""
 
+TELEMETRY_SPOOL_DROPPED_SPANS: Final = "ett.telemetry.spool_dropped_spans"
+"""int. Extension: on ``ett.attempt``, spans that earlier processes of the job on this host lost
+(their spool was full, or the collector refused them for good), found when this process
+delivered their spool files (``ett._backlog``)."""
+
 COMPILE_TRIGGER: Final = "ett.compile.trigger"
 """Extension. On ``ett.compile``: what the span times (:class:`CompileTriggerValues`); absent when
 the trainer timed the compilation itself."""
@@ -197,6 +202,12 @@ STARTUP_PART: Final = "ett.startup.part"
 """Extension. On an ``ett.startup.imports`` span that is one part of the phase: which part
 (:class:`ImportsPartValues`). The parts tile the phase; the collector charges them as ``imports``
 (component ``runtime``) and needs no change to read them."""
+
+WINDOW_WAIT_S: Final = "ett.window.wait_s"
+"""float. Extension. On ``ett.train.window``: seconds the rank's steps of the window spent waiting
+for their gradient collectives (from its last gradient bucket ready to the bucket's all-reduce
+done, per step: :func:`ett.torch_hooks.time_ddp_waits`); the window's duration less this is its
+*compute time*. Absent when nothing measures the waits (docs/metrics.md, "Inside the loop")."""
 
 CODE_STACKTRACE: Final = "code.stacktrace"
 """OpenTelemetry's stack trace attribute; on the exit watchdog's ``ett.failure``: the main
@@ -400,11 +411,13 @@ ATTRIBUTE_TYPES: Final[Mapping[str, type]] = MappingProxyType(
         PUBLISH_STANDALONE: bool,
         ERROR_TYPE: str,
         TELEMETRY_DROPPED_SPANS: int,
+        TELEMETRY_SPOOL_DROPPED_SPANS: int,
         COMPILE_TRIGGER: str,
         FAILURE_PHASE: str,
         CODE_STACKTRACE: str,
         BLOCKING_NAME: str,
         STARTUP_PART: str,
+        WINDOW_WAIT_S: float,
     }
 )
 """Every attribute key of the vocabulary and the type of its one value (as each constant's

@@ -270,3 +270,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(autouse=True)
+def _private_spool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every test's trainers (and the processes it starts with this environment) spool to a
+    folder of the test's own, never to the user's ``~/.local/state/ett/spool``: a span spooled
+    by one test is never delivered into another's collector (``ett._spool``)."""
+    monkeypatch.setenv("ETT_SPOOL_DIR", str(tmp_path_factory.mktemp("spool")))

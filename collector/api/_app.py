@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -17,20 +16,32 @@ from starlette.routing import Route
 
 from .. import otlp
 from ..metrics import CONTENT_TYPE, CollectorMetrics
+from ..metrics_performance import ModelPerformanceMetrics
+from ..performance_models import ModelPerformance
 from ..pipeline import Pipeline
 from ..query import NotFound, NotReady, Query, QueryError, RecomputeFailed
+from ..retention import RetentionLoop
 from ..settings import Settings
 from ..storage import RETRY_AFTER_S, is_passing
+from ..storage._replica import replication
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
+from ._auth import AuthMiddleware, guard_for
 from ._job_routes import PREFIX as JOB_PREFIX
 from ._job_routes import job_route
 from ._overview_routes import overview_routes
+from ._performance_routes import model_performance_route, performance_view
 from ._readiness import DiskWatch, min_free_bytes_from_env, sqlite_path
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
 _RETRY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
+
+READ_ONLY_REFUSAL = (
+    "this collector is read-only (ett serve --read-only, a hot standby's reads): it stores no "
+    "spans; send them to the collector on the primary database"
+)
+"""The answer to a trace export sent to a read-only collector (HTTP 403)."""
 
 INGEST_CHUNK_SPANS = 5000
 """Spans stored per transaction: a large request is committed in chunks, so the small requests
@@ -61,7 +72,8 @@ def create_app(
         recheck_s=settings.read_recheck_s,
     )
     metrics = metrics or CollectorMetrics()
-    token = settings.token.encode() if settings.token else None
+    compactor = pipeline.store.compactor  # windows it could not fold: /metrics and /healthz
+    compactor.on_unfolded = lambda reason: metrics.unfolded_windows.labels(reason).inc()
     budget = InflightBudget(settings.max_inflight_bytes)
     outage = OutageClock()
     # reads in threads of their own (ingest keeps anyio's default pool): an executor's hand-off
@@ -73,29 +85,17 @@ def create_app(
 
     disk = DiskWatch(sqlite_path(settings.db_url), min_free_bytes_from_env())
 
-    def authorized(request: Request) -> bool:
-        if token is None:
-            return True
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
-
     def guarded(handler: Handler) -> Handler:
-        async def wrapper(request: Request) -> Response:
-            if not authorized(request):
-                return _error(401, "missing or wrong bearer token")
-            return await handler(request)
-
-        return wrapper
+        return handler  # tokens are checked in front of every route (AuthMiddleware, _auth.py)
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
         out_type = otlp.response_content_type(ctype)
         as_json = out_type == "application/json"
-        if not authorized(request):
-            metrics.requests.labels("401").inc()
-            body = otlp.encode_status(401, "missing or wrong bearer token", as_json)
-            return Response(body, status_code=401, media_type=out_type)
+        if settings.read_only:  # 403: OTLP clients do not retry it (a retry cannot succeed)
+            metrics.requests.labels("403").inc()
+            body = otlp.encode_status(403, READ_ONLY_REFUSAL, as_json)
+            return Response(body, status_code=403, media_type=out_type)
         ticket = budget.ticket()
         try:
             raw = await _read_limited(request, settings.max_body_bytes, ticket)
@@ -150,10 +150,17 @@ def create_app(
             if not is_passing(exc):
                 raise
             return JSONResponse({"status": "ok", "database": f"unavailable: {_db_reason(exc)}"})
+        if settings.read_only:  # the standby's lag behind the primary
+            counts |= await run_in_threadpool(replication, pipeline.store.engine)
+            counts["read_only"] = True
+        counts["unfolded_windows"] = sum(compactor.unfolded.values())  # this process's
         return JSONResponse({"status": "ok", **counts})
 
     async def readyz(request: Request) -> Response:
         try:
+            if settings.read_only:  # ready when it reads; it never writes
+                await run_in_threadpool(pipeline.store.span_counts)
+                return JSONResponse({"status": "ready", "read_only": True})
             await run_in_threadpool(pipeline.store.check_writable)
             reason = await run_in_threadpool(disk.problem)  # SQLite keeps the probe in memory
         except Exception as exc:
@@ -190,16 +197,24 @@ def create_app(
             query.lost_time, p.get("group_by", "component"), p.get("since"), p.get("until")
         )
 
+    retention = RetentionLoop(settings, pipeline)
+    pipeline.read_only = settings.read_only  # reads never start a recompute there
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         pipeline.start()
+        retention.start()
         try:
             yield
         finally:
+            retention.stop()
             pipeline.stop()
 
     overview = overview_routes(query, guarded, answer)
     views = {"": guarded(job), "segments": guarded(segments)}
+    views["performance"] = guarded(performance_view(query, answer))  # issue 26
+    models = ModelPerformance(query)  # issue 26: per-model slow time, page and /metrics
+    metrics.register_shared(ModelPerformanceMetrics(models))
     for route in overview:  # the job views the dashboards added (activity)
         if route.path.startswith(JOB_PREFIX):
             views[route.path.rsplit("/", 1)[1]] = route.endpoint
@@ -213,8 +228,18 @@ def create_app(
         Route("/api/v1/jobs", guarded(jobs)),
         *(r for r in overview if not r.path.startswith(JOB_PREFIX)),  # fleet, facets, advice
         Route("/api/v1/lost-time", guarded(lost_time)),
+        model_performance_route(models, answer),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    guard = guard_for(
+        settings.token, settings.auth, lambda reason: metrics.auth_refusals.labels(reason).inc()
+    )
+    app.add_middleware(
+        AuthMiddleware,
+        guard=guard,
+        on_ingest_refusal=lambda status: metrics.requests.labels(str(status)).inc(),
+    )
+    app.state.guard = guard
     app.state.pipeline = pipeline
     app.state.metrics = metrics
     app.state.query = query

@@ -47,6 +47,16 @@ class LeaderLock:
         return True
 
 
+class Follower(LeaderLock):
+    """The leader test of a read-only collector: never the leader."""
+
+    def __init__(self) -> None:
+        super().__init__(Path(os.devnull))
+
+    def __call__(self) -> bool:
+        return False
+
+
 def leader_lock_for(db_url: str) -> LeaderLock:
     """The lock shared by every worker serving ``db_url`` on this host."""
     digest = hashlib.sha256(db_url.encode()).hexdigest()[:16]
@@ -65,6 +75,8 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
     ``ett serve`` migrates once, before it starts the server or any worker process. Sets the
     process's GIL switch interval (:data:`SWITCH_INTERVAL_S`)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if settings.read_only:
+        leader = Follower()  # no recompute, alert evaluation or retention: they write
     store = Store(settings.db_url, raw_window_retention_s=settings.raw_window_retention_s)
     metrics = CollectorMetrics()
     pipeline = Pipeline(
@@ -76,7 +88,7 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
         on_failure=metrics.observe_recompute_failure,
     )
     app = create_app(settings, pipeline, metrics)
-    install_alerts(app, store.engine, settings.token, metrics.register_shared, leader)
+    install_alerts(app, store.engine, metrics.register_shared, leader)
     return app
 
 

@@ -58,6 +58,7 @@ PINNED_CONSTANTS = {
     "ERROR_TYPE": "error.type",
     # extensions (not in ETT-SPEC section 2; documented in semconv.py)
     "TELEMETRY_DROPPED_SPANS": "ett.telemetry.dropped_spans",
+    "TELEMETRY_SPOOL_DROPPED_SPANS": "ett.telemetry.spool_dropped_spans",
     "FAILURE_PHASE": "ett.failure.phase",
     "CODE_STACKTRACE": "code.stacktrace",
     "COMPILE_TRIGGER": "ett.compile.trigger",
@@ -67,6 +68,7 @@ PINNED_CONSTANTS = {
     "SPAN_SHUTDOWN_PREFIX": "ett.shutdown.",
     "BLOCKING_NAME": "ett.blocking.name",
     "STARTUP_PART": "ett.startup.part",
+    "WINDOW_WAIT_S": "ett.window.wait_s",
 }
 
 PINNED_ENUMS: dict[str, set[str]] = {

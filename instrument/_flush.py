@@ -1,0 +1,121 @@
+"""``ett-instrument flush``: deliver what trainers on this host left in the spool.
+
+An operator runs it after a collector outage, or a job's epilogue runs it after the last rank
+exited. It takes every spool file (``ett._spool``) that no live process holds, oldest first,
+sends its records to the collector, removes each file once delivered, and says what it did in
+one line (plus one line per damaged file). The token comes from the environment (``ETT_TOKEN``
+or the OTLP headers), never from the spool, which holds none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._answers import refusal
+from ._config import resolve_endpoint, resolve_headers, resolve_spool
+from ._spool import default_root, spool_files
+from ._spool_send import Drained, Sender, drain_file
+
+PROG = "ett-instrument flush"
+EPILOG = """\
+exit status: 0 when nothing is left to deliver (files a running trainer holds are its own),
+1 when the collector did not take everything (what is left stays for the next flush),
+2 on a usage error.
+
+example (a job epilogue): ETT_TOKEN=... ett-instrument flush --job "$SLURM_JOB_ID"
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Deliver the spans that trainers on this host kept in the spool "
+        "(ETT_SPOOL_DIR) because the collector did not take them.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--spool-dir",
+        help="the spool directory (default: ETT_SPOOL_DIR, else ~/.local/state/ett/spool)",
+    )
+    parser.add_argument("--job", help="deliver only this job's files (default: every job's)")
+    parser.add_argument(
+        "--endpoint",
+        help="collector base URL or full .../v1/traces URL (default: OTEL_EXPORTER_OTLP_"
+        "(TRACES_)ENDPOINT, else http://127.0.0.1:4318)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="give up after this many seconds (300)"
+    )
+    return parser
+
+
+def _root(given: str | None) -> Path:
+    if given:
+        return Path(given).expanduser()
+    setting, _ = resolve_spool()
+    return Path(setting).expanduser() if setting else default_root()
+
+
+def flush(root: Path, job: str | None, sender: Sender, timeout_s: float) -> Drained:
+    """Drain every spool file under ``root`` (of ``job`` only, when given) within
+    ``timeout_s``, stopping at the first record the collector does not take."""
+    out = Drained()
+    deadline = time.monotonic() + timeout_s
+    for path in spool_files(root, job):
+        drain_file(path, sender, out, deadline)
+        if not out.complete:
+            break
+        if time.monotonic() > deadline:
+            out.timed_out = True
+            break
+    return out
+
+
+def _report(out: Drained, root: Path, endpoint: str) -> int:
+    for problem in out.problems:
+        print(f"{PROG}: warning: {problem}; the bytes after it are lost", file=sys.stderr)
+    line = f"{PROG}: delivered {out.spans} spans ({out.records} batches) from {out.files} files"
+    if out.skipped_live:
+        line += f"; {out.skipped_live} files held by running trainers left to them"
+    lost = out.dropped_full + out.dropped_refused
+    if lost:
+        line += f"; {lost} spans had been lost (spool full, or refused by the collector)"
+    print(line)
+    if out.complete:
+        return 0
+    left = len(spool_files(root)) - out.skipped_live
+    if out.stopped == -1:
+        why = "the time given (--timeout) ran out"
+    elif out.stopped is None:
+        why = f"collector {endpoint} did not answer"
+    elif out.stopped in (401, 403, 404):
+        why = refusal(endpoint, out.stopped).replace(". Spans are dropped, not retried", "")
+    else:
+        why = f"collector {endpoint} answered HTTP {out.stopped}"
+    print(f"{PROG}: {why}; {left} files left in {root}: run it again later", file=sys.stderr)
+    return 1
+
+
+def flush_main(argv: Sequence[str]) -> int:
+    """``ett-instrument flush [options]``: see :func:`_parser`."""
+    args = _parser().parse_args(list(argv))
+    if args.timeout <= 0:
+        print(f"{PROG}: --timeout must be positive", file=sys.stderr)
+        return 2
+    root = _root(args.spool_dir)
+    if not root.is_dir():
+        print(f"{PROG}: nothing to deliver: no spool at {root}")
+        return 0
+    endpoint = resolve_endpoint(args.endpoint)
+    sender = Sender(endpoint, resolve_headers(), timeout_s=min(10.0, args.timeout))
+    try:
+        out = flush(root, args.job, sender, args.timeout)
+    except OSError as exc:  # the folder itself unreadable: one line, no traceback
+        print(f"{PROG}: cannot read the spool {root}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return _report(out, root, endpoint)
