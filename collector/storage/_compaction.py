@@ -12,13 +12,17 @@ Concurrency: the job's ``window_compaction`` row is advanced first, with a guard
 compactions of one job (threads, worker processes, collectors on one PostgreSQL) take turns and
 the later one sees what the first wrote. A window inserted raw while a compaction runs stays raw
 until the next one; reads fold raw windows and runs alike, so nothing is counted twice or lost.
+
+The same transaction adds each folded window (never a replay) to the job's step-time series
+(``window_series``, ``collector/storage/_series.py``): what a run does not keep of a window.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -34,11 +38,15 @@ from ett_collector.storage._runs import (
     runs_from_rows,
     runs_of_rows,
 )
+from ett_collector.storage._series import load_sql, not_replays, series_rows, upsert_sql
 
 log = logging.getLogger("ett_collector")
 
 DEFAULT_RETENTION_S = 600.0
 """Raw windows are kept for the newest 10 minutes of each job (``ETT_RAW_WINDOW_RETENTION_S``)."""
+
+_LOGGED_JOBS = 10_000
+"""How many jobs' unfolded windows are remembered as logged (then the set starts again)."""
 
 COMPACT_EVERY_S = 300.0
 """A job is compacted once its newest window is this much past its last compaction line: each
@@ -74,6 +82,7 @@ class CompactionSql:
     delete_raw: str
     uncount: str
     load_runs: str
+    hold: str
 
     @classmethod
     def for_placeholder(cls, ph: str) -> CompactionSql:
@@ -115,7 +124,34 @@ class CompactionSql:
                 f"SELECT {_cols(RUN_COLUMNS)} FROM window_runs WHERE job_id = {ph}"
                 " ORDER BY attempt, rank, start"
             ),
+            hold=(  # always writes the row: folds of one job at ingest take turns on it
+                f"INSERT INTO window_compaction (job_id, compacted_to) VALUES ({ph}, {ph})"
+                " ON CONFLICT (job_id) DO UPDATE SET compacted_to = CASE"
+                " WHEN excluded.compacted_to > window_compaction.compacted_to"
+                " THEN excluded.compacted_to ELSE window_compaction.compacted_to END"
+            ),
         )
+
+
+@dataclass(slots=True)
+class _Writes:
+    """The rows that folds change, written together (:meth:`write`): runs deleted (absorbed
+    into an earlier one), moved (extended in place) and new, and series buckets added."""
+
+    deleted: list[tuple[Any, ...]] = field(default_factory=list)
+    moved: list[tuple[Any, ...]] = field(default_factory=list)
+    new: list[tuple[Any, ...]] = field(default_factory=list)
+    series: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def write(self, conn: Connection, sql: CompactionSql, series_upsert: str) -> None:
+        if self.deleted:
+            conn.exec_driver_sql(sql.delete_run, self.deleted)
+        if self.moved:
+            conn.exec_driver_sql(sql.extend_run, self.moved)
+        if self.new:
+            conn.exec_driver_sql(sql.insert_run, self.new)
+        if self.series:
+            conn.exec_driver_sql(series_upsert, self.series)
 
 
 class Compactor:
@@ -127,6 +163,45 @@ class Compactor:
         self._engine = engine
         self.retention_s = retention_s
         self.sql = CompactionSql.for_placeholder(ph)
+        self._ph = ph
+        self._series_upsert = upsert_sql(ph)
+        self._series_load = load_sql(ph)
+        self.unfolded: dict[str, int] = {}
+        """Windows that started where their rank's run ended yet could not be folded, by
+        reason (``_runs.BREAK_REASONS``), since the process started."""
+        self.on_unfolded: Callable[[str], None] | None = None
+        """Called with the reason of each such window (the ``/metrics`` counter)."""
+        self._logged: set[str] = set()
+
+    @property
+    def folds_at_ingest(self) -> bool:
+        """Whether a batch's windows are folded into runs in the ingest transaction, never
+        written raw (``retention_s`` 0: :meth:`fold_batch`)."""
+        return self.retention_s == 0
+
+    def fold_batch(
+        self, conn: Connection, windows: Mapping[str, Sequence[SpanRecord]]
+    ) -> dict[str, int]:
+        """Fold a batch's ``windows`` (by job) into the stored runs and series in ``conn``'s
+        transaction (the ingest's), job by job in id order; returns the windows folded by job
+        (a replay, lying inside a stored run, or a span id repeated in the batch is not).
+        The job's ``window_compaction`` row is written first, so two folds of one job take
+        turns; the job's span count is left to the caller."""
+        fresh: dict[str, list[Run]] = {}
+        for job_id, ws in sorted(windows.items()):
+            unique = {(w.trace_id, w.span_id): w for w in ws}
+            fresh[job_id] = [Run.of(w) for w in unique.values()]
+        holds = [(job_id, max(w.end for w in runs)) for job_id, runs in fresh.items()]
+        conn.exec_driver_sql(self.sql.hold, holds)  # in job order: one lock order
+        lows = {j: min(w.start for w in runs) - CONTIGUOUS_EPS_S for j, runs in fresh.items()}
+        stored = self._runs_from_many(conn, lows)
+        writes = _Writes()
+        folded = {
+            job_id: len(runs) - self._plan(job_id, runs, len(runs), stored.get(job_id, []), writes)
+            for job_id, runs in fresh.items()
+        }
+        writes.write(conn, self.sql, self._series_upsert)
+        return folded
 
     def after_ingest(self, windows: Mapping[str, Sequence[SpanRecord]]) -> int:
         """Compact the jobs of a committed batch that are due; ``windows`` are the batch's
@@ -176,40 +251,90 @@ class Compactor:
             return self._fold(conn, job_id, fresh, int(deleted)) if fresh else 0
 
     def _fold(self, conn: Connection, job_id: str, fresh: list[Run], deleted: int) -> int:
-        """Fold ``fresh`` (``deleted`` raw rows, deleted already) into the stored runs."""
-        sql = self.sql
-        ranks = {(w.attempt, w.rank) for w in fresh}
+        """Fold ``fresh`` (``deleted`` raw rows, deleted already) into the stored runs and
+        uncount the replays; returns ``deleted``."""
+        gone = self._fold_runs(conn, job_id, fresh, deleted)
+        if gone:  # replays of folded windows, counted when they arrived: not spans any more
+            conn.exec_driver_sql(self.sql.uncount, (gone, job_id))
+        return deleted
+
+    def _fold_runs(self, conn: Connection, job_id: str, fresh: list[Run], deleted: int) -> int:
+        """Fold ``fresh`` (``deleted`` raw spans) into the stored runs and the series; returns
+        how many of those spans are not in a run (replays)."""
         lo = min(w.start for w in fresh) - CONTIGUOUS_EPS_S
-        stored = [
-            Run.of(r)
-            for r in runs_from_rows(_fetch(conn, sql.runs_from, (job_id, lo)))
-            if (r.attempt, r.rank) in ranks
-        ]
+        writes = _Writes()
+        gone = self._plan(
+            job_id, fresh, deleted, _fetch(conn, self.sql.runs_from, (job_id, lo)), writes
+        )
+        writes.write(conn, self.sql, self._series_upsert)
+        return gone
+
+    def _runs_from_many(self, conn: Connection, lows: Mapping[str, float]) -> dict[str, list[Any]]:
+        """The ``window_runs`` rows of each job of ``lows`` ending at or after its low, by job,
+        in one statement (a join with the (job, low) pairs as ``VALUES``)."""
+        ph = self._ph
+        cols = ", ".join(f'w."{c}"' for c in RUN_COLUMNS)
+        pairs = ", ".join([f"({ph}, {ph})"] * len(lows))
+        sql = (
+            f"SELECT {cols} FROM window_runs AS w JOIN (VALUES {pairs}) AS q"
+            ' ON w.job_id = q.column1 AND w."end" >= q.column2'
+        )
+        out: dict[str, list[Any]] = {}
+        for row in _fetch(conn, sql, tuple(v for pair in lows.items() for v in pair)):
+            out.setdefault(row[0], []).append(row)
+        return out
+
+    def _plan(
+        self, job_id: str, fresh: list[Run], deleted: int, rows: Sequence[Any], writes: _Writes
+    ) -> int:
+        """Fold ``fresh`` into the job's stored runs (``rows``: ``window_runs`` rows that may
+        take them), adding what changes to ``writes``; returns how many of the ``deleted`` raw
+        spans are not in a run (replays)."""
+        ranks = {(w.attempt, w.rank) for w in fresh}
+        stored = [Run.of(r) for r in runs_from_rows(rows) if (r.attempt, r.rank) in ranks]
         before = {r.key(): (r.end, r.count) for r in stored}  # folding extends them in place
         stored_count = sum(r.count for r in stored)
+        writes.series += series_rows(job_id, not_replays(stored, fresh))  # before the fold
         runs, _ = fold_runs(stored, fresh)
+        self._count_breaks(job_id, runs, set(before))
         # a stored run that kept its first window is updated in place (its attributes hold
         # only the first window's); one absorbed into an earlier run is deleted; others are new
-        new, moved = [], []
         for r in runs:
             was = before.pop(r.key(), None)
             if was is None:
-                new.append(r)
+                writes.new.append(r.row())
             elif was != (r.end, r.count):
-                moved.append(r)
-        if before:
-            conn.exec_driver_sql(sql.delete_run, [(job_id, *key) for key in before])
-        if moved:
-            conn.exec_driver_sql(
-                sql.extend_run,
-                [(r.end, r.step_last, r.samples, r.count, job_id, *r.key()) for r in moved],
-            )
-        if new:
-            conn.exec_driver_sql(sql.insert_run, [r.row() for r in new])
-        gone = deleted + stored_count - sum(r.count for r in runs)
-        if gone:  # replays of folded windows, counted when they arrived: not spans any more
-            conn.exec_driver_sql(sql.uncount, (gone, job_id))
-        return deleted
+                writes.moved.append((r.end, r.step_last, r.samples, r.count, job_id, *r.key()))
+        writes.deleted += [(job_id, *key) for key in before]
+        return deleted + stored_count - sum(r.count for r in runs)
+
+    def _count_breaks(self, job_id: str, runs: Sequence[Run], stored: set[Any]) -> None:
+        """Count the new runs that start where their rank's previous run ends
+        (``Run.break_reason``: windows that could not be folded), and log the first per job."""
+        for a, b in itertools.pairwise(runs):
+            if (a.attempt, a.rank) != (b.attempt, b.rank) or b.key() in stored:
+                continue
+            reason = a.break_reason(b)
+            if reason is None:
+                continue
+            self.unfolded[reason] = self.unfolded.get(reason, 0) + 1
+            if self.on_unfolded is not None:
+                self.on_unfolded(reason)
+            if job_id not in self._logged:
+                if len(self._logged) >= _LOGGED_JOBS:
+                    self._logged.clear()
+                self._logged.add(job_id)
+                log.warning(
+                    "job %s: a window of rank %d (attempt %d) at %.3f starts where the previous"
+                    " one ends but cannot be folded into its run (%s: steps %s..%s after %s);"
+                    " such windows are kept as runs of their own (ett_windows_unfolded_total)",
+                    job_id, b.rank, b.attempt, b.start, reason, b.step_first, b.step_last,
+                    a.step_last,
+                )  # fmt: skip
+
+    def load_series(self, conn: Connection, job_id: str) -> list[Any]:
+        """The job's ``window_series`` rows (``_series.SERIES_COLUMNS`` order)."""
+        return _fetch(conn, self._series_load, (job_id,))
 
     def load_runs(self, conn: Connection, job_id: str) -> list[SpanRecord]:
         """The job's stored runs as window records, by (attempt, rank, start)."""

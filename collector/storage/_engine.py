@@ -1,6 +1,8 @@
 """Engines for the two supported databases, set up for the collector's load.
 
-SQLite: WAL journal (readers never block the writer), ``synchronous=NORMAL`` (no fsync per commit;
+SQLite: incremental auto-vacuum on a new file (retention gives the pages it frees back to the
+disk in small steps, ``PRAGMA incremental_vacuum``; a file made before keeps reusing them), WAL
+journal (readers never block the writer), ``synchronous=NORMAL`` (no fsync per commit;
 a power cut may lose the last commits, an application crash loses nothing), a busy timeout,
 foreign keys on, and transactions begun by SQLAlchemy with a plain ``BEGIN`` so that DDL is
 transactional (migrations are atomic) and every read sees one snapshot.
@@ -11,6 +13,7 @@ PostgreSQL: through psycopg 3 (``postgresql://`` URLs are taken to mean ``postgr
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,7 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
     dbapi_connection.isolation_level = None
     cur = dbapi_connection.cursor()
     try:
+        cur.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
         _set_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
@@ -108,3 +112,32 @@ def make_engine(url: str) -> Engine:
     event.listen(engine, "connect", _on_sqlite_connect)
     event.listen(engine, "begin", _on_sqlite_begin)
     return engine
+
+
+VACUUM_STEP_PAGES = 256
+"""Pages given back per ``incremental_vacuum`` step (1 MiB at the default 4 KiB page)."""
+
+
+def give_back_pages(engine: Engine, stop: threading.Event, pause_s: float) -> int:
+    """SQLite: give the file's free pages back to the disk, :data:`VACUUM_STEP_PAGES` per
+    write transaction with ``pause_s`` between (a file made before incremental auto-vacuum
+    keeps them for its next rows); returns how many. Ends early once ``stop`` is set."""
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 2:
+            return 0
+    given = 0
+    while not stop.is_set():
+        raw = engine.raw_connection()
+        try:
+            driver: Any = raw.driver_connection  # sqlite3, in autocommit (see above)
+            free = int(driver.execute("PRAGMA freelist_count").fetchone()[0])
+            if free == 0:
+                return given
+            # each step of the pragma frees one page; sqlite3's execute() steps a statement
+            # without columns once, its executescript() to the end
+            driver.executescript(f"PRAGMA incremental_vacuum({VACUUM_STEP_PAGES})")
+        finally:
+            raw.close()
+        given += min(free, VACUUM_STEP_PAGES)
+        stop.wait(pause_s)
+    return given

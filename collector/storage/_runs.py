@@ -1,14 +1,18 @@
 """Compact heartbeats: contiguous ``ett.train.window`` spans of a rank folded into runs.
 
 A rank's windows tile its training time: each starts where the previous one ended and its first
-step follows the previous one's last. Such a chain is stored as one ``window_runs`` row and given
-to the domain as one window record spanning ``[first start, last end]``, with the first window's
-ids and attributes, the last window's ``ett.step.last``, the summed ``ett.samples`` and
-``count`` (the windows it stands for). Every rule of ETT-SPEC section 3 that reads windows reads
-only the latest end (``progress(a)``, ``end(a)``, liveness), the earliest start, the ranks and
-the attributes other than the three counters, so the figures from runs equal the figures from
-the raw windows; a break in time, in steps or in any other attribute starts a new run, so every
-gap is kept.
+step follows the previous one's last (the library writes ``last + 1``; an emitter of the user's
+own may write ``last``, a last step exclusive, or skip steps: only a step that goes back breaks
+a run). Such a chain is stored as one ``window_runs`` row and given to the domain as one window
+record spanning ``[first start, last end]``, with the first window's ids and attributes, the
+last window's ``ett.step.last``, the summed ``ett.samples`` and ``count`` (the windows it stands
+for). Every rule of ETT-SPEC section 3 that reads windows reads only the latest end
+(``progress(a)``, ``end(a)``, liveness), the earliest start, the ranks and the attributes other
+than the three counters, so the figures from runs equal the figures from the raw windows; a
+break in time, a step going back or any other attribute changed starts a new run, so every gap
+is kept. ``ett.window.wait_s`` (a measurement that differs in every window) is a counter
+too: a run does not keep it; compaction keeps it, with each window's steps, samples and
+seconds, in the per-rank series of ``_series.py`` (docs/metrics.md, "Inside the loop").
 
 Folding is order-free: the runs of a set of windows are the same whatever order they arrived in
 and however many times compaction ran over them. A window that lies inside a stored run is a
@@ -35,6 +39,11 @@ CONTIGUOUS_EPS_S = 1e-3
 (emitters end one window and start the next at the same nanosecond; the float seconds of that
 instant can differ in the last bits)."""
 
+BREAK_REASONS = ("steps_missing", "steps_back", "attributes")
+"""Why a window that starts where its rank's run ends starts a run of its own: a step counter
+missing (not an int), a first step before the run's last (a counter that went back: a restart
+within the attempt), or other attributes that differ (``Run.break_reason``)."""
+
 RUN_COLUMNS = (
     "job_id",
     "attempt",
@@ -57,12 +66,14 @@ def _int(value: Any) -> int | None:
 
 
 _SF, _SL, _SM = semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES
+_SW = semconv.WINDOW_WAIT_S
 
 
 @dataclass(slots=True)
 class Run:
-    """A run being folded: its first window's identity and attributes but the three counters
-    (``others``; ``raw`` keeps the first window's own counter values), and the run's span."""
+    """A run being folded: its first window's identity and attributes but the counters
+    (``others``; ``raw`` keeps the first window's own counter values: steps, samples and
+    ``ett.window.wait_s``), and the run's span."""
 
     job_id: str
     attempt: int
@@ -76,8 +87,14 @@ class Run:
     samples: int | None
     count: int
     others: dict[str, AttrValue]
-    raw: tuple[Any, Any, Any]
+    raw: tuple[Any, Any, Any, Any]
     base: SpanRecord | None = None
+
+    @property
+    def wait_s(self) -> float | None:
+        """The first window's ``ett.window.wait_s`` (None when absent or not a number)."""
+        wait = self.raw[3]
+        return float(wait) if type(wait) in (int, float) else None
 
     @classmethod
     def of(cls, record: SpanRecord) -> Run:
@@ -110,17 +127,33 @@ class Run:
         )  # fmt: skip
 
     def continued_by(self, nxt: Run) -> bool:
-        """True when ``nxt`` starts where this run ends, its steps follow on, and it says the
-        same about everything else."""
-        last = self.step_last
+        """True when ``nxt`` starts where this run ends, its steps do not go back
+        (``nxt.first >= last``: the library's ``last + 1``, an emitter's exclusive last step
+        ``last`` and a skip alike), and it says the same about everything else."""
+        last, first = self.step_last, nxt.step_first
         return (
             last is not None
-            and nxt.step_first == last + 1
+            and first is not None
+            and first >= last
             and -CONTIGUOUS_EPS_S <= nxt.start - self.end <= CONTIGUOUS_EPS_S
             and nxt.step_last is not None
             and (self.samples is None) is (nxt.samples is None)
             and self.others == nxt.others
         )
+
+    def break_reason(self, nxt: Run) -> str | None:
+        """Why ``nxt``, starting where this run ends, does not continue it (a label of
+        :data:`BREAK_REASONS`); None when it continues it or does not start at its end."""
+        if not -CONTIGUOUS_EPS_S <= nxt.start - self.end <= CONTIGUOUS_EPS_S:
+            return None
+        last, first = self.step_last, nxt.step_first
+        if last is None or first is None or nxt.step_last is None:
+            return "steps_missing"
+        if first < last:
+            return "steps_back"
+        if (self.samples is None) is not (nxt.samples is None) or self.others != nxt.others:
+            return "attributes"
+        return None
 
     def absorb(self, nxt: Run) -> None:
         self.end = nxt.end
@@ -131,9 +164,11 @@ class Run:
 
     def _attrs(self, counters: bool) -> dict[str, AttrValue]:
         attrs = dict(self.others)
-        first, last, samples = self.raw
+        first, last, samples, wait = self.raw
         if first is not None:
             attrs[_SF] = first
+        if counters and self.count == 1 and wait is not None:  # a window's own measurement
+            attrs[_SW] = wait
         if counters:
             if self.count > 1:  # the run's own counters, not its first window's
                 last, samples = self.step_last, self.samples
@@ -167,10 +202,12 @@ class Run:
         )  # fmt: skip
 
 
-WindowParts = tuple[int | None, int | None, int | None, dict[str, AttrValue], tuple[Any, Any, Any]]
+WindowParts = tuple[
+    int | None, int | None, int | None, dict[str, AttrValue], tuple[Any, Any, Any, Any]
+]
 """What a window's attributes make of a :class:`Run`: its three counters (None unless ints),
-the other attributes and the counters' raw values. Never mutated once made, so shared by the
-runs of every load that reads the same row (see
+the other attributes and the counters' raw values (``ett.window.wait_s`` last). Never mutated
+once made, so shared by the runs of every load that reads the same row (see
 :class:`ett_collector.storage._rows.DecodedRows`)."""
 
 
@@ -179,12 +216,13 @@ def window_parts(attrs: dict[str, AttrValue]) -> WindowParts:
     first = attrs.pop(_SF, None)
     last = attrs.pop(_SL, None)
     samples = attrs.pop(_SM, None)
+    wait = attrs.pop(_SW, None)
     return (
         first if type(first) is int else None,
         last if type(last) is int else None,
         samples if type(samples) is int else None,
         attrs,
-        (first, last, samples),
+        (first, last, samples, wait),
     )
 
 

@@ -46,6 +46,10 @@ FiguresStamp = tuple[bool, str | None, int, float | None, int | None, float | No
 last_span_end)`` of one job."""
 
 
+LOOP_FACTS = "loop_facts"
+"""The stored summary's key of the job's loop facts (issue 26; ``save_summary``)."""
+
+
 class Store:
     """Storage of spans, jobs, figures and segments behind one SQLAlchemy engine.
 
@@ -109,15 +113,27 @@ class Store:
         seen (``semconv.MODEL``, ``semconv.TEAM``). Returns the touched job ids: the jobs of the
         batch, or an empty set when every span was a duplicate (nothing new to compute).
         Then, in transactions of their own, the jobs due have their old raw windows folded into
-        runs (:class:`~ett_collector.storage._compaction.Compactor`).
+        runs (:class:`~ett_collector.storage._compaction.Compactor`); with a raw window
+        retention of 0 the batch's windows are folded in this transaction instead, never
+        written raw (``Compactor.fold_batch``).
         """
         if not records:
             return set()
-        rows = span_rows(records)
+        windows: dict[str, list[SpanRecord]] = {}
+        if self.compactor.retention_s is not None:
+            for r in records:
+                if r.name == WINDOW:
+                    windows.setdefault(r.job_id, []).append(r)
+        fold_now = bool(windows) and self.compactor.folds_at_ingest  # windows never raw
+        rows = span_rows([r for r in records if r.name != WINDOW] if fold_now else records)
         touched = job_identities(records)
         now = time.time()
         with self._engine.begin() as conn:
-            inserted = conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount
+            inserted = conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount if rows else 0
+            expected = len(rows)
+            if fold_now:
+                inserted += sum(self.compactor.fold_batch(conn, windows).values())
+                expected += sum(map(len, windows.values()))
             if inserted == 0:
                 return set()
             conn.exec_driver_sql(
@@ -127,22 +143,26 @@ class Store:
                     for job_id, (n, model, team) in sorted(touched.items())  # one lock order
                 ],
             )
-            if inserted != len(rows):  # some were duplicates: count the touched jobs' spans
+            if inserted != expected:  # some were duplicates: count the touched jobs' spans
                 conn.exec_driver_sql(
                     self._sql.recount_job,
                     [(job_id, job_id, job_id) for job_id in sorted(touched)],
                 )
-        if self.compactor.retention_s is not None:
-            windows: dict[str, list[SpanRecord]] = {}
-            for r in records:
-                if r.name == WINDOW:
-                    windows.setdefault(r.job_id, []).append(r)
+        if windows and not fold_now:
             self.compactor.after_ingest(windows)
         return set(touched)
 
-    def save_summary(self, summary: JobSummary, seen_seq: int, computed_at: float) -> bool:
+    def save_summary(
+        self,
+        summary: JobSummary,
+        seen_seq: int,
+        computed_at: float,
+        loop: dict[str, Any] | None = None,
+    ) -> bool:
         """Replace the job's figures and segments with ``summary``, in one transaction; False
         (nothing changed) when figures computed at a newer sequence are stored already.
+        ``loop``: the job's loop facts for the alerts (``ett_collector._job_loop``), kept in the
+        stored summary under ``loop_facts`` and left out of what :meth:`get_job` returns.
 
         ``seen_seq`` is the ``dirty_seq`` read (from :meth:`dirty_jobs`) before the spans were
         loaded: the job stays dirty when spans arrived since, and a slower recompute of the same
@@ -178,7 +198,11 @@ class Store:
                 ((r[3], r[4], r[5], r[6], r[8], r[9]) for r in seg_rows),
                 {a.attempt: len(a.ranks) for a in summary.attempts},
             )
-            conn.exec_driver_sql(self._sql.upsert_figures, figures_row(summary, computed_at))
+            row = figures_row(summary, computed_at)
+            if loop is not None:  # the summary JSON is a non-empty object: add one key
+                facts = json.dumps(loop, separators=(",", ":"), allow_nan=False)
+                row = (*row[:-1], f'{row[-1][:-1]},"{LOOP_FACTS}":{facts}}}')
+            conn.exec_driver_sql(self._sql.upsert_figures, row)
         return True
 
     def mark_failed(self, job_id: str, seen_seq: int, reason: str) -> None:
@@ -194,6 +218,13 @@ class Store:
         """Why the job's last recompute failed; None when it succeeded (or never ran)."""
         with self._engine.connect() as conn:
             return conn.execute(select(jobs.c.failure).where(jobs.c.job_id == job_id)).scalar()
+
+    def spans_pruned_at(self, job_id: str) -> float | None:
+        """When retention began deleting the job's raw spans (None: kept, or an unknown job);
+        such a job is never recomputed (``collector/storage/_retention.py``)."""
+        with self._engine.connect() as conn:
+            query = select(jobs.c.spans_pruned_at).where(jobs.c.job_id == job_id)
+            return conn.execute(query).scalar()
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -223,6 +254,20 @@ class Store:
         spans = spans_from_rows(others, known, into)
         self._decoded.put(job_id, len(rows), (into, folded))
         return self._merged(spans, folded.records())
+
+    def load_performance(self, job_id: str) -> tuple[list[SpanRecord], list[Any]]:
+        """A job's raw stored spans (windows one by one, as ``load_spans(raw=True)``) and its
+        ``window_series`` rows (the windows compacted), read in one transaction: the input of
+        its performance figures (``ett_collector.performance``)."""
+        with self._engine.connect() as conn, conn.begin():
+            cursor = conn.connection.cursor()
+            try:
+                cursor.execute(self._sql.load_spans, (job_id,))
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
+            series = self.compactor.load_series(conn, job_id)
+        return spans_from_rows(rows), series
 
     @staticmethod
     def _merged(spans: list[SpanRecord], runs: list[SpanRecord]) -> list[SpanRecord]:
@@ -265,6 +310,7 @@ class Store:
         if row is None:
             return None
         out = cast(JobJSON, json.loads(row[0]))
+        cast(dict[str, Any], out).pop(LOOP_FACTS, None)
         out["computed_at"] = row[1]
         return out
 
@@ -286,6 +332,7 @@ class Store:
         if summary is None:
             return bool(dirty), failure, None
         out = cast(JobJSON, json.loads(summary))
+        cast(dict[str, Any], out).pop(LOOP_FACTS, None)
         out["computed_at"] = computed_at
         return bool(dirty), failure, out
 

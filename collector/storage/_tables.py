@@ -6,6 +6,8 @@ Nine tables:
 - ``jobs``: one row per job seen, with the bookkeeping of recomputation (``dirty``, ``dirty_seq``).
 - ``job_figures``: the last computed summary of a job (indexed columns plus the full JSON).
 - ``window_runs`` and ``window_compaction``: heartbeat windows folded into runs (see below).
+- ``window_series``: the step time, throughput and waits of the folded windows, per rank at a
+  fixed resolution (``collector/storage/_series.py``).
 - ``segments``: one row per (segment, component) of the last computed summary, with its ``share``
   of the segment's seconds, and the job's model and team copied in so lost time groups without a
   join.
@@ -103,6 +105,8 @@ jobs = Table(
     Column("computed_seq", Integer, nullable=False, server_default=text("0")),
     Column("failed_seq", Integer),
     Column("failure", Text),
+    Column("pruned", Integer, nullable=False, server_default=text("0")),
+    Column("spans_pruned_at", Double),
     Index("ix_jobs_dirty", "dirty", "dirty_since"),
 )
 """Jobs seen. ``dirty_seq`` grows with every ingest that brings the job new spans; ``dirty`` is
@@ -110,7 +114,10 @@ cleared by a summary computed at the latest ``dirty_seq``; ``span_count`` counts
 ``computed_seq`` is the ``dirty_seq`` the stored figures were computed at: a summary computed at
 an older one is never saved over them (several collectors may recompute one job at once).
 ``failure`` is why the last recompute failed (NULL after a success) and ``failed_seq`` the
-``dirty_seq`` it failed at: the job is retried once a new span arrives. Times here are the
+``dirty_seq`` it failed at: the job is retried once a new span arrives. ``pruned`` (0-3) and
+``spans_pruned_at``: how far retention has deleted the job's data and when it began on its raw
+spans (NULL: kept; migration 0007); its figures stay as stored and
+are never recomputed again (``collector/storage/_retention.py``). Times here are the
 collector's clock."""
 
 job_figures = Table(
@@ -227,6 +234,28 @@ window_compaction = Table(
     PrimaryKeyConstraint("job_id", name="pk_window_compaction"),
 )
 """Per job, the instant up to which raw windows (ending before it) were folded into runs."""
+
+window_series = Table(
+    "window_series",
+    metadata,
+    Column("job_id", String(), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("bucket", Double, nullable=False),
+    Column("windows", Integer, nullable=False),
+    Column("steps", BigInteger, nullable=False),
+    Column("samples", BigInteger, nullable=False),
+    Column("seconds", Double, nullable=False),
+    Column("timed_steps", BigInteger, nullable=False),
+    Column("timed_s", Double, nullable=False),
+    Column("wait_s", Double, nullable=False),
+    PrimaryKeyConstraint("job_id", "attempt", "rank", "bucket", name="pk_window_series"),
+    sqlite_with_rowid=False,
+)
+"""The compacted windows' step-time series (issue 26): per (job, attempt, rank) and bucket of
+``SERIES_S`` seconds (``bucket``: its start; a window falls in the bucket of its start), the
+windows folded, their steps, samples and seconds, and of those carrying ``ett.window.wait_s``
+the steps, seconds and wait (``collector/storage/_series.py``)."""
 
 job_totals = Table(
     "job_totals",

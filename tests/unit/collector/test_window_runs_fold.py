@@ -142,9 +142,10 @@ def test_a_chain_becomes_one_run_and_breaks_start_new_ones() -> None:
             )
         )
     gap = window(51, 60, **{**ident, sc.STEP_FIRST: 50, sc.STEP_LAST: 59})  # 1 s late: a gap
-    jump = window(60, 70, **{**ident, sc.STEP_FIRST: 61, sc.STEP_LAST: 69})  # a step skipped
+    jump = window(60, 70, **{**ident, sc.STEP_FIRST: 61, sc.STEP_LAST: 69})  # a skip: folded
+    back = window(70, 80, **{**ident, sc.STEP_FIRST: 65, sc.STEP_LAST: 74})  # back: a new run
     other_rank = window(10, 20, rank=1, **{**ident, sc.STEP_FIRST: 10, sc.STEP_LAST: 19})
-    runs, dropped = fold([], [*reversed(w), gap, jump, other_rank])
+    runs, dropped = fold([], [*reversed(w), gap, jump, back, other_rank])
     assert dropped == 0
     got = sorted(
         (
@@ -160,17 +161,17 @@ def test_a_chain_becomes_one_run_and_breaks_start_new_ones() -> None:
     )
     assert got == [
         (0, 0.0, 50.0, 5, 0, 49, 400),
-        (0, 51.0, 60.0, 1, 50, 59, 80),
-        (0, 60.0, 70.0, 1, 61, 69, 80),
+        (0, 51.0, 70.0, 2, 50, 69, 160),
+        (0, 70.0, 80.0, 1, 65, 74, 80),
         (1, 10.0, 20.0, 1, 10, 19, 80),
     ]
     # replays of folded windows are dropped; a window continuing the run extends it
-    nxt = window(70, 80, **{**ident, sc.STEP_FIRST: 70, sc.STEP_LAST: 79})
+    nxt = window(80, 90, **{**ident, sc.STEP_FIRST: 75, sc.STEP_LAST: 84})
     again, dropped = fold(runs, [w[2], w[0], nxt])
     assert dropped == 2
     assert sorted((r.rank, r.start, r.end, r.count) for r in again) == [
         (0, 0.0, 50.0, 5),
-        (0, 51.0, 60.0, 1),
-        (0, 60.0, 80.0, 2),
+        (0, 51.0, 70.0, 2),
+        (0, 70.0, 90.0, 2),
         (1, 10.0, 20.0, 1),
     ]

@@ -1,0 +1,28 @@
+"""Reading from a PostgreSQL hot standby: is this database one, and how far behind is it.
+
+A standby replays the primary's WAL; every transaction on it is read-only. The lag reported is
+``now() - pg_last_xact_replay_timestamp()`` (how old the newest replayed commit is), or 0 when
+everything received has been replayed (an idle primary commits nothing, so the age of its last
+commit says nothing about the standby).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine
+
+_STATE = (
+    "SELECT pg_is_in_recovery(), CASE WHEN NOT pg_is_in_recovery() THEN NULL"
+    " WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0.0"
+    " ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8 END"
+)
+
+
+def replication(engine: Engine) -> dict[str, Any]:
+    """``{"standby": bool, "replication_lag_s": seconds or None}`` (SQLite: not a standby)."""
+    if engine.dialect.name != "postgresql":
+        return {"standby": False, "replication_lag_s": None}
+    with engine.connect() as conn:
+        standby, lag = conn.exec_driver_sql(_STATE).one()
+    return {"standby": bool(standby), "replication_lag_s": None if lag is None else float(lag)}

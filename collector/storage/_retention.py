@@ -1,0 +1,303 @@
+"""Retention: old data deleted in small batches, a job's figures never derived from part of it.
+
+What goes, per job that ended (its stored state is not ``running``, it has no spans awaiting a
+recompute, and no span arrived for :attr:`Policy.quiet_s`), by the age of its figures' ``end``
+(the job's own span clock):
+
+1. after ``spans_s``: its raw spans (``spans``). The job's row is marked first (``pruned`` 1,
+   ``spans_pruned_at``), in a transaction of its own, so a recompute refuses from then on and its
+   stored figures, segments and fleet cells stay as they are; then its spans go, a batch of at
+   most ``batch_rows`` per transaction; then ``pruned`` 2.
+2. after ``runs_s``: its folded heartbeat runs and their step-time series (``window_runs``,
+   ``window_series``, ``window_compaction``), the same way; then ``pruned`` 3.
+3. after ``figures_s``: the job itself: its cells are taken out of the fleet cells
+   (``_fleet_cells.replace_job`` with no segments), and its segments, figures, cells and row go,
+   in one transaction.
+
+Resolved alerts go ``alerts_s`` after they resolved. A pass killed at any instant leaves every
+figure pointing at what it was computed from (segments and figures go with the job's row, in
+one transaction) and the next pass finishes what it began (``pruned`` says where it was).
+Between batches a pass pauses (``pause_s``), so ingest and reads never wait behind it for more
+than one batch. On PostgreSQL whole days of spans go first (``_partitions.drop_before``); on
+SQLite the pages freed are given back to the disk in small steps (``_engine.give_back_pages``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine, inspect
+
+from ett_collector.domain.model import JobState
+from ett_collector.storage import _fleet_cells, _partitions
+from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages
+from ett_collector.storage._retention_policy import (
+    _NEVER,
+    DEFAULT_BATCH_ROWS,
+    KEPT,
+    RESOLVED_ALERTS,
+    RUNS_GONE,
+    SPANS_GOING,
+    SPANS_GONE,
+    Policy,
+    Progress,
+    Tally,
+    pruned_jobs,
+)
+
+__all__ = ["KEPT", "RUNS_GONE", "SPANS_GOING", "SPANS_GONE", "Policy", "Retention", "Tally",
+           "pruned_jobs"]  # fmt: skip
+
+
+class Retention:
+    """Runs :class:`Policy` over one database (:meth:`run`), or says what it would do
+    (:meth:`plan`)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        policy: Policy,
+        *,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        pause_s: float = 0.005,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.batch_rows = batch_rows
+        self.pause_s = pause_s
+        self.clock = clock
+        self._ph = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+        self._series: bool | None = None
+        self._writes = engine
+        """The engine for write transactions: on SQLite they take the write lock at once
+        (``BEGIN IMMEDIATE``): one that read first would fail at once, not wait, when another
+        writer committed since its read."""
+        if engine.dialect.name == "sqlite":
+            self._writes = engine.execution_options(**{SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+
+    # --- what is due ------------------------------------------------------------------------
+
+    def _cutoffs(self, now: float) -> tuple[float, float, float]:
+        p = self.policy
+        return tuple(  # type: ignore[return-value]
+            _NEVER if s is None else now - s for s in (p.spans_s, p.runs_s, p.figures_s)
+        )
+
+    def due(self, conn: Connection, now: float, limit: int) -> list[tuple[str, int, float]]:
+        """``(job_id, pruned, end)`` of up to ``limit`` jobs with something due, oldest first.
+
+        A job not begun (``pruned`` 0) must have ended and been quiet; one begun is finished
+        whatever came since (spans that arrive for it go too)."""
+        ph = self._ph
+        spans_c, runs_c, figures_c = self._cutoffs(now)
+        sql = (
+            'SELECT j.job_id, j.pruned, f."end" FROM jobs j'
+            " JOIN job_figures f ON f.job_id = j.job_id"
+            f' WHERE f."end" < {ph}'
+            f' AND (j.pruned < {SPANS_GONE} OR (j.pruned < {RUNS_GONE} AND f."end" < {ph})'
+            f' OR f."end" < {ph})'
+            f" AND (j.pruned > {KEPT} OR (f.state <> {ph} AND j.dirty = {ph}"
+            f" AND j.last_seen < {ph}))"
+            f' ORDER BY f."end", j.job_id LIMIT {int(limit)}'
+        )
+        quiet = now - self.policy.quiet_s
+        args = (spans_c, runs_c, figures_c, JobState.RUNNING.value, False, quiet)
+        return [(r[0], int(r[1]), float(r[2])) for r in conn.exec_driver_sql(sql, args)]
+
+    def plan(self) -> Tally:
+        """What :meth:`run` would delete now (counts; nothing changes)."""
+        now = self.clock()
+        _, runs_c, figures_c = self._cutoffs(now)
+        tally = Tally()
+        with self.engine.connect() as conn:
+            for job_id, pruned, end in self.due(conn, now, 10**9):
+                if pruned < SPANS_GONE:
+                    tally.span_jobs += 1
+                    tally.spans += self._count(conn, "spans", job_id)
+                if pruned < RUNS_GONE and (end < runs_c or end < figures_c):
+                    tally.run_jobs += 1
+                    tally.runs += self._count(conn, "window_runs", job_id)
+                    if self._has_series():
+                        tally.series += self._count(conn, "window_series", job_id)
+                if end < figures_c:
+                    tally.jobs += 1
+                    tally.segments += self._count(conn, "segments", job_id)
+            tally.alerts = int(
+                conn.exec_driver_sql(
+                    self._alerts_sql("count(*)"), (self._alerts_cutoff(now),)
+                ).scalar_one()
+            )
+        return tally
+
+    def _has_series(self) -> bool:
+        """Whether the database has ``window_series`` (migration 0008)."""
+        if self._series is None:
+            self._series = inspect(self.engine).has_table("window_series")
+        return self._series
+
+    def _count(self, conn: Connection, table: str, job_id: str) -> int:
+        sql = f"SELECT count(*) FROM {table} WHERE job_id = {self._ph}"
+        return int(conn.exec_driver_sql(sql, (job_id,)).scalar_one())
+
+    # --- the pass ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None, progress: Progress | None = None) -> Tally:
+        """Delete what is due, in batches; ``progress(tally so far)`` after each batch. Returns
+        what was deleted; ends early (the rest left for the next pass) once ``stop`` is set."""
+        stop = stop or threading.Event()
+        tally = Tally()
+        now = self.clock()
+        spans_c, runs_c, figures_c = self._cutoffs(now)
+        if self.engine.dialect.name == "postgresql" and self.policy.spans_s is not None:
+            self._mark_due(now)  # then whole days of spans of marked jobs only can go
+            tally.partitions, tally.partition_rows = _partitions.drop_before(self.engine, spans_c)
+        while not stop.is_set():
+            with self.engine.connect() as conn:
+                jobs = self.due(conn, now, 100)
+            if not jobs:
+                break
+            for job_id, pruned, end in jobs:
+                if stop.is_set():
+                    break
+                self._job(job_id, pruned, end < runs_c, end < figures_c, tally, stop, progress)
+        if not stop.is_set():
+            self._alerts(now, tally, stop, progress)
+        if not stop.is_set() and self.engine.dialect.name == "sqlite":
+            tally.vacuumed_pages = give_back_pages(self.engine, stop, self.pause_s)
+        return tally
+
+    def _job(
+        self,
+        job_id: str,
+        pruned: int,
+        runs_due: bool,
+        figures_due: bool,
+        tally: Tally,
+        stop: threading.Event,
+        progress: Progress | None,
+    ) -> None:
+        """Take one job as far as it is due (stops between batches when ``stop`` is set)."""
+        ph = self._ph
+        if pruned < SPANS_GONE:
+            if pruned == KEPT:
+                self._mark(job_id, SPANS_GOING, f", spans_pruned_at = {ph}", (self.clock(),))
+            tally.span_jobs += 1
+            if not self._drain("spans", job_id, tally, "spans", stop, progress):
+                return
+            self._mark(job_id, SPANS_GONE, ", span_count = (SELECT COALESCE(SUM(\"count\"), 0)"
+                       f" FROM window_runs WHERE job_id = {ph})", (job_id,))  # fmt: skip
+            pruned = SPANS_GONE
+        if pruned < RUNS_GONE and (runs_due or figures_due):
+            tally.run_jobs += 1
+            if not self._drain("window_runs", job_id, tally, "runs", stop, progress):
+                return
+            series = self._has_series()
+            if series and not self._drain("window_series", job_id, tally, "series", stop,
+                                          progress, "bucket"):  # fmt: skip
+                return
+            with self._writes.begin() as conn:
+                conn.exec_driver_sql(f"DELETE FROM window_compaction WHERE job_id = {ph}",
+                                     (job_id,))  # fmt: skip
+            self._mark(job_id, RUNS_GONE, ", span_count = 0", ())
+            pruned = RUNS_GONE
+        if figures_due and pruned == RUNS_GONE:
+            self._forget(job_id, tally)
+            if progress is not None:
+                progress(tally)
+
+    def _mark_due(self, now: float) -> None:
+        """Mark every job whose raw spans are due (``pruned`` 1), in one statement."""
+        ph = self._ph
+        with self._writes.begin() as conn:
+            conn.exec_driver_sql(
+                f"UPDATE jobs SET pruned = {SPANS_GOING}, spans_pruned_at = {ph}"
+                f" WHERE pruned = {KEPT} AND job_id IN (SELECT j.job_id FROM jobs j"
+                f' JOIN job_figures f ON f.job_id = j.job_id WHERE f."end" < {ph}'
+                f" AND f.state <> {ph} AND j.dirty = {ph} AND j.last_seen < {ph})",
+                (now, self._cutoffs(now)[0], JobState.RUNNING.value, False,
+                 now - self.policy.quiet_s),
+            )  # fmt: skip
+
+    def _mark(self, job_id: str, level: int, more: str, args: tuple[object, ...]) -> None:
+        ph = self._ph
+        with self._writes.begin() as conn:
+            conn.exec_driver_sql(
+                f"UPDATE jobs SET pruned = {ph}{more} WHERE job_id = {ph}", (level, *args, job_id)
+            )
+
+    def _drain(
+        self,
+        table: str,
+        job_id: str,
+        tally: Tally,
+        counter: str,
+        stop: threading.Event,
+        progress: Progress | None,
+        order: str = "start",
+    ) -> bool:
+        """Delete the job's rows of ``table`` (``spans``, ``window_runs``, ``window_series``),
+        at most about ``batch_rows`` per transaction, lowest ``order`` first; False when stopped
+        first."""
+        ph = self._ph
+        boundary = (
+            f"SELECT {order} FROM {table} WHERE job_id = {ph}"
+            f" ORDER BY {order} LIMIT 1 OFFSET {self.batch_rows - 1}"
+        )
+        while True:
+            if stop.is_set():
+                return False
+            with self._writes.begin() as conn:
+                edge = conn.exec_driver_sql(boundary, (job_id,)).scalar()
+                if edge is None:  # fewer rows than a batch left: the last batch
+                    n = conn.exec_driver_sql(
+                        f"DELETE FROM {table} WHERE job_id = {ph}", (job_id,)
+                    ).rowcount
+                else:
+                    n = conn.exec_driver_sql(
+                        f"DELETE FROM {table} WHERE job_id = {ph} AND {order} <= {ph}",
+                        (job_id, edge),
+                    ).rowcount
+            setattr(tally, counter, getattr(tally, counter) + max(0, n))
+            if progress is not None:
+                progress(tally)
+            if edge is None:
+                return True
+            stop.wait(self.pause_s)
+
+    def _forget(self, job_id: str, tally: Tally) -> None:
+        """Delete the job: its cells out of the fleet cells, then its segments, figures, cells
+        and row, in one transaction."""
+        ph = self._ph
+        with self._writes.begin() as conn:
+            _fleet_cells.replace_job(conn, job_id, (None, None, ""), (), {})
+            n = conn.exec_driver_sql(f"DELETE FROM segments WHERE job_id = {ph}", (job_id,))
+            tally.segments += max(0, n.rowcount)
+            for table in ("job_figures", "jobs"):
+                conn.exec_driver_sql(f"DELETE FROM {table} WHERE job_id = {ph}", (job_id,))
+        tally.jobs += 1
+
+    def _alerts_cutoff(self, now: float) -> float:
+        return _NEVER if self.policy.alerts_s is None else now - self.policy.alerts_s
+
+    def _alerts_sql(self, what: str) -> str:
+        return RESOLVED_ALERTS.format(what=what, ph=self._ph)
+
+    def _alerts(
+        self, now: float, tally: Tally, stop: threading.Event, progress: Progress | None
+    ) -> None:
+        """Delete alerts resolved before the cutoff, a batch per transaction."""
+        pick = self._alerts_sql("id") + f" ORDER BY id LIMIT {self.batch_rows}"
+        while not stop.is_set():
+            with self._writes.begin() as conn:
+                n = conn.exec_driver_sql(
+                    f"DELETE FROM alerts WHERE id IN ({pick})", (self._alerts_cutoff(now),)
+                ).rowcount
+            tally.alerts += max(0, n)
+            if progress is not None:
+                progress(tally)
+            if n < self.batch_rows:
+                return
+            stop.wait(self.pause_s)

@@ -1,0 +1,140 @@
+"""A read-only collector on a real PostgreSQL hot standby: a primary and a streaming replica
+(``pg_basebackup`` on 127.0.0.1), spans ingested through the primary's collector, the same
+figures read through ``ett serve --read-only`` on the replica, ingest there refused."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ett_collector.storage import Store, head_revision
+from tests.conftest import PG_SUPERUSER, PostgresServer, throwaway_postgres
+from tests.support.collector_process import start_collector
+from tests.support.ports import free_port
+from tests.support.replay import encode_request, send_spans
+from tests.support.worked_example import worked_example
+
+pytestmark = pytest.mark.postgres
+
+WAIT_S = 60.0
+
+
+@pytest.fixture
+def primary_and_replica() -> Iterator[tuple[PostgresServer, PostgresServer]]:
+    """A throwaway primary and a hot standby streaming from it."""
+    with throwaway_postgres(prefix="ett-primary-") as primary:
+        root = Path(tempfile.mkdtemp(prefix="ett-replica-"))
+        if primary.prefix:
+            shutil.chown(root, user=PG_SUPERUSER, group=None)
+        replica = PostgresServer(primary.bindir, root, free_port(), primary.prefix)
+        try:
+            subprocess_args = [
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(primary.port),
+                "-U",
+                primary.user,
+                "-D",
+                str(replica.datadir),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ]
+            replica._run(str(primary.bindir / "pg_basebackup"), *subprocess_args)
+            replica.launch()
+            yield primary, replica
+        finally:
+            replica.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _poll(what: str, fn: Any) -> Any:
+    """``fn()`` once it is truthy (within :data:`WAIT_S`)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        value = fn()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_read_only_collector_serves_the_primarys_figures(
+    primary_and_replica: tuple[PostgresServer, PostgresServer], tmp_path: Path
+) -> None:
+    primary, replica = primary_and_replica
+    url = primary.create_database("ett")
+    writer = start_collector(tmp_path / "primary", db_url=url)
+    reader = None
+    try:
+        assert send_spans(worked_example("rep-job", base=time.time() - 1000), writer.url) == 44
+        figures = writer.wait_ended("rep-job")
+        lost = writer.get("/api/v1/lost-time", group_by="team").json()
+
+        standby = Store(replica.url("ett"))  # the schema reaches the standby, then the figures
+        _poll("the schema on the standby", lambda: standby.revision() == head_revision())
+        reader = start_collector(
+            tmp_path / "replica", db_url=replica.url("ett"), env={"ETT_READ_ONLY": "1"}
+        )
+        got = _poll(
+            "the figures on the standby",
+            lambda: (r := reader.get("/api/v1/jobs/rep-job")).status_code == 200 and r.json(),
+        )
+        assert got == figures  # the same stored figures, computed_at and all
+        assert got["ett_pct"] == pytest.approx(60.0)
+        assert reader.get("/api/v1/lost-time", group_by="team").json() == lost
+        assert reader.get("/api/v1/jobs/rep-job/segments").json() == (
+            writer.get("/api/v1/jobs/rep-job/segments").json()
+        )
+        assert reader.get("/api/v1/fleet", since="1d").status_code == 200
+        assert b"ett_" in reader.get("/metrics").content
+
+        health = reader.get("/healthz").json()
+        assert health["read_only"] is True and health["standby"] is True
+        assert health["jobs"] == 1 and 0 <= health["replication_lag_s"] < WAIT_S
+        assert writer.get("/healthz").json().get("read_only") is None
+        assert reader.get("/readyz").json() == {"status": "ready", "read_only": True}
+
+        body = encode_request(worked_example("refused", base=time.time()))
+        r = httpx.post(
+            reader.url + "/v1/traces",
+            content=body,
+            timeout=30,
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        assert r.status_code == 403 and b"read-only" in r.content
+        assert "refused" not in [j["job_id"] for j in reader.get("/api/v1/jobs").json()]
+        standby.close()
+    finally:
+        writer.stop()
+        if reader is not None:
+            reader.stop()
+
+
+def test_read_only_refuses_a_database_behind_the_schema(
+    primary_and_replica: tuple[PostgresServer, PostgresServer], tmp_path: Path
+) -> None:
+    primary, replica = primary_and_replica
+    primary.create_database("empty")
+    standby = Store(replica.url("empty"))
+    _poll("the database on the standby", lambda: _exists(standby))
+    with pytest.raises(RuntimeError, match=r"--read-only: the database .* is at schema none"):
+        start_collector(tmp_path / "r", db_url=replica.url("empty"), env={"ETT_READ_ONLY": "1"})
+    standby.close()
+
+
+def _exists(store: Store) -> bool:
+    try:
+        store.revision()
+    except Exception:
+        return False
+    return True

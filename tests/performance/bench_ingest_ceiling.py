@@ -1,0 +1,167 @@
+"""Ingest at the raw ceiling with compaction on (issue 27): one ``ett serve`` fed a fleet's
+heartbeats over HTTP beside the raw driver's insert of the same rows, in the same run. Prints
+figures; it is not a timed test.
+
+    .venv/bin/python -m tests.performance.bench_ingest_ceiling [--jobs 50] [--ranks 16]
+        [--batches 400] [--rounds 3] [--mixed] [--keep] [--postgres-url URL]
+
+The fleet: ``jobs`` jobs of ``ranks`` ranks sending 10 s windows (the library's steps), OTLP
+protobuf bodies of 512 windows (each one job's next windows of every rank, the jobs taking
+turns; ``--mixed``: one window of each of 512 ranks, as an OpenTelemetry Collector batching
+every rank's requests would send) over two keep-alive connections into one ``ett serve``
+process (``ETT_LIVE_REFRESH_S`` 5), with the default raw window retention (600 s: windows
+stored raw, then compacted) and with 0 (windows folded into runs before they are written);
+``--keep`` adds ``keep`` (no compaction). The ceiling: the raw DBAPI driver's ``executemany``
+of the same span rows (attributes already JSON) into a fresh copy of the schema, one
+transaction per 512 rows, the clock around the inserts only
+(``bench_collector._raw_insert_rate``). Runs are interleaved, ``--rounds`` of each, and the
+ratio of medians is printed against the 0.85 target, with bytes per ingested span (SQLite,
+vacuumed; target <= 100 B). With ``--postgres-url`` (an empty database's URL: siblings are
+created next to it), one process and ``--workers 2`` beside the raw psycopg rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ett import semconv as sc
+from ett_collector.domain import SpanRecord
+from tests.performance.bench_collector import _post_all, _raw_insert_rate, _sibling_db
+from tests.performance.bench_heartbeats import _sqlite_bytes
+from tests.support.collector_process import start_collector
+from tests.support.replay import encode_request
+from tests.support.spans import window
+
+BASE = 1.79e9
+WINDOW_S = 10.0
+BATCH = 512
+
+
+def _window(j: int, rank: int, tick: int, ranks: int) -> SpanRecord:
+    a = BASE + 3.0 * j + tick * WINDOW_S
+    attrs: dict[str, Any] = {
+        sc.MODEL: "dlrm", sc.TEAM: f"t{j % 5}", sc.WORLD_SIZE: ranks, sc.HOST_NAME: "h",
+        sc.STEP_FIRST: 50 * tick, sc.STEP_LAST: 50 * tick + 49, sc.SAMPLES: 50 * 256,
+    }  # fmt: skip
+    tid = f"{j + 1:016x}{rank + 1:016x}"
+    return window(a, a + WINDOW_S, job=f"fleet-{j:03d}", rank=rank, trace_id=tid, **attrs)
+
+
+def fleet_bodies(jobs: int, ranks: int, batches: int, mixed: bool = False) -> list[bytes]:
+    """``batches`` OTLP protobuf bodies of :data:`BATCH` windows of the fleet, in send order:
+    each body one job's next ``BATCH // ranks`` windows of every rank (as a job's exporters,
+    batched per job), the jobs taking turns; ``mixed``: every body the next windows of the
+    whole fleet by time, one span per rank (an OpenTelemetry Collector in front batching every
+    rank's requests: as many resources as spans)."""
+    out: list[SpanRecord] = []
+    if mixed:
+        tick = 0
+        while len(out) < batches * BATCH:
+            out += [_window(j, r, tick, ranks) for j in range(jobs) for r in range(ranks)]
+            tick += 1
+    else:
+        per = max(1, BATCH // ranks)
+        for b in range(batches):
+            j, t0 = b % jobs, (b // jobs) * per
+            out += [_window(j, r, t, ranks) for t in range(t0, t0 + per) for r in range(ranks)]
+    return [encode_request(out[i : i + BATCH]) for i in range(0, batches * BATCH, BATCH)]
+
+
+def serve_rate(
+    home: Path, db_url: str | None, bodies: list[bytes], workers: int, env: dict[str, str]
+) -> tuple[float, int]:
+    """Spans/s of ``ett serve`` for ``bodies`` after 4 warm-up bodies, and the spans it holds."""
+    c = start_collector(home, db_url=db_url, workers=workers, env=env)
+    try:
+        _post_all(c.url, bodies[:4])
+        elapsed = _post_all(c.url, bodies[4:])
+        spans = int(httpx.get(c.url + "/healthz", timeout=30).json()["spans"])
+    finally:
+        c.stop()
+    return (len(bodies) - 4) * BATCH / elapsed, spans
+
+
+def run_sqlite(bodies: list[bytes], rounds: int, keep: bool, home: Path) -> None:
+    modes = {
+        "default (600 s)": {"ETT_LIVE_REFRESH_S": "5"},
+        "fold at ingest (0)": {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": "0"},
+    }
+    if keep:
+        modes["keep raw"] = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": "keep"}
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    raw: list[float] = []
+    sizes: dict[str, float] = {}
+    for r in range(rounds):  # interleaved: the machine's load falls on both alike
+        raw.append(_raw_insert_rate(f"sqlite:///{home / f'raw{r}.db'}", bodies))
+        for k, (mode, env) in enumerate(modes.items()):
+            h = home / f"serve{r}-{k}"
+            rate, spans = serve_rate(h, None, bodies, 1, env)
+            rates[mode].append(rate)
+            sizes[mode] = _sqlite_bytes(h / "collector.db") / spans
+    ceiling = statistics.median(raw)
+    n = len(bodies) * BATCH
+    print(f"\n[sqlite] {n:,} heartbeat windows in {len(bodies)} OTLP protobuf batches of {BATCH}")
+    print(f"  raw sqlite3 executemany (ceiling): {ceiling:10,.0f} rows/s  runs: "
+          + ", ".join(f"{x:,.0f}" for x in raw))  # fmt: skip
+    for mode, xs in rates.items():
+        med = statistics.median(xs)
+        print(f"  ett serve, {mode:18s}: {med:10,.0f} spans/s = {med / ceiling:.2f} of the ceiling"
+              f" (target >= 0.85)  runs: " + ", ".join(f"{x:,.0f}" for x in xs)
+              + f"; {sizes[mode]:.1f} B per span (target <= 100 B)")  # fmt: skip
+
+
+def run_postgres(url: str, bodies: list[bytes], home: Path, env: dict[str, str]) -> None:
+    rates = {w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), bodies, w, env)[0]
+             for w in (1, 2)}  # fmt: skip
+    raw = _raw_insert_rate(_sibling_db(url, "ceil_raw"), bodies)
+    print(f"\n[postgresql] {len(bodies) * BATCH:,} heartbeat windows, batches of {BATCH}")
+    print(f"  raw psycopg executemany : {raw:10,.0f} rows/s")
+    for w, v in rates.items():
+        print(f"  ett serve --workers {w}  : {v:10,.0f} spans/s = {v / raw:.2f} of raw")
+    print("  targets: one process >= 20,000 spans/s; --workers 2 nearly twice that")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=50)
+    p.add_argument("--ranks", type=int, default=16)
+    p.add_argument("--batches", type=int, default=400)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--keep", action="store_true", help="also a run with raw windows kept")
+    p.add_argument("--mixed", action="store_true", help="one span per rank in each body")
+    p.add_argument("--postgres-url", help="an empty PostgreSQL database's URL")
+    args = p.parse_args()
+    bodies = fleet_bodies(args.jobs, args.ranks, args.batches, args.mixed)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_sqlite(bodies, args.rounds, args.keep, Path(tmp))
+        if args.postgres_url:
+            for retention in ("600", "0"):
+                env = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": retention}
+                print(f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}")
+                run_postgres(args.postgres_url, bodies, Path(tmp) / f"pg{retention}", env)
+
+
+@pytest.mark.performance
+def test_bench_sqlite(tmp_path: Path) -> None:
+    run_sqlite(fleet_bodies(20, 16, 120), 1, False, tmp_path)
+
+
+@pytest.mark.performance
+@pytest.mark.postgres
+def test_bench_postgres(tmp_path: Path, postgres_url: str) -> None:
+    bodies = fleet_bodies(20, 16, 160)
+    for retention in ("600", "0"):
+        env = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": retention}
+        print(f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}")
+        run_postgres(postgres_url, bodies, tmp_path / f"pg{retention}", env)
+
+
+if __name__ == "__main__":
+    main()
