@@ -175,6 +175,11 @@ def print_report(job: JobJSON, console: Console) -> None:
     for row in rows:
         att.add_row(*row)
     console.print(att)
+    perf = job.get("performance")  # issue 26: `ett report` adds it
+    if isinstance(perf, dict):
+        from ._render_performance import print_performance
+
+        print_performance(perf, console)
 
 
 _JOB_COLUMNS = ("job", "state", "model", "team", "ended", "wall", "ETT", "idle", "failure",

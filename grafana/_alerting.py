@@ -82,15 +82,22 @@ def grafana_rule(prom: dict[str, Any]) -> models.Rule:
 
 def rules(path: str | None = None) -> list[models.Rule]:
     """Every enabled rule of the collector's rule set (the defaults, overridden by the rules file
-    at ``path`` as ``ett serve`` reads it), as Grafana rules.
+    at ``path`` as ``ett serve`` reads it) that has PromQL, as Grafana rules (the kinds without,
+    ``ett_collector.alerts.prometheus.NOT_PROMQL``, run in ``ett serve`` only).
 
     Raises:
         ett_collector.alerts.RulesError: for a bad rules file.
     """
-    from ett_collector.alerts.prometheus import prometheus_rule
+    from ett_collector.alerts.prometheus import NotPromQL, prometheus_rule
     from ett_collector.alerts.rules import load_rules
 
-    return [grafana_rule(prometheus_rule(r)) for r in load_rules(path).enabled()]
+    out = []
+    for r in load_rules(path).enabled():
+        try:
+            out.append(grafana_rule(prometheus_rule(r)))
+        except NotPromQL:
+            continue  # no PromQL (the loop's kinds): only the built-in evaluator runs it
+    return out
 
 
 def rule_groups(path: str | None = None) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """Alerts and the collector's health: Grafana's alert list of the ETT folder and PromQL panels
-over the collectors' ``/metrics`` (scraped by Prometheus)."""
+over the collectors' ``/metrics`` (scraped by Prometheus), among them the per-model figures of
+inside the loop (``ett_model_*``: throughput per rank and slow time, issue 26)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ PROMQL: dict[str, tuple[str, str, str]] = {
     "Lost seconds per job-hour by component (last 24 h)": (
         f"3600 * sum by (component) (ett_fleet_lost_seconds{{{_W}}})"
         f" / scalar(sum(ett_fleet_wall_seconds{{{_W}}}))", "{{component}}", "s",
+    ),
+    "Throughput per rank by model (samples/s, jobs of the last 24 h)": (
+        "ett_model_samples_per_second_per_rank", "{{model}}", "short",
+    ),
+    "Slow time inside the loop by model (jobs of the last 24 h)": (
+        "ett_model_slow_seconds", "{{model}}", "s",
     ),
     "Ingest requests by HTTP code": (
         "sum by (code) (rate(ett_ingest_requests_total[5m]))", "{{code}}", "reqps",

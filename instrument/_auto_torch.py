@@ -10,6 +10,8 @@ Until the first batch, the main thread's imports are timed as the start-up phase
 - ``torch.nn.parallel.distributed``: wrapping a model in ``DistributedDataParallel`` before the
   first batch as the start-up phase ``model_init``, a barrier (its constructor broadcasts the
   parameters and compares their shapes across ranks: the ranks wait there for the last one);
+  and every DDP model's wait for its gradient all-reduce, each step (``ett.window.wait_s``,
+  beside the program's own communication hook: ``ett._auto_ddp``);
 - ``torch.distributed.checkpoint``: ``save``, ``async_save`` and ``load`` as
   ``ett.checkpoint.save`` (+ ``ett.checkpoint.persist``) and the phase ``checkpoint_load``;
 - ``torch.distributed.checkpoint.state_dict``: the optimizer step that ``get_state_dict`` takes
@@ -35,10 +37,11 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv
+from . import _auto_ddp, semconv
+from ._config import ddp_waits_enabled
 from ._errors import log_once
 from ._import_watch import Callback, ImportWatch
-from ._session import Session, span_sink
+from ._session import Session, span_sink, wait_sink
 from ._spans import SpanSink
 
 STEP_KEYS = ("step", "global_step", "iteration")
@@ -193,20 +196,32 @@ class AutoTorch:
         if ddp is None or not callable(original):
             return
         session = self.session
+        timing = ddp_waits_enabled()  # ETT_DDP_WAITS=0: DDP's own reduction, untimed
 
         @functools.wraps(original)
         def __init__(wrapped: Any, *args: Any, **kwargs: Any) -> None:
             if self._inside() or session.current_step is not None:
                 original(wrapped, *args, **kwargs)
-                return
-            self._local.inside = True
-            try:
-                with session.startup(semconv.StartupPhaseValues.MODEL_INIT, barrier=True):
-                    original(wrapped, *args, **kwargs)
-            finally:
-                self._local.inside = False
+            else:
+                self._local.inside = True
+                try:
+                    with session.startup(semconv.StartupPhaseValues.MODEL_INIT, barrier=True):
+                        original(wrapped, *args, **kwargs)
+                finally:
+                    self._local.inside = False
+            if timing and not self._inside():  # the outermost DDP constructor
+                self._time_waits(wrapped)
 
         ddp.__init__ = __init__
+        if timing:
+            _auto_ddp.patch(ddp)
+
+    def _time_waits(self, model: Any) -> None:
+        """Time the DDP model's collective waits (``ett._auto_ddp``); never raises."""
+        try:
+            _auto_ddp.install(model, wait_sink(self.session))
+        except Exception:
+            log_once("auto.ddp_waits", "could not time DDP's collective waits", exc_info=True)
 
     def _save_step(self, state_dict: Any) -> int:
         step = step_of(state_dict)

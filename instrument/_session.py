@@ -67,6 +67,10 @@ class Session:
         self._steps = 0
         self._samples = 0
         self._last_step_ns = 0
+        self._wait_ns = 0
+        """Nanoseconds the steps waited for their gradient collectives (``_ddp_waits``)."""
+        self._wait_reported_ns = 0
+        self._waits_timed = False
         self._flusher = flusher
         self._dropped = dropped
         self._flush_timeout_s = flush_timeout_s
@@ -140,7 +144,18 @@ class Session:
         }
         if self._dropped is not None:
             attrs[semconv.TELEMETRY_DROPPED_SPANS] = self.dropped_spans
+        if self._waits_timed:  # the waits up to now: those of the window's steps (and at
+            # most the one step in flight), never more than the window lasted
+            total = self._wait_ns  # one read: a backend thread may add to it meanwhile
+            waited, self._wait_reported_ns = total - self._wait_reported_ns, total
+            attrs[semconv.WINDOW_WAIT_S] = min(waited, max(0, end_ns - start_ns)) / 1e9
         self._spans.instant(semconv.SPAN_TRAIN_WINDOW, attrs, start_ns, end_ns)
+
+    def _add_wait(self, wait_ns: int) -> None:
+        """One step's wait for its gradient collectives (called from a backend's thread, one
+        at a time: ``_ddp_waits.WaitTimer`` holds its lock)."""
+        self._waits_timed = True
+        self._wait_ns += wait_ns
 
     @property
     def steps(self) -> int:
@@ -430,6 +445,12 @@ class Session:
         After :meth:`end` this also shuts down a pipeline the library created."""
         if self._flusher is not None:
             self._flusher(self._flush_timeout_s if timeout_s is None else timeout_s)
+
+
+def wait_sink(session: Session) -> Callable[[int], None]:
+    """Where :mod:`ett.torch_hooks` adds each step's collective wait (nanoseconds): from the
+    first one on, every window of ``session`` carries ``ett.window.wait_s``."""
+    return session._add_wait
 
 
 def span_sink(session: Session) -> SpanSink:

@@ -16,6 +16,9 @@ free, and a program without torch can still import it.
   torchrun restart on gloo without ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``.
 - :func:`destroy_process_group`: ``ett.shutdown.pg_teardown`` of a completed attempt.
 - :func:`init_cuda`: the first CUDA context creation as the start-up phase ``cuda_init``.
+- :func:`time_ddp_waits`: each step's wait for DDP's gradient all-reduce, timed in its
+  communication hook, reported on every window as ``ett.window.wait_s`` (the compute time behind
+  the collector's straggler rank: ``ett._ddp_waits``).
 
 Where this torch lacks a hook, the function degrades to what exists and logs it once.
 """
@@ -30,7 +33,7 @@ from typing import Any
 from . import semconv
 from ._compile import CompileTracker, cache_status
 from ._errors import log_once
-from ._session import Session, span_sink
+from ._session import Session, span_sink, wait_sink
 from ._setup import current
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "load_compile_cache",
     "save_compile_cache",
     "state_dict_nbytes",
+    "time_ddp_waits",
     "uninstall_compile_hooks",
 ]
 
@@ -164,6 +168,28 @@ def init_process_group(*args: Any, session: Session | None = None, **kwargs: Any
         sess.set_backend(str(backend) if backend is not None else "gloo")
     with sess.startup(semconv.StartupPhaseValues.PG_INIT, barrier=True):
         dist.init_process_group(*args, **kwargs)
+
+
+def time_ddp_waits(
+    model: Any, state: Any = None, hook: Any = None, session: Session | None = None
+) -> bool:
+    """Time each step's wait for ``model``'s (a ``DistributedDataParallel``) gradient
+    all-reduce: registers a communication hook that wraps ``hook`` (with its ``state``; default
+    torch's ``allreduce_hook``, the same result as DDP's built-in reduction). Call it once,
+    before the first backward, instead of ``model.register_comm_hook(state, hook)``. Returns
+    False, and changes nothing, when the model already has a hook, DDP refuses one, or the
+    session records nothing."""
+    from . import _ddp_waits
+
+    try:
+        sess = _session(session)
+        if not sess.enabled:
+            return False
+        add = wait_sink(sess)
+        return _ddp_waits.install(model, add, state, hook) is not None
+    except Exception:
+        log_once("torch.ddp_waits", "could not time DDP's collective waits", exc_info=True)
+        return False
 
 
 def destroy_process_group(*args: Any, session: Session | None = None, **kwargs: Any) -> None:

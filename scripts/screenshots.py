@@ -103,6 +103,9 @@ def main() -> int:
             ("job", f"/job?job={job_id}", "Start-up per rank"),
             ("advisor", "/advisor", "Per job"),
             ("alerts", "/alerts", "Alert"),
+            # further down their pages (issue 26): scrolled to, photographed from there
+            ("fleet-loop", "/", "Slow time by model"),
+            ("job-loop", f"/job?job={job_id}", "Inside the loop"),
         ]
         DOCS.mkdir(exist_ok=True)
         with sync_playwright() as p:
@@ -110,9 +113,15 @@ def main() -> int:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             for name, path, text in pages:
                 page.goto(ui_url + path)
-                page.get_by_text(text).first.wait_for(state="visible", timeout=30_000)
+                found = page.get_by_text(text).first
+                found.wait_for(state="visible", timeout=30_000)
                 page.wait_for_timeout(1500)  # let the charts draw
                 out = DOCS / f"dashboard-{name}.png"
+                if name.endswith("-loop"):
+                    found.scroll_into_view_if_needed()
+                    page.wait_for_timeout(1500)
+                    found.evaluate("e => e.scrollIntoView({block: 'start'})")
+                    page.wait_for_timeout(500)
                 page.screenshot(path=str(out), full_page=True)
                 print(f"wrote {out.relative_to(ROOT)}")
             browser.close()

@@ -16,8 +16,9 @@ from .fleet import FleetSpec, generate, job_specs
 from .profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from .regression import Regression, parse_regression
 from .simulation import SimulationResult, simulate, simulate_into_db, simulate_to_endpoint
+from .straggler import Straggler, parse_straggler
 from .truth import Truth, differences
-from .truth_file import TruthFile, TruthFileError, read_truth
+from .truth_file import TruthFile, TruthFileError, read_stragglers, read_truth
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -26,6 +27,7 @@ __all__ = [
     "ProfileError",
     "Regression",
     "SimulationResult",
+    "Straggler",
     "Truth",
     "TruthFile",
     "TruthFileError",
@@ -34,6 +36,8 @@ __all__ = [
     "job_specs",
     "load_profile",
     "parse_regression",
+    "parse_straggler",
+    "read_stragglers",
     "read_truth",
     "simulate",
     "simulate_into_db",

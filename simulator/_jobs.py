@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 from ett import semconv as sc
 
+from ._pace import pace_of
 from ._plan import AttemptPlan, Checkpoint, Draw, JobPlan
 from ._startup import run_startup
 from ._training import Loop, run_training
 from .profile import Profile
 from .regression import Regression
+from .straggler import Straggler
 from .wire import RankSpans
 
 _REQUEUE_CAUSES = frozenset({"preemption", "hardware", "killed"})
@@ -60,9 +62,13 @@ def _ranks(
 
 
 def generate_job(
-    spec: JobSpec, profile: Profile, regressions: tuple[Regression, ...]
+    spec: JobSpec,
+    profile: Profile,
+    regressions: tuple[Regression, ...],
+    stragglers: tuple[Straggler, ...] = (),
 ) -> list[SimJob]:
-    """The job of ``spec`` and, when it completed and the dice say so, its publish job."""
+    """The job of ``spec`` and, when it completed and the dice say so, its publish job (the
+    ``stragglers`` and ``step`` regressions set the pace of its loop: ``_pace.py``)."""
     rng = random.Random(spec.seed)
     draw = Draw(
         rng, profile, spec.model, spec.team, regressions, profile["fleet.rank_jitter_sigma"]
@@ -105,6 +111,16 @@ def generate_job(
                 window_ms=max(1, round(window_s * 1000)),
                 is_async=is_async,
                 may_die_silently=number < max_restarts,
+                pace=pace_of(
+                    step_ms,
+                    spec.model,
+                    spec.team,
+                    spec.world_size,
+                    regressions,
+                    stragglers,
+                    dict(profile.section("loop")),
+                    f"{spec.seed}/loop/{number}",
+                ),
             )
             newest = run_training(draw, arank, attempt, loop)
             if attempt.first is not None and attempt.progress is not None:

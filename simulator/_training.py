@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ett import semconv as sc
 
+from ._pace import Pace
 from ._plan import AttemptPlan, Checkpoint, Draw, Interval
 from ._startup import error_type
 from .wire import Attrs, RankSpans, SimSpan
@@ -38,11 +39,21 @@ class Loop:
     window_ms: int
     is_async: bool
     may_die_silently: bool
+    pace: Pace | None = None
+    """The step time and waits (None: ``step_ms`` throughout and no waits)."""
+
+    def work(self, a: int, b: int) -> float:
+        """Work (unstretched clean ms) over the clean interval ``[a, b]``."""
+        return b - a if self.pace is None else self.pace.work(a, b)
+
+    def span(self, a: int, work: float) -> float:
+        """Clean ms from ``a`` until ``work`` is done."""
+        return work if self.pace is None else self.pace.span(a, work)
 
 
 @dataclass(slots=True)
 class _Run:
-    stretches: list[tuple[int, int, int]] = field(default_factory=list)  # start, end, clean before
+    stretches: list[tuple[int, int, float]] = field(default_factory=list)  # start, end, work before
     starts: list[int] = field(default_factory=list)
     saves: list[tuple[int, int, list[int], list[int]]] = field(default_factory=list)
     others: list[Interval] = field(default_factory=list)  # evals and recompiles
@@ -85,7 +96,7 @@ def run_training(
     assert plan.first is not None
     world = len(ranks)
     run = _Run()
-    t, clean = plan.first, 0
+    t, clean = plan.first, 0.0 if loop.pace is not None and loop.pace.at else 0
     target_clean = max(1, (loop.target_step - loop.start_step) * loop.step_ms)
     since_ckpt = since_eval = 0
     base_rate = prof["failures.rate_per_hour"] / 3_600_000.0
@@ -97,7 +108,7 @@ def run_training(
     outcome = "finish"
     while True:
         options = [
-            (target_clean - clean, 0, "finish"),
+            (loop.span(t, target_clean - clean), 0, "finish"),
             (_time_to_hazard(draw, t, hazard, base_rate, breaks), 1, "failure"),
             (loop.ckpt_ms - since_ckpt, 2, "ckpt"),
         ]
@@ -106,13 +117,13 @@ def run_training(
         if recompile_rate > 0:
             options.append((recompile_budget / recompile_rate, 4, "recompile"))
         gap, _, event = min(options)
-        d = max(1, math.ceil(gap)) if gap < math.inf else target_clean - clean
+        d = max(1, math.ceil(gap if gap < math.inf else loop.span(t, target_clean - clean)))
         run.stretches.append((t, t + d, clean))
         run.starts.append(t)
         hazard -= _hazard(draw, t, t + d, base_rate, breaks)
         recompile_budget -= recompile_rate * d
+        clean += loop.work(t, t + d)
         t += d
-        clean += d
         since_ckpt += d
         since_eval += d
         if event in ("finish", "failure"):
@@ -120,7 +131,7 @@ def run_training(
             break
         if event == "ckpt":
             since_ckpt = 0
-            step = loop.start_step + clean // loop.step_ms
+            step = loop.start_step + int(clean) // loop.step_ms
             if step == last_step:
                 continue
             last_step = step
@@ -148,7 +159,7 @@ def run_training(
             e = t + draw.ms(prof["compile.recompile"], "compile", t)
             run.others.append((t, e, "compile"))
             t = e
-    step_now = loop.start_step + clean // loop.step_ms
+    step_now = loop.start_step + int(clean) // loop.step_ms
     if outcome == "finish":
         return _complete(draw, ranks, plan, loop, run, t, step_now)
     return _fail(draw, ranks, plan, loop, run, t, step_now)
@@ -172,7 +183,7 @@ def _step_at(run: _Run, loop: Loop, t: int) -> int:
     if i < 0:
         return loop.start_step
     s, e, before = run.stretches[i]
-    return loop.start_step + (before + min(t, e) - s) // loop.step_ms
+    return loop.start_step + int(before + loop.work(s, min(t, e))) // loop.step_ms
 
 
 def _windows(run: _Run, loop: Loop, first: int, stop: int, flush: bool) -> list[tuple[int, int]]:
@@ -215,6 +226,7 @@ def _emit(
     )
     nbytes = draw.profile["checkpoint.bytes"]
     window_spans: list[SimSpan] = []
+    starts: list[tuple[int, int]] = []
     for a, b in windows:
         first_step = _step_at(run, loop, a)
         last_step = max(first_step, _step_at(run, loop, b) - 1)
@@ -225,8 +237,17 @@ def _emit(
             (sc.SAMPLES, samples),
         )
         window_spans.append((sc.SPAN_TRAIN_WINDOW, a, b, attrs))
+        starts.append((a, last_step - first_step + 1))
+    pace = loop.pace
+    clean = _clean_ms(windows, _cutouts(run)) if pace is not None and pace.timed else []
     for r, rank in enumerate(ranks):
-        rank.spans += window_spans
+        if pace is None or not pace.timed:
+            rank.spans += window_spans
+        else:  # each rank's own wait (ett.window.wait_s)
+            rank.spans += [
+                (name, a, b, (*attrs, (sc.WINDOW_WAIT_S, pace.wait_s(r, t, n, c))))
+                for (name, a, b, attrs), (t, n), c in zip(window_spans, starts, clean, strict=True)
+            ]
         for step, s, blocks, persists in run.saves:
             if blocks[r] <= limit:
                 attrs = (
@@ -249,6 +270,20 @@ def _emit(
                 rank.add(sc.SPAN_COMPILE, s, e, ((sc.COMPILE_CACHE, "miss"),))
     plan.progress = windows[-1][1] if windows else plan.first
     plan.cutouts = _cutouts(run)
+
+
+def _clean_ms(windows: list[tuple[int, int]], cutouts: list[Interval]) -> list[int]:
+    """Each window's milliseconds outside the cut-outs (both sorted, cut-outs disjoint)."""
+    out, i = [], 0
+    for a, b in windows:
+        while i < len(cutouts) and cutouts[i][1] <= a:
+            i += 1
+        cut, j = 0, i
+        while j < len(cutouts) and cutouts[j][0] < b:
+            cut += max(0, min(b, cutouts[j][1]) - max(a, cutouts[j][0]))
+            j += 1
+        out.append(b - a - cut)
+    return out
 
 
 def _newest_committed(run: _Run, attempt: int, by: int) -> Checkpoint | None:

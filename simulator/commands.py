@@ -19,6 +19,14 @@ examples:
   ett simulate --jobs 50 --truth truth.jsonl --dry-run   # what would be sent, sending nothing
   ett simulate --live 3                                  # 3 jobs running in real time
   ett simulate --regress "model=dlrm-large component=checkpoint factor=3 at=2026-11-20T00:00:00Z"
+  ett simulate --regress "model=dcn-v2 component=step factor=1.3 at=2026-11-20T00:00:00Z"
+  ett simulate --straggler "model=dlrm-large rank=3 factor=1.5 at=2026-11-20T00:00:00Z"
+
+Inside the loop: component=step stretches every rank's step time (a slow model: fewer samples per
+second); --straggler makes one rank of every job of the model (with more ranks than R) compute F
+times longer per step from the instant on, while the others wait for it in their collectives (all
+ranks' step times stay equal, and grow by share x (F - 1)). Windows carry each rank's wait as
+ett.window.wait_s (profile table [loop]).
 
 The history is the window from --start to --start + --days; by default it ends now. No span of
 it ends after the window: the --jobs training jobs arrive uniformly over the window, and one that
@@ -31,9 +39,13 @@ they start now and run on in real time.
 history's end, e.g.
   {"record": "regression", "model": "dlrm-small", "team": null, "component": "checkpoint",
    "factor": 6.0, "at": 1796061600.0, "at_iso": "2026-11-30T18:00:00Z"}
-(model or team is null); then one line per job sent (history, publish and live jobs) with the read
-API's field names and no "record" key. A job left out has no line. Read it in Python with
-ett_simulator.read_truth(FILE) -> (jobs, regressions).
+(model or team is null); then one line per --straggler, as given, e.g.
+  {"record": "straggler", "model": "dlrm-large", "rank": 3, "factor": 1.5,
+   "at": 1796061600.0, "at_iso": "2026-11-30T18:00:00Z"}
+(a slow model is a regression line with "component": "step"); then one line per job sent
+(history, publish and live jobs) with the read API's field names and no "record" key. A job
+left out has no line. Read it in Python with ett_simulator.read_truth(FILE) -> (jobs,
+regressions) and ett_simulator.read_stragglers(FILE).
 
 The same arguments (with --start) give byte-identical spans. The default profile, with every key
 documented, is simulator/default_profile.toml; --profile FILE is merged over it.
@@ -104,6 +116,14 @@ def register(sub: Any) -> None:
         metavar="SPEC",
         help='"model=M component=C factor=K at=ISO" (or team=T); repeatable',
     )
+    p.add_argument(
+        "--straggler",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help='"model=M rank=R factor=F at=ISO": rank R of the model\'s jobs computes F times '
+        "longer per step from then on; repeatable",
+    )
     p.add_argument("--gzip", action="store_true", help="gzip request bodies")
     p.add_argument("--batch", type=int, default=2048, help="spans per request (default 2048)")
     p.add_argument("--token", default=None, help="bearer token (default: $ETT_TOKEN)")
@@ -146,6 +166,7 @@ def _simulate(args: argparse.Namespace) -> int:
             models=_names(args.models, "--models"),
             teams=_names(args.teams, "--teams"),
             regress=args.regress,
+            stragglers=args.straggler,
             jobs=args.jobs,
             days=args.days,
             seed=args.seed,

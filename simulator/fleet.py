@@ -25,6 +25,7 @@ from ett import semconv
 from ._jobs import JobSpec, SimJob, generate_job
 from .profile import Profile
 from .regression import Regression, check_regressions, format_instant
+from .straggler import Straggler, check_stragglers
 from .truth import Truth, compute_truth
 
 _EARLIEST_S = 0.0
@@ -44,6 +45,8 @@ class FleetSpec:
     regressions: tuple[Regression, ...] = ()
     live: int = 0
     live_window_s: float = semconv.DEFAULT_WINDOW_S
+    stragglers: tuple[Straggler, ...] = ()
+    """Planted straggler ranks (``--straggler``)."""
 
     def __post_init__(self) -> None:
         if self.jobs < 0:
@@ -55,6 +58,7 @@ class FleetSpec:
         if self.start is not None and not math.isfinite(self.start):
             raise ValueError(f"start must be unix seconds, got {self.start}")
         check_regressions(self.regressions, self.profile)
+        check_stragglers(self.stragglers, self.profile)
 
     def window(self, now: float) -> tuple[float, float]:
         """The history's ``(start, end)`` in unix seconds: from ``start`` (default ``now - days``)
@@ -135,7 +139,7 @@ def generate(
     yielded and ``on_dropped(spec)`` is called. It is generated first (and then discarded), so
     the jobs that are kept do not change."""
     for spec in specs if specs is not None else job_specs(fleet):
-        jobs = generate_job(spec, fleet.profile, fleet.regressions)
+        jobs = generate_job(spec, fleet.profile, fleet.regressions, fleet.stragglers)
         if spec.until_ms is not None and last_ms(jobs) > spec.until_ms:
             if on_dropped is not None:
                 on_dropped(spec)

@@ -287,6 +287,12 @@ _SCHEMA: Final[dict[str, dict[str, Checker]]] = {
         "eval_interval_s": _non_negative,
         "startup_scale": _positive,
     },
+    "loop": {
+        "compute_share": _probability,
+        "compute_sigma": _non_negative,
+        "step_sigma": _non_negative,
+        "timed": _flag,
+    },
     "model_defaults": _MODEL,
 }
 

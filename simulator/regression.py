@@ -10,7 +10,10 @@ model (or team), is drawn as usual and multiplied by ``K``:
   ``other`` also stretches the exit after a failure and the first step;
 - ``checkpoint``: save blocking, persist and ``checkpoint_load``;
 - ``compile``: start-up compiles and recompiles; ``eval``: evals; ``publish``: the publish job;
-- ``failure``: the failure rate (failures per training hour times K).
+- ``failure``: the failure rate (failures per training hour times K);
+- ``step``: the step time of every rank (a slow model: K times fewer steps, and samples, per
+  second of training; a job's steps take K times longer, so it trains longer); not a component
+  of ETT-SPEC, and it stretches no span (``_pace.py``).
 
 Several regressions multiply. ``factor`` is > 0 (below 1 is an improvement).
 """
@@ -25,8 +28,8 @@ from ett import semconv as sc
 
 from .profile import Profile, ProfileError
 
-COMPONENTS = tuple(c.value for c in sc.ComponentValues)
-"""Components a regression may name."""
+COMPONENTS = (*(c.value for c in sc.ComponentValues), "step")
+"""Components a regression may name: ETT-SPEC's, and ``step``, the step time itself."""
 
 _KEYS = ("model", "team", "component", "factor", "at")
 FORMAT = '"model=M component=C factor=K at=ISO" (or team=T instead of model=M)'

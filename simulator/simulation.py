@@ -31,8 +31,9 @@ from .fleet import FleetSpec, generate, job_specs
 from .profile import load_profile
 from .regression import Regression, parse_regression
 from .sinks import DatabaseSink, EndpointSink, Sink
+from .straggler import Straggler, parse_straggler
 from .truth import Truth
-from .truth_file import job_line, regression_line
+from .truth_file import job_line, regression_line, straggler_line
 from .wire import Encoder, RankSpans
 
 DEFAULT_BATCH_SPANS = 2048
@@ -118,6 +119,7 @@ def simulate(
         if truth_path is not None:
             out = open(truth_path, "w", encoding="utf-8")  # noqa: SIM115
             out.writelines(regression_line(r) for r in fleet.regressions)
+            out.writelines(straggler_line(s) for s in fleet.stragglers)
         bar = _Progress(progress, len(history))
 
         def left_out(spec: JobSpec) -> None:
@@ -229,6 +231,8 @@ class FleetArgs(TypedDict, total=False):
     """Unix seconds of the fleet's start (default: now - days, so that the history ends now)."""
     regress: Iterable[str | Regression]
     """``--regress`` strings or :class:`Regression` values (default none)."""
+    stragglers: Iterable[str | Straggler]
+    """``--straggler`` strings or :class:`Straggler` values (default none)."""
     profile: str | Path | None
     """A profile TOML (default: the built-in profile)."""
     models: list[str] | None
@@ -260,6 +264,10 @@ def fleet_spec(**args: Unpack[FleetArgs]) -> FleetSpec:
         regressions=regs,
         live=args.get("live", 0),
         live_window_s=args.get("live_window_s", semconv.DEFAULT_WINDOW_S),
+        stragglers=tuple(
+            s if isinstance(s, Straggler) else parse_straggler(s)
+            for s in args.get("stragglers", ())
+        ),
     )
 
 

@@ -132,6 +132,11 @@ class Encoder:
                     key = keys[k] = _field(0x0A, k.encode())
                 if type(v) is int and 0 <= v < 16384:
                     value = b"\x12" + _SHORT[1 + len(_SHORT[v])] + b"\x18" + _SHORT[v]
+                elif type(v) is int and 0 <= v <= _MASK64:  # as key_value, without its calls
+                    n = _varint_slow(v)
+                    value = b"\x12" + _SHORT[1 + len(n)] + b"\x18" + n
+                elif type(v) is float:  # AnyValue double: tag 0x21 and 8 bytes
+                    value = b"\x12\x09\x21" + _pack_double(v)
                 else:
                     value = key_value("", v)[2:]  # drop the empty key's field
                 parts += (prefix, _varint(len(key) + len(value)), key, value)

@@ -94,6 +94,14 @@ def evaluate(
         from ._burn import findings  # _burn imports this module (Finding)
 
         return findings(rule, fleet, t)
+    if rule.kind in (Kind.THROUGHPUT_REGRESSION, Kind.STRAGGLER):
+        from ._perf import straggler_findings, throughput_findings  # _perf imports this module
+
+        if rule.kind is Kind.STRAGGLER:
+            return straggler_findings(rule, fleet, t)
+        return throughput_findings(rule, fleet, t, {
+            key: (alert.labels, alert.figures)
+            for (name, key), alert in (active or {}).items() if name == rule.name})  # fmt: skip
     if rule.kind is Kind.PRESUMED_DEAD:
         return _presumed_dead(rule, fleet) if live else []
     if rule.kind is Kind.RESTART_STORM:

@@ -27,6 +27,23 @@ SUMMED = ("wall", "productive", "idle", "failure", "blocking", "unsaved", "tts_s
 
 
 @dataclass(frozen=True, slots=True)
+class Straggling:
+    """The top rank of one attempt by compute per step (``loop_facts``)."""
+
+    attempt: int
+    rank: int
+    score: float
+    """Its compute per step over the other ranks' median, over the attempt."""
+    ratios: tuple[tuple[float, int], ...]
+    """``(ratio, windows)`` of its steady windows against the others at the same time, highest
+    first (truncated: ``collector/domain/_loop_facts.py``)."""
+
+    def windows_at(self, threshold: float) -> int:
+        """Its windows with a ratio at or above ``threshold``."""
+        return sum(n for r, n in self.ratios if r >= threshold)
+
+
+@dataclass(frozen=True, slots=True)
 class JobFacts:
     """What the alerts need of one job (from its stored summary)."""
 
@@ -56,6 +73,13 @@ class JobFacts:
     publishing job, whose figures are not rates of training time."""
     failures: int = 0
     """Failed attempts."""
+    throughput: float | None = None
+    """Samples per rank-second of the job's loop (its stored ``loop_facts``, kept for ended
+    jobs: ``collector/domain/_loop_facts.py``); None when not known."""
+    loop_rank_s: float = 0.0
+    """Rank-seconds the job spent stepping (outside stalls)."""
+    stragglers: tuple[Straggling, ...] = ()
+    """Per attempt with two or more timed ranks: its top rank and how long it straggled."""
 
     def group(self, by: GroupKey) -> str:
         """The job's model or team."""
@@ -99,7 +123,24 @@ def facts_from_summary(summary: dict[str, Any]) -> JobFacts:
         gpus=max([len(a.get("ranks") or ()) for a in attempts] + [1]),
         trained=summary.get("tts_s") is not None or float(summary["productive_s"]) > 0,
         failures=int(summary.get("failures") or 0),
+        **_loop(summary.get("loop_facts")),
     )
+
+
+def _loop(facts: Any) -> dict[str, Any]:
+    """The :class:`JobFacts` fields of a stored ``loop_facts`` (none when absent)."""
+    if not isinstance(facts, dict):
+        return {}
+    rate = facts.get("samples_per_rank_s")
+    return {
+        "throughput": None if rate is None else float(rate),
+        "loop_rank_s": float(facts.get("loop_rank_s") or 0.0),
+        "stragglers": tuple(
+            Straggling(int(s["attempt"]), int(s["rank"]), float(s["score"]),
+                       tuple((float(r), int(n)) for r, n in s.get("ratios") or ()))
+            for s in facts.get("stragglers") or ()
+        ),
+    }  # fmt: skip
 
 
 def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:

@@ -7,10 +7,16 @@ was found, the delay from its onset to the first firing that names it, and the s
 group's lost time its component held in the week before the onset (a component too small to
 matter is one the rules are meant not to see).
 
-- precision: firings that name a planted regression / regression firings;
+- precision: firings that a planted regression explains (names it; or, for a planted
+  straggler, a throughput regression of its model after its onset) / regression firings;
 - recall: planted regressions named at least once / planted regressions (those whose onset
   lies inside the backtest, with at least ``min_after_s`` of history after it);
 - false firings per day: false firings / days backtested.
+
+Inside the loop (issue 26): a slow model (``--regress ... component=step``) is a regression whose
+component is ``step``, named by the ``throughput_regression`` kind's alerts (component
+``step``); a planted straggler (a line ``{"record": "straggler", ...}``) is planted as component
+``straggler`` of its model, named by the ``straggler`` kind's alerts.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ from ._backtest import Firing
 from ._fleet import JobFacts
 
 DAY = 86400.0
+STRAGGLER = "straggler"
+"""The record kind, and the component, of a planted straggler."""
+STEP = "step"
+"""The component of a slow model (a planted step regression) and of throughput alerts."""
 
 
 @dataclass(frozen=True)
@@ -53,15 +63,33 @@ class Planted:
             and firing.fired_at >= self.at
         )
 
+    def explains(self, firing: Firing) -> bool:
+        """Whether ``firing`` is a true consequence of this plant: it names it, or the plant
+        is a straggler and the firing a throughput regression (component ``step``) of its
+        model after its onset (the other ranks wait for a straggler: every step is slower)."""
+        if self.named_by(firing):
+            return True
+        label, value = self.group
+        return (
+            self.component == STRAGGLER
+            and firing.labels.get(label) == value
+            and firing.labels.get("component") == STEP
+            and firing.fired_at >= self.at
+        )
+
 
 def planted_from(records: Iterable[Mapping[str, Any]]) -> list[Planted]:
-    """The planted regressions among truth-file records (other records are skipped).
+    """The planted regressions and stragglers among truth-file records (a straggler is planted
+    as component ``straggler`` of its model; other records are skipped).
 
     Raises:
         ValueError: for a regression record without component, factor or onset.
     """
     out = []
     for r in records:
+        if r.get("record") == STRAGGLER:
+            out.append(_straggler(r))
+            continue
         if r.get("record") != "regression":
             continue
         try:
@@ -77,6 +105,13 @@ def planted_from(records: Iterable[Mapping[str, Any]]) -> list[Planted]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a regression record needs component, factor and at: {r}") from exc
     return out
+
+
+def _straggler(r: Mapping[str, Any]) -> Planted:
+    try:
+        return Planted(STRAGGLER, float(r["factor"]), float(r["at"]), model=str(r["model"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a straggler record needs model, factor and at: {r}") from exc
 
 
 @dataclass(frozen=True)
@@ -149,7 +184,10 @@ class Quality:
 
 
 def share_before(jobs: Sequence[JobFacts], p: Planted) -> float | None:
-    """The planted component's % of its group's lost seconds in the 7 days before the onset."""
+    """The planted component's % of its group's lost seconds in the 7 days before the onset
+    (None for the loop's plants, ``step`` and ``straggler``: no ETT component holds them)."""
+    if p.component in (STEP, STRAGGLER):
+        return None
     label, value = p.group
     lost = comp = 0.0
     for j in jobs:
@@ -169,7 +207,7 @@ def score(
     min_after_s: float = DAY,
 ) -> Quality:
     """Score regression ``firings`` of a backtest over ``[since, until]`` against ``planted``."""
-    true = [f for f in firings if any(p.named_by(f) for p in planted)]
+    true = [f for f in firings if any(p.explains(f) for p in planted)]
     detections = []
     for p in planted:
         first = min((f.fired_at for f in firings if p.named_by(f)), default=math.nan)

@@ -82,6 +82,18 @@ class Kind(StrEnum):
     """The group's ETT burns the error budget of ``objective_pct`` faster than ``burn_rate`` over
     both ``long_window`` and ``short_window`` (multi-window burn rate; ``_burn.py``). Component
     ``burn``."""
+    THROUGHPUT_REGRESSION = "throughput_regression"
+    """Samples per second per rank of the group's recent jobs down on its baseline, with the
+    statistics of ``regression``: a one-sided rank test over the jobs (scanned over the newest
+    ones), Benjamini-Hochberg over the groups at ``fdr``, the effect floor
+    ``min_gpu_hours_per_day`` (the extra GPU-hours a day the slower steps cost), a frozen
+    baseline and ``resolve_p``. Component ``step`` (``_perf.py``)."""
+    STRAGGLER = "straggler"
+    """A persistent straggler: one rank of a job of the group (that ended, or last reported, in
+    ``window``; a running job's facts are at most 5 minutes old) whose
+    compute per step was at least ``min_score`` times the other ranks' (at the same time) in at
+    least ``min_windows`` windows of one attempt. One alert per group, naming its jobs and
+    ranks. Component ``straggler`` (``_perf.py``)."""
 
 
 REGRESSION_KINDS: frozenset[Kind] = frozenset(
@@ -91,6 +103,8 @@ REGRESSION_KINDS: frozenset[Kind] = frozenset(
         Kind.COMPONENT_REGRESSION,
         Kind.TTS_REGRESSION,
         Kind.CHECKPOINT_BLOCKING_REGRESSION,
+        Kind.THROUGHPUT_REGRESSION,
+        Kind.STRAGGLER,
     }
 )
 """The kinds that report regressions (what a truth file's planted regressions score; not
@@ -120,6 +134,10 @@ _FIELDS: dict[Kind, set[str]] = {
     | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p"},
     Kind.ETT_SLO_BURN: _COMMON
     | {"objective_pct", "long_window", "short_window", "burn_rate", "min_jobs"},
+    Kind.THROUGHPUT_REGRESSION: _COMMON
+    | _REGRESSION
+    | {"fdr", "min_gpu_hours_per_day", "resolve_p"},
+    Kind.STRAGGLER: _COMMON | {"window", "min_score", "min_windows"},
 }
 """The fields each kind accepts (any other field is an error)."""
 
@@ -164,12 +182,18 @@ class Rule:
     short_window: str = "1h"
     burn_rate: float | None = None
     """Fire when the budget burns faster than this over both windows (SLO burn)."""
+    min_score: float = 1.3
+    """A straggler's compute per step over the other ranks' (straggler kind; above 1)."""
+    min_windows: int = 20
+    """Windows of one attempt a straggler must hold ``min_score`` in (straggler kind)."""
 
     @property
     def windows(self) -> tuple[str, ...]:
         """The windows the condition reads (the backtest steps at their edges)."""
         if self.kind is Kind.ETT_SLO_BURN:
             return (self.long_window, self.short_window)
+        if self.kind is Kind.STRAGGLER:
+            return (self.window,)
         return (self.window, self.baseline)
 
     @property
@@ -198,6 +222,8 @@ _FIXED_COMPONENT = {
     Kind.PRESUMED_DEAD: ComponentValues.FAILURE.value,
     Kind.RESTART_STORM: ComponentValues.FAILURE.value,
     Kind.ETT_SLO_BURN: "burn",
+    Kind.THROUGHPUT_REGRESSION: "step",
+    Kind.STRAGGLER: "straggler",
 }
 
 
@@ -437,6 +463,12 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
         return key, float(value)
     if key == "min_gpu_hours_per_day":
         return key, _number(value, 0.0, None)
+    if key == "min_score":
+        if not _number(value) > 1.0:
+            raise ValueError(f"must be a ratio above 1, got {value!r}")
+        return key, float(value)
+    if key == "min_windows":
+        return key, _integer(value, 1)
     raise ValueError("unknown field")  # pragma: no cover - _FIELDS screens first
 
 
@@ -448,6 +480,7 @@ def _check_rule(rule: Rule) -> None:
         Kind.COMPONENT_REGRESSION,
         Kind.TTS_REGRESSION,
         Kind.CHECKPOINT_BLOCKING_REGRESSION,
+        Kind.THROUGHPUT_REGRESSION,
     )
     if regression and rule.baseline_s <= rule.window_s:
         raise _FieldError(

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ett_dashboard import _format as fmt
-from ett_dashboard import _page, charts
+from ett_dashboard import _loop, _page, charts
 from ett_dashboard.client import ApiError
 
 WINDOWS = {"6h": "last 6 hours", "24h": "last 24 hours", "7d": "last 7 days", "30d": "last 30 days"}
@@ -90,6 +90,8 @@ def fleet_view(window: str, by: str, model: str, team: str, state: str) -> None:
                 "lost_gpu_h": st.column_config.NumberColumn("lost GPU-hours", format="%.1f"),
             },
         )
+    st.subheader("Slow time by model (inside the loop)")
+    _loop.fleet_section(client, window, model, team)
     st.subheader("Alerts firing now")
     try:  # read after the figures above are on the page
         alerts = client.alerts()

@@ -1,4 +1,5 @@
-"""Job: one job's figures, its timeline, start-up per rank, checkpoints and compiles; live."""
+"""Job: one job's figures, its timeline, start-up per rank, checkpoints and compiles, and inside
+the loop its step time, throughput per rank and straggler rank; live."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from ett_dashboard import _format as fmt
-from ett_dashboard import _page, charts
+from ett_dashboard import _loop, _page, charts
 from ett_dashboard.client import ApiError, Client
 
 LIVE = ("running", "presumed_dead")
@@ -240,6 +241,8 @@ def job_view(job_id: str, c: Client) -> None:
     _startup(job, act)
     st.subheader("Checkpoints")
     _checkpoints(act)
+    st.subheader("Inside the loop")
+    _loop.job_section(c, job_id)
     lost = job["lost_by_component"]
     if lost:
         st.subheader("Lost time by component")

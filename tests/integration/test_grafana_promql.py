@@ -17,6 +17,7 @@ import yaml
 
 from ett_grafana._provisioning import render
 from tests.support.collector_process import Collector, start_collector
+from tests.support.performance_seed import perf_job
 from tests.support.ports import free_port
 from tests.support.replay import send_spans
 from tests.support.worked_example import worked_example
@@ -104,6 +105,9 @@ def test_every_promql_expression_returns_series(collector: Collector, prometheus
     base = time.time() - 600
     assert send_spans(worked_example("promql-job", base), collector.url) > 0
     assert collector.job("promql-job")["ett_pct"] == pytest.approx(60.0)  # recomputed: observed
+    # a job with training windows: the per-model loop gauges (ett_model_*, issue 26)
+    assert send_spans(perf_job("promql-loop", "dlrm", base), collector.url) > 0
+    assert collector.job("promql-loop")["productive_s"] > 0
     pending = set(_expressions())
     results: dict[str, list[object]] = {}
 

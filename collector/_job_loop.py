@@ -1,0 +1,79 @@
+"""The loop facts of a job kept with its figures at save time, for the alerts (issue 26).
+
+``collector/domain/_loop_facts.py`` says what they are: the job's raw windows and its compacted
+``window_series`` buckets become points, as for the performance view
+(``ett_collector.performance``). A job that ended gets fresh facts at every save. A running job's
+figures are saved after every window, so its facts are computed at most every
+:data:`RUNNING_EVERY_S` per job in this process, the last ones kept in between (the straggler
+alert sees a running job this way; the throughput regression tests only ended jobs). A bug in
+the facts' computation is logged and saves the figures without them; a database error raises,
+as the recompute's own reads do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from ett import semconv as sc
+
+from .domain._loop_facts import loop_facts
+from .domain._points import point_of_window
+from .domain.model import JobState, JobSummary
+from .storage import Store
+from .storage._series import points_of_rows
+
+KEY = "loop_facts"
+"""The key of the facts in the stored summary JSON (left out of the read API's job object)."""
+
+RUNNING_EVERY_S = 300.0
+"""The least time between two computations of a running job's facts (in one process)."""
+
+_REMEMBERED = 4096
+"""Running jobs whose last facts are kept (the oldest are forgotten past it)."""
+
+log = logging.getLogger("ett_collector")
+_last: dict[str, tuple[float, dict[str, Any] | None]] = {}
+_lock = threading.Lock()
+
+
+def _compute(store: Store, job_id: str) -> dict[str, Any] | None:
+    spans, rows = store.load_performance(job_id)
+    points = points_of_rows(rows)
+    for s in spans:
+        if s.name == sc.SPAN_TRAIN_WINDOW:
+            p = point_of_window(s)
+            if p is not None:
+                points.append(p)
+    if not points:
+        return None
+    try:
+        return loop_facts(points, spans)
+    except Exception:  # the alerts' extra never costs the job its ETT figures
+        log.exception("loop facts of job %r failed; its figures are saved without them", job_id)
+        return None
+
+
+def job_loop_facts(
+    store: Store, summary: JobSummary, clock: Any = time.monotonic
+) -> dict[str, Any] | None:
+    """The loop facts of the job of ``summary`` (None without training windows)."""
+    job_id = summary.job_id
+    if summary.state is not JobState.RUNNING:
+        with _lock:
+            _last.pop(job_id, None)
+        return _compute(store, job_id)
+    now = clock()
+    with _lock:
+        seen = _last.get(job_id)
+    if seen is not None and now - seen[0] < RUNNING_EVERY_S:
+        return seen[1]
+    facts = _compute(store, job_id)
+    with _lock:
+        if len(_last) >= _REMEMBERED:
+            for old in sorted(_last, key=lambda j: _last[j][0])[: _REMEMBERED // 4]:
+                del _last[old]
+        _last[job_id] = (now, facts)
+    return facts

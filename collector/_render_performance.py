@@ -1,0 +1,72 @@
+"""The performance section of ``ett report`` (issue 26): inside the loop, beside ETT."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(seconds: Any) -> str:
+    return f"{1000 * float(seconds):.1f} ms" if seconds is not None else "-"
+
+
+def _straggler(perf: dict[str, Any]) -> str:
+    named = perf.get("straggler")
+    scores = perf.get("stragglers") or []
+    if named:
+        return (
+            f"rank {named['rank']} (attempt {named['attempt']}): computes {named['score']:.2f}x "
+            f"the other ranks' median per step; they waited {100 * named['others_wait_share']:.0f}"
+            f"% of each step; {named['windows_above']} of {named['windows_timed']} windows above "
+            f"{perf['straggler_threshold']:g}x"
+        )
+    if scores:
+        top = max(scores, key=lambda s: s["score"])
+        return (
+            f"none (highest rank score {top['score']:.2f}, below {perf['straggler_threshold']:g})"
+        )
+    return "not measured (no window carries ett.window.wait_s: see torch_hooks.time_ddp_waits)"
+
+
+def print_performance(perf: dict[str, Any], console: Console) -> None:
+    """Ideal and slow step time, throughput, the straggler and the slowest windows."""
+    t = Table(title="Inside the loop (beside ETT)", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    basis = {"steady": "steady windows", "after_warmup": "windows after warm-up", "all": "all"}
+    t.add_row(
+        "ideal step time",
+        f"{_ms(perf['ideal_step_s'])}  (median of {perf['ideal_points']} "
+        f"{basis.get(perf['ideal_basis'], perf['ideal_basis'])})",
+    )
+    if perf.get("slow_s") is not None:
+        pct = perf.get("slow_pct")
+        t.add_row(
+            "slow time",
+            f"{perf['slow_s']:.1f} s"
+            + (f"  ({pct:.1f}% of productive)" if pct is not None else ""),
+        )
+    rate = perf.get("samples_per_s")
+    t.add_row("throughput", f"{rate:,.1f} samples/s" if rate is not None else "-")
+    t.add_row("steps", f"{perf['steps']:,}  ({perf['windows']:,} windows)")
+    t.add_row("straggler", _straggler(perf))
+    console.print(t)
+    slow = perf.get("slow_windows") or []
+    if slow:
+        from ._render import instant
+
+        w = Table(title="Slowest windows", title_justify="left")
+        for col in ("attempt", "start", "step", "x ideal", "lost", "overlapping"):
+            w.add_column(col)
+        for s in slow[:5]:
+            w.add_row(
+                str(s["attempt"]),
+                instant(s["start"]),
+                _ms(s["step_s"]),
+                f"{s['ratio']:.2f}",
+                f"{s['lost_s']:.1f} s",
+                ", ".join(s["overlaps"]) or "-",
+            )
+        console.print(w)

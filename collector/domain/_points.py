@@ -1,0 +1,73 @@
+"""The points the performance figures read (issue 26): a rank's raw window or compacted bucket,
+and the union of intervals a point is checked against (``_performance.py``)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ett import semconv as sc
+
+from .model import SpanRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A rank's windows over ``[start, end]``: one raw window, or one compacted bucket."""
+
+    attempt: int
+    rank: int
+    start: float
+    end: float
+    windows: int
+    steps: int
+    samples: int
+    seconds: float
+    timed_steps: int = 0
+    timed_s: float = 0.0
+    wait_s: float = 0.0
+
+    @property
+    def step_s(self) -> float | None:
+        """Seconds per step (None without steps)."""
+        return self.seconds / self.steps if self.steps > 0 else None
+
+
+def point_of_window(span: SpanRecord) -> Point | None:
+    """The point of one raw ``ett.train.window`` span (None when its steps are unknown)."""
+    first, last = span.attributes.get(sc.STEP_FIRST), span.attributes.get(sc.STEP_LAST)
+    if type(first) is not int or type(last) is not int or last < first:
+        return None
+    samples = span.attributes.get(sc.SAMPLES)
+    wait = span.attributes.get(sc.WINDOW_WAIT_S)
+    steps, seconds = last - first + 1, max(0.0, span.end - span.start)
+    timed = type(wait) in (int, float)
+    return Point(
+        span.attempt, span.rank, span.start, span.end, 1, steps,
+        samples if type(samples) is int else 0, seconds,
+        steps if timed else 0, seconds if timed else 0.0,
+        min(max(0.0, float(wait)), seconds) if timed else 0.0,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+class Intervals:
+    """The union of some intervals, for overlap queries."""
+
+    def __init__(self, intervals: Iterable[tuple[float, float]]) -> None:
+        merged: list[list[float]] = []
+        for s, e in sorted(intervals):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        self.starts = [m[0] for m in merged]
+        self.ends = [m[1] for m in merged]
+
+    def covered(self, start: float, end: float) -> float:
+        """Seconds of ``[start, end]`` inside the union."""
+        total, i = 0.0, max(0, bisect.bisect_right(self.starts, start) - 1)
+        while i < len(self.starts) and self.starts[i] < end:
+            total += max(0.0, min(end, self.ends[i]) - max(start, self.starts[i]))
+            i += 1
+        return total

@@ -1,0 +1,77 @@
+"""A job's performance figures and throughput series, beside its ETT figures (issue 26).
+
+Read on demand (``GET /api/v1/jobs/{id}/performance?buckets=N``, ``ett report``): the job's raw
+windows and its compacted ``window_series`` buckets become
+:class:`~ett_collector.domain._points.Point` values, and the pure domain functions do the
+rest. The base of ``slow_pct`` is the job's stored ETT productive seconds, when it has figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ett import semconv as sc
+
+from .domain._performance import Point, performance, point_of_window
+from .domain._throughput import MAX_BUCKETS, series
+from .domain.model import SpanRecord
+from .query import NotFound, Query, QueryError
+from .storage._series import points_of_rows
+
+DEFAULT_BUCKETS = 60
+"""Buckets of the throughput series unless asked for."""
+
+
+def parse_buckets(text: str | None) -> int:
+    """``?buckets=``: an integer from 1 to :data:`MAX_BUCKETS` (default :data:`DEFAULT_BUCKETS`)."""
+    if text is None or text == "":
+        return DEFAULT_BUCKETS
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_BUCKETS:
+        raise QueryError(f"buckets must be an integer from 1 to {MAX_BUCKETS}, got {text!r}")
+    return n
+
+
+def job_points(spans: Sequence[SpanRecord], rows: Sequence[Sequence[Any]]) -> list[Point]:
+    """A job's points: its compacted ``window_series`` rows and its raw training windows."""
+    points = points_of_rows(rows)
+    for s in spans:
+        if s.name == sc.SPAN_TRAIN_WINDOW:
+            p = point_of_window(s)
+            if p is not None:
+                points.append(p)
+    return points
+
+
+def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """The ``performance`` block of ``job_id`` with its ``series`` of ``buckets`` slices."""
+    spans, rows = query.store.load_performance(job_id)
+    if not spans and not rows:
+        raise NotFound(f"no job {job_id!r}")
+    points = job_points(spans, rows)
+    productive = None
+    try:
+        productive = float(query.job(job_id)["productive_s"])
+    except (LookupError, RuntimeError, TypeError, ValueError):
+        productive = None  # no figures yet: the loop's own seconds are the base
+    block: dict[str, Any] = {"job_id": job_id, **performance(points, spans, productive)}
+    block["productive_s"] = productive
+    block["series"] = series(points, buckets)
+    return block
+
+
+def with_performance(query: Query, job: Any) -> Any:
+    """``job`` (a job's figures) with its ``performance`` block (no series), for ``ett report``;
+    unchanged when the job has no training window or the block cannot be computed."""
+    try:
+        block = job_performance(query, str(job["job_id"]), buckets=1)
+    except (LookupError, ValueError):
+        return job
+    if not block.get("points"):
+        return job  # no training window: nothing to say inside the loop
+    block.pop("series", None)
+    return {**job, "performance": block}

@@ -1,0 +1,121 @@
+"""The step-time series of folded windows: what compaction keeps of each window's performance.
+
+A window run (``_runs.py``) keeps a rank's first and last step and its summed samples, which
+is all ETT-SPEC section 3 reads; the step time, throughput and compute time of each window
+(docs/metrics.md, "Inside the loop") would be gone. So compaction, in the transaction that
+folds raw windows into runs, adds each window it folds (never a replay: one lying inside a
+stored run) to ``window_series``: per (attempt, rank) and bucket of :data:`SERIES_S` seconds
+(the bucket of the window's start) the windows, steps (``last - first + 1``), samples and
+seconds (``end - start``), and of the windows carrying ``ett.window.wait_s`` their steps,
+seconds and summed wait. Adding is order-free, like the fold. With 10 s windows a row stands
+for 6 windows of a rank: about 15 bytes per folded window in SQLite, within the compaction
+target of 100 bytes per ingested span (``tests/performance/bench_step_series.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ett_collector.domain._points import Point
+from ett_collector.storage._runs import Run
+
+SERIES_S = 60.0
+"""Seconds of one ``window_series`` bucket (a fixed resolution: 1440 rows per rank and day)."""
+
+SERIES_COLUMNS = (
+    "job_id",
+    "attempt",
+    "rank",
+    "bucket",
+    "windows",
+    "steps",
+    "samples",
+    "seconds",
+    "timed_steps",
+    "timed_s",
+    "wait_s",
+)
+"""Columns of a ``window_series`` row, in the order of :func:`series_rows`."""
+
+_SUMMED = SERIES_COLUMNS[4:]
+
+
+def upsert_sql(ph: str) -> str:
+    """Insert a bucket, or add to the stored one (SQLite and PostgreSQL alike)."""
+    cols = ", ".join(f'"{c}"' for c in SERIES_COLUMNS)
+    adds = ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED)
+    return (
+        f"INSERT INTO window_series ({cols}) VALUES ({', '.join([ph] * len(SERIES_COLUMNS))})"
+        f" ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET {adds}"
+    )
+
+
+def load_sql(ph: str) -> str:
+    """A job's buckets, by (attempt, rank, bucket)."""
+    cols = ", ".join(f'"{c}"' for c in SERIES_COLUMNS)
+    return f"SELECT {cols} FROM window_series WHERE job_id = {ph} ORDER BY attempt, rank, bucket"
+
+
+def _steps(w: Run) -> int:
+    first, last = w.raw[0], w.raw[1]
+    if type(first) is int and type(last) is int and last >= first:
+        return last - first + 1
+    return 0
+
+
+def series_rows(job_id: str, windows: Iterable[Run]) -> list[tuple[Any, ...]]:
+    """``window_series`` rows (:data:`SERIES_COLUMNS` order) summing single ``windows``."""
+    acc: dict[tuple[int, int, float], list[float]] = {}
+    for w in windows:
+        bucket = (w.start // SERIES_S) * SERIES_S
+        cell = acc.setdefault((w.attempt, w.rank, bucket), [0, 0, 0, 0.0, 0, 0.0, 0.0])
+        steps, seconds = _steps(w), max(0.0, w.end - w.start)
+        samples = w.raw[2] if type(w.raw[2]) is int else 0
+        cell[0] += 1
+        cell[1] += steps
+        cell[2] += samples
+        cell[3] += seconds
+        wait = w.wait_s
+        if wait is not None:
+            cell[4] += steps
+            cell[5] += seconds
+            cell[6] += min(max(0.0, wait), seconds)
+    return [
+        (job_id, a, r, b, int(c[0]), int(c[1]), int(c[2]), c[3], int(c[4]), c[5], c[6])
+        for (a, r, b), c in sorted(acc.items())
+    ]
+
+
+def not_replays(stored: Sequence[Run], fresh: Iterable[Run]) -> list[Run]:
+    """The ``fresh`` windows that do not lie inside a ``stored`` run of their rank (those are
+    replays, which the fold drops)."""
+    by_rank: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for r in stored:
+        by_rank.setdefault((r.attempt, r.rank), []).append((r.start, r.end))
+    return [
+        w
+        for w in fresh
+        if not any(s <= w.start and w.end <= e for s, e in by_rank.get((w.attempt, w.rank), ()))
+    ]
+
+
+def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
+    """Domain points of ``window_series`` rows selected in :data:`SERIES_COLUMNS` order: each
+    bucket is a point spanning the bucket."""
+    return [
+        Point(
+            attempt=int(a),
+            rank=int(r),
+            start=float(b),
+            end=float(b) + SERIES_S,
+            windows=int(n),
+            steps=int(st),
+            samples=int(sm),
+            seconds=float(sec),
+            timed_steps=int(ts),
+            timed_s=float(tsec),
+            wait_s=float(wait),
+        )
+        for _, a, r, b, n, st, sm, sec, ts, tsec, wait in rows
+    ]

@@ -1,0 +1,200 @@
+"""The pages' "inside the loop" sections (issue 26): a job's step time, slow time, throughput per
+rank and straggler rank (Job page), and the models ranked by slow time (Fleet page). Read only
+through the client; charts from :mod:`.loop_charts`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from . import _format as fmt
+from . import loop_charts
+from .client import ApiError, Client
+
+BUCKETS = 60
+"""Buckets of a job's throughput series (the answer's size, whatever the job's length)."""
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{1000.0 * seconds:,.1f} ms"
+
+
+def _dt(values: Any) -> pd.Series:
+    return pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True)
+
+
+def _read(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+    """The answer, or None after a plain message (a collector without the view: a caption)."""
+    try:
+        out: dict[str, Any] = call(*args, **kwargs)
+    except ApiError as exc:
+        if exc.status == 404:
+            st.caption("No performance figures here (the collector predates them, or no job).")
+        else:
+            st.error(exc.message)
+        return None
+    return out
+
+
+def straggler_text(perf: dict[str, Any]) -> tuple[str, str]:
+    """The straggler metric's value (the rank, or why none) and the sentence that explains it."""
+    s = perf.get("straggler")
+    timed = [x for x in perf.get("stragglers", []) if x.get("ranks_timed", 0) >= 2]
+    if s is None:
+        if not timed:
+            return "not measured", (
+                "No straggler score: it needs two or more ranks whose windows carry their wait "
+                "for the gradient collectives (ett.window.wait_s; DDP models under "
+                "ett-instrument, or ett.torch_hooks.time_ddp_waits)."
+            )
+        top = max((t["score"] for t in timed), default=0.0)
+        return "none", (
+            f"No rank computes {perf['straggler_threshold']:.2f}× the others' median per step "
+            f"(highest score {top:.2f}×)."
+        )
+    return f"rank {s['rank']}", (
+        f"Rank {s['rank']} (attempt {s['attempt']}) computes {s['score']:.2f}× the other ranks' "
+        f"median per step ({_ms(s['compute_s_per_step'])} vs "
+        f"{_ms(s['others_compute_s_per_step'])}), at or above {perf['straggler_threshold']:.2f}× "
+        f"in {s['windows_above']} of its {s['windows_timed']} timed windows; the other ranks "
+        f"spent {100.0 * s['others_wait_share']:.0f} % of their step time waiting for it."
+    )
+
+
+def _metrics(perf: dict[str, Any]) -> None:
+    steps, loop_s = perf.get("steps") or 0, perf.get("loop_s") or 0.0
+    m = st.columns(6)
+    m[0].metric(
+        "Ideal step time",
+        _ms(perf["ideal_step_s"]),
+        help=f"the median step time of the job's {perf['ideal_basis']} windows "
+        f"({perf['ideal_points']}): warm-up and windows under a checkpoint save, eval, "
+        "compile, publish or data wait left out",
+    )
+    m[1].metric("Mean step time", _ms(loop_s / steps if steps else None))
+    m[2].metric(
+        "Slow time",
+        fmt.duration(perf["slow_s"]),
+        help="seconds of steps slower than the ideal step (stalls ETT already charges as idle "
+        "left out): what the loop could win",
+    )
+    m[3].metric("Slow share", fmt.pct(perf["slow_pct"]), help="slow time / productive time")
+    rate = perf.get("samples_per_s")
+    m[4].metric(
+        "Throughput",
+        "—" if rate is None else f"{rate:,.0f}/s",
+        help="samples per second of all ranks over the loop's seconds",
+    )
+    value, sentence = straggler_text(perf)
+    s = perf.get("straggler")
+    m[5].metric(
+        "Straggler rank",
+        value,
+        delta=None if s is None else f"score {s['score']:.2f}×",
+        delta_color="off",
+        help="its compute time per step over the other ranks' median (named at "
+        f"{perf['straggler_threshold']:.2f}× or more)",
+    )
+    st.caption(sentence)
+
+
+def _series_frames(series: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(per-rank rows, band rows, step-time rows) of the series' buckets that have data."""
+    ranks, band, steps = [], [], []
+    for b in series:
+        for r, v in sorted((b.get("ranks") or {}).items(), key=lambda kv: int(kv[0])):
+            ranks.append({"t": b["start"], "rank": f"rank {r}", "samples_per_s": v})
+        if b.get("rank_samples_per_s"):
+            band.append({"t": b["start"], **b["rank_samples_per_s"]})
+        if b.get("step_s") is not None:
+            steps.append({"t": b["start"], "step_ms": 1000.0 * b["step_s"]})
+    frames = [pd.DataFrame(x) for x in (ranks, band, steps)]
+    for df in frames:
+        if not df.empty:
+            df["t"] = _dt(df["t"].to_numpy())
+    return frames[0], frames[1], frames[2]
+
+
+def _slow_windows(perf: dict[str, Any]) -> None:
+    rows = perf.get("slow_windows") or []
+    if not rows:
+        st.caption("No slow window: every step ran within 1.25× the ideal step.")
+        return
+    table = pd.DataFrame(
+        {
+            "from": [fmt.instant(r["start"]) for r in rows],
+            "attempt": [r["attempt"] for r in rows],
+            "rank": [r["rank"] for r in rows],
+            "step": [_ms(r["step_s"]) for r in rows],
+            "× ideal": [f"{r['ratio']:.2f}" for r in rows],
+            "lost": [fmt.duration(r["lost_s"]) for r in rows],
+            "overlapping": [", ".join(r.get("overlaps") or []) for r in rows],
+        }
+    )
+    st.markdown("**Slow windows** (most time lost first) and the spans that overlap them")
+    st.dataframe(table, hide_index=True, width="stretch")
+
+
+def job_section(c: Client, job_id: str) -> None:
+    """The Job page's "Inside the loop" section."""
+    perf = _read(c.performance, job_id, BUCKETS)
+    if perf is None:
+        return
+    if not perf.get("points"):
+        st.caption("No training window arrived for this job yet: nothing to say inside the loop.")
+        return
+    _metrics(perf)
+    ranks, band, steps = _series_frames(perf.get("series") or [])
+    left, right = st.columns(2)
+    if not band.empty:
+        left.altair_chart(loop_charts.throughput(ranks, band), width="stretch")
+    if not steps.empty:
+        right.altair_chart(loop_charts.step_time(steps, perf["ideal_step_s"]), width="stretch")
+    many = ranks.empty and not band.empty
+    st.caption(
+        f"{BUCKETS} buckets over the job's training windows"
+        + ("; a band from the slowest to the fastest rank (line: the median rank)" if many else "")
+        + ". Step time: the median rank's seconds per step in each bucket."
+    )
+    _slow_windows(perf)
+
+
+def fleet_section(c: Client, since: str, model: str, team: str) -> None:
+    """The Fleet page's models ranked by slow time."""
+    data = _read(c.model_performance, since=since, model=model or None, team=team or None)
+    if data is None:
+        return
+    rows = data["models"]
+    if not rows:
+        st.caption("No job with training windows in this window.")
+        return
+    df = pd.DataFrame(rows)
+    df["model"] = df["model"].fillna("(none)")
+    df["slow_h"] = df["slow_s"] / 3600.0
+    # the chart above its table, each the page's full width (beside it, columns were cut off)
+    st.altair_chart(loop_charts.slow_by_model(df), width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "model": df["model"],
+                "slow time": [fmt.duration(v) for v in df["slow_s"]],
+                "% of productive": [fmt.pct(v) if pd.notna(v) else "—" for v in df["slow_pct"]],
+                "samples/s per rank": df["samples_per_s_per_rank"],
+                "ideal step": [_ms(v) if pd.notna(v) else "—" for v in df["ideal_step_s"]],
+                "jobs": df["jobs"],
+                "straggler jobs": df["straggler_jobs"],
+            }
+        ),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "samples/s per rank": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+    st.caption(
+        "Slow time: the seconds each job's steps took beyond its own ideal step time (the median "
+        "of its steady windows), summed over the window's jobs per model."
+        + (f" Only the newest {data['jobs_read']} jobs were read." if data["truncated"] else "")
+    )

@@ -1,0 +1,110 @@
+"""Per-model performance (issue 26) where the fleet reads it: ``GET /api/v1/models/performance``
+(the Fleet page's ranking by slow time) and the ``ett_model_*`` gauges on ``/metrics``, on a
+real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ett_collector.api import create_app
+from ett_collector.performance_models import ModelPerformance
+from ett_collector.pipeline import Pipeline
+from ett_collector.query import Query
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
+from tests.support.performance_seed import SAMPLES_PER_STEP, SLOW_LOSS_S, perf_job
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'models.db'}"
+    store = Store(url)
+    store.upgrade()
+    pipeline = Pipeline(store)
+    t0 = time.time() - 3600
+    spans = perf_job("fast-1", "fast", t0) + perf_job("fast-2", "fast", t0, straggler=False)
+    spans += perf_job("slow-1", "slowpoke", t0, slow=4) + perf_job("slow-2", "slowpoke", t0, slow=2)
+    pipeline.ingest(spans)
+    pipeline.recompute_dirty()
+    store.close()
+    return url
+
+
+def _get(url: str, paths: list[str]) -> list[httpx.Response]:
+    store = Store(url)
+    app = create_app(Settings(db_url=url), Pipeline(store))
+
+    async def read() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return [await client.get(p) for p in paths]
+
+    try:
+        return asyncio.run(read())
+    finally:
+        store.close()
+
+
+def test_models_are_ranked_by_slow_time(db: str) -> None:
+    ok, team, bad = _get(
+        db,
+        [
+            "/api/v1/models/performance?since=7d",
+            "/api/v1/models/performance?team=nobody",
+            "/api/v1/models/performance?since=tomorrow",
+        ],
+    )
+    assert ok.status_code == 200, ok.text
+    body = ok.json()
+    assert (body["jobs_read"], body["truncated"]) == (4, False)
+    slow, fast = body["models"]
+    assert (slow["model"], fast["model"]) == ("slowpoke", "fast")
+    assert slow["slow_s"] == pytest.approx((4 + 2) * SLOW_LOSS_S)  # median over ranks, summed
+    assert fast["slow_s"] == pytest.approx(0.0) and fast["slow_pct"] == pytest.approx(0.0)
+    assert slow["slow_pct"] == pytest.approx(100 * 30 / slow["productive_s"])
+    assert fast["samples_per_s_per_rank"] == pytest.approx(100 * SAMPLES_PER_STEP / 10)
+    assert slow["samples_per_s_per_rank"] < fast["samples_per_s_per_rank"]
+    assert fast["ideal_step_s"] == pytest.approx(0.1)
+    assert (fast["straggler_jobs"], slow["straggler_jobs"]) == (1, 2)
+    assert team.json()["models"] == []
+    assert bad.status_code == 400
+
+
+def test_metrics_carry_per_model_gauges_labelled_by_model_only(db: str) -> None:
+    (text,) = _get(db, ["/metrics"])
+    families = {f.name: f for f in text_string_to_metric_families(text.text)}
+    slow = {s.labels["model"]: s.value for s in families["ett_model_slow_seconds"].samples}
+    assert slow == pytest.approx({"slowpoke": 30.0, "fast": 0.0})
+    rate = families["ett_model_samples_per_second_per_rank"].samples
+    assert {s.labels["model"]: s.value for s in rate}["fast"] == pytest.approx(320.0)
+    ratio = families["ett_model_slow_ratio"].samples
+    assert all(0.0 <= s.value <= 1.0 for s in ratio) and len(ratio) == 2
+    for name in ("ett_model_slow_seconds", "ett_model_slow_ratio", "ett_model_performance_jobs"):
+        assert all(set(s.labels) == {"model"} for s in families[name].samples), name
+
+
+def test_job_facts_are_read_once_per_recompute(db: str) -> None:
+    store = Store(db)
+    try:
+        models = ModelPerformance(Query(Pipeline(store)), cache_s=0.0)
+        reads = 0
+        load = store.load_performance
+
+        def counted(job_id: str) -> object:
+            nonlocal reads
+            reads += 1
+            return load(job_id)
+
+        store.load_performance = counted  # type: ignore[method-assign,assignment]
+        first = models.models()
+        again = models.models()
+        assert first["models"] == again["models"]
+        assert reads == 4  # the second answer reused every job's facts
+    finally:
+        store.close()

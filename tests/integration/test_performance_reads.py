@@ -1,0 +1,112 @@
+"""The performance figures where users read them (issue 26): the job view
+``GET /api/v1/jobs/{id}/performance?buckets=N`` and the ``ett report`` section, on a real store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ett import semconv as sc
+from ett_cli import main
+from ett_collector.api import create_app
+from ett_collector.pipeline import Pipeline
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
+from tests.support.spans import attempt_end, first_batch, window
+
+T0 = 1_790_000_040.0
+
+
+def _spans(job: str) -> list[object]:
+    """Two ranks, 30 windows of 10 s and 100 steps; rank 1 computes 0.08 s a step, rank 0
+    0.04 s (and waits the rest of each 0.1 s step)."""
+    out: list[object] = []
+    for rank in (0, 1):
+        out.append(first_batch(T0, rank=rank, job=job))
+        for i in range(30):
+            wait = 10.0 - 100 * (0.08 if rank == 1 else 0.04)
+            attrs = {sc.STEP_FIRST: 100 * i, sc.STEP_LAST: 100 * i + 99, sc.SAMPLES: 3200}
+            attrs[sc.WINDOW_WAIT_S] = wait
+            out.append(window(T0 + 10 * i, T0 + 10 * i + 10, rank=rank, job=job, **attrs))
+        out.append(attempt_end(T0 - 5, T0 + 301, "completed", rank=rank, job=job))
+    return out
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'perf.db'}"
+    store = Store(url, raw_window_retention_s=60.0)  # some windows compacted, some raw
+    store.upgrade()
+    pipeline = Pipeline(store)
+    pipeline.ingest(_spans("perf-job"))  # type: ignore[arg-type]
+    pipeline.recompute_dirty()
+    store.close()
+    return url
+
+
+def _get(url: str, paths: list[str]) -> list[httpx.Response]:
+    store = Store(url)
+    app = create_app(Settings(db_url=url), Pipeline(store))
+
+    async def read() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return [await client.get(p) for p in paths]
+
+    try:
+        return asyncio.run(read())
+    finally:
+        store.close()
+
+
+def test_the_performance_view_is_sized_by_buckets(db: str) -> None:
+    ok, other, bad, missing = _get(
+        db,
+        [
+            "/api/v1/jobs/perf-job/performance?buckets=12",
+            "/api/v1/jobs/perf-job/performance",
+            "/api/v1/jobs/perf-job/performance?buckets=0",
+            "/api/v1/jobs/nope/performance",
+        ],
+    )
+    assert ok.status_code == 200, ok.text
+    perf = ok.json()
+    assert len(perf["series"]) == 12 and len(other.json()["series"]) == 60
+    assert perf["ideal_step_s"] == pytest.approx(0.1)
+    assert perf["steps"] == 3000
+    assert perf["straggler"]["rank"] == 1
+    assert perf["straggler"]["score"] == pytest.approx(2.0)
+    assert perf["straggler"]["others_wait_share"] == pytest.approx(0.6)
+    assert perf["productive_s"] is not None and perf["slow_pct"] == pytest.approx(0.0)
+    assert bad.status_code == 400 and "buckets" in bad.json()["error"]
+    assert missing.status_code == 404
+
+
+def test_report_prints_the_performance_section(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "perf-job", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "Inside the loop" in out and "100.0 ms" in out
+    assert "rank 1 (attempt 0): computes 2.00x" in out
+    assert main(["report", "perf-job", "--json", "--db", db]) == 0
+    job = json.loads(capsys.readouterr().out)
+    assert job["performance"]["straggler"]["rank"] == 1 and "series" not in job["performance"]
+    assert job["ett_pct"] > 0  # the ETT figures are still all there
+
+
+def test_report_of_a_job_without_windows_has_no_performance_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    store = Store(url)
+    store.upgrade()
+    pipeline = Pipeline(store)
+    pipeline.ingest([attempt_end(T0, T0 + 60, "completed", job="idle-job")])
+    pipeline.recompute_dirty()
+    store.close()
+    assert main(["report", "idle-job", "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "Job idle-job" in out and "Inside the loop" not in out
