@@ -17,13 +17,10 @@ import threading
 import time
 from typing import Any
 
-from ett import semconv as sc
-
 from .domain._loop_facts import loop_facts
-from .domain._points import point_of_window
 from .domain.model import JobState, JobSummary
 from .storage import Store
-from .storage._series import points_of_rows
+from .storage._series import job_points
 
 KEY = "loop_facts"
 """The key of the facts in the stored summary JSON (left out of the read API's job object)."""
@@ -41,12 +38,7 @@ _lock = threading.Lock()
 
 def _compute(store: Store, job_id: str) -> dict[str, Any] | None:
     spans, rows = store.load_performance(job_id)
-    points = points_of_rows(rows)
-    for s in spans:
-        if s.name == sc.SPAN_TRAIN_WINDOW:
-            p = point_of_window(s)
-            if p is not None:
-                points.append(p)
+    points = job_points(spans, rows)
     if not points:
         return None
     try:

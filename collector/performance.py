@@ -8,16 +8,12 @@ rest. The base of ``slow_pct`` is the job's stored ETT productive seconds, when 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from ett import semconv as sc
-
-from .domain._performance import Point, performance, point_of_window
+from .domain._performance import performance
 from .domain._throughput import MAX_BUCKETS, series
-from .domain.model import SpanRecord
 from .query import NotFound, Query, QueryError
-from .storage._series import points_of_rows
+from .storage._series import job_points
 
 DEFAULT_BUCKETS = 60
 """Buckets of the throughput series unless asked for."""
@@ -34,17 +30,6 @@ def parse_buckets(text: str | None) -> int:
     if not 1 <= n <= MAX_BUCKETS:
         raise QueryError(f"buckets must be an integer from 1 to {MAX_BUCKETS}, got {text!r}")
     return n
-
-
-def job_points(spans: Sequence[SpanRecord], rows: Sequence[Sequence[Any]]) -> list[Point]:
-    """A job's points: its compacted ``window_series`` rows and its raw training windows."""
-    points = points_of_rows(rows)
-    for s in spans:
-        if s.name == sc.SPAN_TRAIN_WINDOW:
-            p = point_of_window(s)
-            if p is not None:
-                points.append(p)
-    return points
 
 
 def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -> dict[str, Any]:

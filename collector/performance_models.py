@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .domain._performance import performance
-from .performance import job_points
 from .query import Query, QueryError, parse_instant
+from .storage._series import job_points
 
 MAX_JOBS = 500
 """The most jobs (the newest) one answer reads."""

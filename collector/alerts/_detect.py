@@ -12,8 +12,8 @@ before the recent window):
   (component ``failure``).
 
 A fresh change is scanned: the test also runs on the newest 3, 5, 8, ... jobs of the window, the
-smallest p-value kept under a weighted Bonferroni correction (:func:`_weighted`), so a change that
-began inside the window is not diluted by the jobs before it. Only jobs that ended are samples
+smallest p-value kept under a weighted Bonferroni correction (:func:`weighted_scan`), so a change
+that began inside the window is not diluted by the jobs before it. Only jobs that ended are samples
 (:func:`_ended`). Every p-value of the evaluation goes through Benjamini-Hochberg; a change fires
 when its q-value is at most ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than
 the baseline rate would (the effect floor). One incident is one (group, component): the ETT, time
@@ -132,7 +132,7 @@ only a factor 4/3 of significance to the scan, and one that began inside it need
 enough to stand out of the few jobs after its onset anyway."""
 
 
-def _weighted(ps: Sequence[float], sizes: Sequence[int]) -> tuple[float, int]:
+def weighted_scan(ps: Sequence[float], sizes: Sequence[int]) -> tuple[float, int]:
     """The scan's p-value and the suffix size it came from: ``ps[i]`` of suffix ``sizes[i]``
     (the last one the whole window), each divided by its weight, the smallest kept."""
     if len(sizes) == 1:
@@ -148,13 +148,13 @@ def _scanned(
     make: Callable[[Sequence[JobFacts]], Test], recent: Sequence[JobFacts], least: int
 ) -> Test:
     """The most significant of ``make`` over the newest suffixes of ``recent`` (by end), by the
-    weighted Bonferroni of :func:`_weighted` (the scan stays a valid test). A change that began
+    weighted Bonferroni of :func:`weighted_scan` (the scan stays a valid test). A change that began
     inside the window is tested on the jobs after it, undiluted by those before it; one that
     fills the window is tested on all of them."""
     jobs = sorted(recent, key=lambda j: (j.end, j.job_id))
     sizes = suffix_sizes(len(jobs), least)
     tries = [make(jobs[len(jobs) - k :]) for k in sizes]
-    p, k = _weighted([x.p for x in tries], sizes)
+    p, k = weighted_scan([x.p for x in tries], sizes)
     return replace(tries[sizes.index(k)], p=p)
 
 
@@ -184,7 +184,7 @@ def _component_test(
     newest = sorted(rj, key=lambda j: (j.end, j.job_id), reverse=True)
     xs = [value_of(j) for j in newest]
     sizes = suffix_sizes(len(newest), rule.min_jobs) if scan else [len(newest)]
-    p, k = _weighted(ranks.scan(xs, sizes), sizes)
+    p, k = weighted_scan(ranks.scan(xs, sizes), sizes)
     part, mine = newest[:k], xs[:k]
     if trained:
         now = _pooled(part, c)
@@ -299,7 +299,7 @@ def _onset(test: Test) -> float:
     return max(start, before)
 
 
-def _when(t: float) -> str:
+def when(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -440,7 +440,7 @@ def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: f
     unit = UNITS[test.population]
     desc = (
         f"{test.component} of {rule.by.value} {test.key}: {_size(test.ratio)} since "
-        f"{_when(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
+        f"{when(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
         f"({test.recent_value:.3g} against {test.baseline_value:.3g} {unit}; "
         f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs in the last {rule.window} "
         f"against {len(test.baseline)} before)"

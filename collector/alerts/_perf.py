@@ -31,20 +31,16 @@ component ``straggler``, naming the jobs and ranks (worst first); value: the hig
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from ._conditions import SHOWN_JOBS, Finding
+from ._detect import alert_key, labels_of, suffix_sizes, weighted_scan, when
 from ._fleet import Fleet, JobFacts
 from ._stats import RankBaseline, benjamini_hochberg
 from .rules import Rule
 
 DAY = 86400.0
-WHOLE_WINDOW_WEIGHT = 0.75
-"""The share of the level spent on the whole recent window (as the regression kind's scan)."""
-
 STEP = "step"
 STRAGGLER = "straggler"
 
@@ -52,41 +48,8 @@ OpenAlert = tuple[Mapping[str, str], Mapping[str, Any]]
 """``(labels, figures)`` of a pending or firing alert of the rule."""
 
 
-def _sizes(n: int, least: int) -> list[int]:
-    """``least``, then half as many again each time (3, 5, 8, 12, ...), and ``n``."""
-    sizes, k = {n}, least
-    while k < n:
-        sizes.add(k)
-        k = math.ceil(k * 1.5)
-    return sorted(sizes)
-
-
-def _weighted(ps: Sequence[float], sizes: Sequence[int]) -> tuple[float, int]:
-    """The scan's p-value (each suffix's p over its weight, the smallest) and its suffix size."""
-    if len(sizes) == 1:
-        return min(1.0, ps[0]), sizes[0]
-    share = (1.0 - WHOLE_WINDOW_WEIGHT) / (len(sizes) - 1)
-    weights = [share] * (len(sizes) - 1) + [WHOLE_WINDOW_WEIGHT]
-    p, k = min(((q / w, n) for q, w, n in zip(ps, weights, sizes, strict=True)),
-               key=lambda pk: (pk[0], -pk[1]))  # fmt: skip
-    return min(1.0, p), k
-
-
 def _samples(jobs: Sequence[JobFacts]) -> list[JobFacts]:
     return [j for j in jobs if j.state != "running" and j.throughput and j.loop_rank_s > 0]
-
-
-def _labels(rule: Rule, key: str, component: str) -> dict[str, str]:
-    return {"rule": rule.name, rule.by.value: key, "component": component,
-            "severity": rule.severity}  # fmt: skip
-
-
-def _key(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-def _when(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _test(
@@ -101,8 +64,10 @@ def _test(
     then = sum((j.throughput or 0.0) * j.loop_rank_s for j in base) / weight
     newest = sorted(recent, key=lambda j: (j.end, j.job_id), reverse=True)
     xs = [-(j.throughput or 0.0) for j in newest]  # lower throughput: a greater negation
-    sizes = _sizes(len(newest), rule.min_jobs) if scan else [len(newest)]
-    p, k = _weighted(RankBaseline([-(j.throughput or 0.0) for j in base]).scan(xs, sizes), sizes)
+    sizes = suffix_sizes(len(newest), rule.min_jobs) if scan else [len(newest)]
+    p, k = weighted_scan(
+        RankBaseline([-(j.throughput or 0.0) for j in base]).scan(xs, sizes), sizes
+    )
     part = list(reversed(newest[:k]))
     loop = sum(j.loop_rank_s for j in part)
     now = sum((j.throughput or 0.0) * j.loop_rank_s for j in part) / loop
@@ -116,23 +81,23 @@ def throughput_findings(
     rule: Rule, fleet: Fleet, t: float, open_alerts: Mapping[str, OpenAlert]
 ) -> list[Finding]:
     """The throughput regressions of ``rule`` at ``t`` (see the module docstring)."""
-    frozen = {_key(labels): float(f["baseline_until"]) for labels, f in open_alerts.values()
+    frozen = {alert_key(labels): float(f["baseline_until"]) for labels, f in open_alerts.values()
               if "baseline_until" in f}  # fmt: skip
     length = rule.baseline_s - rule.window_s
     tests = []
     for key in fleet.groups(rule.by):
-        labels = _labels(rule, key, STEP)
-        until = frozen.get(_key(labels), t - rule.window_s)
+        labels = labels_of(rule, key, STEP)
+        until = frozen.get(alert_key(labels), t - rule.window_s)
         recent = _samples(fleet.members(rule.by, key, t, rule.window_s))
         base = _samples(fleet.members(rule.by, key, until, length))
-        found = _test(rule, recent, base, _key(labels) not in frozen)
+        found = _test(rule, recent, base, alert_key(labels) not in frozen)
         if found is not None:
             tests.append((labels, until, found))
-    fresh = [i for i, (labels, _, _) in enumerate(tests) if _key(labels) not in frozen]
+    fresh = [i for i, (labels, _, _) in enumerate(tests) if alert_key(labels) not in frozen]
     qs = dict(zip(fresh, benjamini_hochberg([tests[i][2][0] for i in fresh]), strict=True))
     out: list[Finding] = []
     for i, (labels, until, (p, part, now, then, excess, start)) in enumerate(tests):
-        prior = open_alerts.get(_key(labels))
+        prior = open_alerts.get(alert_key(labels))
         if prior is None:
             holds = qs[i] <= rule.fdr and excess >= rule.min_gpu_hours_per_day
         else:
@@ -144,7 +109,7 @@ def throughput_findings(
         jobs = tuple(j.job_id for j in worst)
         desc = (
             f"throughput of {rule.by.value} {labels[rule.by.value]}: {now:.4g} samples/s per "
-            f"rank against {then:.4g} ({now / then:.2f}x) since {_when(onset)}, "
+            f"rank against {then:.4g} ({now / then:.2f}x) since {when(onset)}, "
             f"+{excess:.1f} GPU-hours/day (p = {p:.2g}, q = {qs.get(i, p):.2g}; {len(part)} "
             f"jobs in the last {rule.window})"
         )
@@ -155,7 +120,7 @@ def throughput_findings(
                    "recent_jobs": len(part), "window": rule.window,
                    "baseline_window": rule.baseline}  # fmt: skip
         out.append(Finding(rule, labels, now, then, jobs, desc, figures))
-    tested = {_key(labels) for labels, _, _ in tests}
+    tested = {alert_key(labels) for labels, _, _ in tests}
     for key, (was, seen) in open_alerts.items():
         if key in tested or "description" not in seen:
             continue  # too few jobs to test now: no evidence that the change is gone
@@ -192,5 +157,5 @@ def straggler_findings(rule: Rule, fleet: Fleet, t: float) -> list[Finding]:
             {"job_id": j, "attempt": a, "rank": r, "score": sc, "windows": n}
             for n, sc, j, a, r in shown]}  # fmt: skip
         value = max(h[1] for h in hits)
-        out.append(Finding(rule, _labels(rule, key, STRAGGLER), value, None, jobs, desc, figures))
+        out.append(Finding(rule, labels_of(rule, key, STRAGGLER), value, None, jobs, desc, figures))
     return out

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ett_collector.domain._points import Point
+from ett import semconv as sc
+from ett_collector.domain._points import Point, point_of_window
+from ett_collector.domain.model import SpanRecord
 from ett_collector.storage._runs import Run
 
 SERIES_S = 60.0
@@ -119,3 +121,15 @@ def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
         )
         for _, a, r, b, n, st, sm, sec, ts, tsec, wait in rows
     ]
+
+
+def job_points(spans: Sequence[SpanRecord], rows: Sequence[Sequence[Any]]) -> list[Point]:
+    """A job's points: its compacted ``window_series`` rows and its raw training windows (the
+    step-time view, the per-model view and the alerts' loop facts all read a job this way)."""
+    points = points_of_rows(rows)
+    for s in spans:
+        if s.name == sc.SPAN_TRAIN_WINDOW:
+            p = point_of_window(s)
+            if p is not None:
+                points.append(p)
+    return points
