@@ -300,7 +300,7 @@ def _print_quality(q: Any, path: str) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .prometheus import rules_file
+    from .prometheus import NOT_PROMQL, rules_file
 
     text = rules_file(_rules(args.rules))
     if args.output == "-":
@@ -311,5 +311,9 @@ def _export(args: argparse.Namespace) -> int:
             f.write(text)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from None
-    print(f"wrote {len([r for r in _rules(args.rules).enabled()])} rule(s) to {args.output}")
+    enabled = _rules(args.rules).enabled()
+    written = [r for r in enabled if r.kind not in NOT_PROMQL]
+    left = sorted(r.name for r in enabled if r.kind in NOT_PROMQL)
+    note = f" (left out, no PromQL: {', '.join(left)})" if left else ""
+    print(f"wrote {len(written)} rule(s) to {args.output}{note}")
     return 0
