@@ -97,6 +97,10 @@ class TrainConfig:
     failure_teardown: str = "abort"
     """How a failed rank tears down its process groups (``--failure-teardown``)."""
     step_delay_s: float = 0.0
+    data_stall_every: int = 0
+    """Plant a data stall every N steps (``--data-stall-every``; 0: none): tests need one."""
+    data_stall_s: float = 0.01
+    """How long a planted data stall lasts (``--data-stall-s``)."""
     progress: bool = True
     job_id: str | None = None
     model_name: str | None = None
@@ -184,6 +188,18 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
     g.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
     g.add_argument("--eval-batches", type=int, default=4, help="batches per evaluation")
     g.add_argument("--step-delay-s", type=float, default=0.0, help="sleep per step (demos)")
+    g.add_argument(
+        "--data-stall-every",
+        type=int,
+        default=0,
+        help="plant a data stall every N steps, inside the batch fetch (0: never)",
+    )
+    g.add_argument(
+        "--data-stall-s",
+        type=float,
+        default=0.01,
+        help="seconds of each planted data stall (default 0.01)",
+    )
 
     g = p.add_argument_group("run directory and checkpoints")
     g.add_argument("--run-dir", type=Path, help="run directory (default: runs/JOB_ID)")
@@ -286,6 +302,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         value = getattr(a, name, None)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
+    if a.data_stall_every < 0 or a.data_stall_s < 0:
+        parser.error("--data-stall-every and --data-stall-s must be >= 0")
     if a.ckpt_every_steps < 0 or a.ckpt_every_s < 0:
         parser.error("checkpoint intervals must be >= 0")
     fault = None

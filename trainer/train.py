@@ -162,6 +162,8 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
                 wait_in_barrier(job.groups.checkpoint)  # the faulting rank never comes
             waited = time.time()
             with sess.data_wait():  # a data stall: cut out of training, charged to data
+                if cfg.data_stall_every and step % cfg.data_stall_every == 0:
+                    time.sleep(cfg.data_stall_s)  # a planted slow fetch (--data-stall-every)
                 batch = job.data.batch(step).to(job.device, non_blocking=True)
             waited = time.time() - waited
             if waited >= ett.DATA_WAIT_MIN_S:  # the waits the library reports, in the step log
