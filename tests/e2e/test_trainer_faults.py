@@ -89,7 +89,10 @@ def test_exception_restarts_and_resumes_from_committed_step(
     failures = [(f["cause"], f["error_type"], f["step"]) for f in run.events(1, "failure", 0)]
     assert failures == [("exception", "InjectedFault", 30)]
     [peer] = run.events(0, "failure", 0)  # rank 0 saw its peer vanish: not the cause
-    assert (peer["cause"], peer["peer_loss"]) == ("unknown", True)
+    # either its collective failed for the lost peer, or it waited in it until its watchdog
+    # ended it (which came first depends on the machine's load): neither names a cause
+    assert peer["cause"] == "unknown"
+    assert peer.get("peer_loss") is True or peer["error_type"] == "WatchdogTimeout", peer
     # the restored state and the step-keyed data reproduce the lost steps' losses
     lost = {e["step"]: e["loss"] for e in run.events(0, "step", 0) if e["step"] >= 20}
     redone = {e["step"]: e["loss"] for e in run.events(0, "step", 1) if e["step"] < 30}
