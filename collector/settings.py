@@ -27,7 +27,7 @@ database connections and GIL time that a POST needs."""
 DEFAULT_READ_CACHE_JOBS = 1000
 """Jobs whose last read answer each server process keeps (``ETT_READ_CACHE``; 0: none): a read
 that finds the job's stored figures unchanged, by one indexed lookup, answers the kept bytes
-(``collector/answers.py``)."""
+(``collector/read/answers.py``)."""
 DEFAULT_READ_RECHECK_S = 0.25
 """How long a kept read answer's stamp, once checked against the database, is trusted without a
 new lookup (``ETT_READ_RECHECK_S``; 0: every read looks it up). Changes this process makes (its

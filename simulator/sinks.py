@@ -147,8 +147,8 @@ class DatabaseSink:
     recomputes every job it touched, so figures are ready to read."""
 
     def __init__(self, db_url: str, window_s: float = semconv.DEFAULT_WINDOW_S) -> None:
-        from ett_collector.pipeline import Pipeline
         from ett_collector.storage import Store
+        from ett_collector.write.pipeline import Pipeline
 
         self._store: Any = Store(db_url)
         self._store.upgrade()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
-from ..periodic import Periodic
+from ..write.periodic import Periodic
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
 from ._fleet import Fleet, load_facts

@@ -15,7 +15,7 @@ from typing import Any
 
 from ett_cli import CliError, console
 
-from .._target import add_db_option as _db_arg
+from ..commands._target import add_db_option as _db_arg
 
 _STATES = ("pending", "firing", "resolved")
 _SERVE_ENV = {
@@ -137,8 +137,11 @@ def _serve_with_alerts(
 
 
 def _store(db: str | None) -> Any:
-    """The collector's existing database (never created here; see ``ett_collector._target``)."""
-    from ett_collector._target import TargetError, open_for_reading, resolve
+    """The collector's existing database (never created here).
+
+    See ``ett_collector.commands._target``.
+    """
+    from ett_collector.commands._target import TargetError, open_for_reading, resolve
 
     try:
         return open_for_reading(resolve(db))
@@ -204,8 +207,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _backtest(args: argparse.Namespace) -> int:
-    from ett_collector.pipeline import Pipeline
-    from ett_collector.query import QueryError, parse_instant
+    from ett_collector.read.query import QueryError, parse_instant
+    from ett_collector.write.pipeline import Pipeline
 
     from ._backtest import backtest
     from .rules import parse_duration

@@ -15,15 +15,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import otlp
-from ..metrics import CONTENT_TYPE, CollectorMetrics
-from ..metrics_performance import ModelPerformanceMetrics
-from ..performance_models import ModelPerformance
-from ..pipeline import Pipeline
-from ..query import NotFound, NotReady, Query, QueryError, RecomputeFailed
-from ..retention import RetentionLoop
+from ..read.metrics import CONTENT_TYPE, CollectorMetrics
+from ..read.metrics_performance import ModelPerformanceMetrics
+from ..read.performance_models import ModelPerformance
+from ..read.query import NotFound, NotReady, Query, QueryError, RecomputeFailed
 from ..settings import Settings
 from ..storage import RETRY_AFTER_S, is_passing
 from ..storage._replica import replication
+from ..write.pipeline import Pipeline
+from ..write.retention import RetentionLoop
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
 from ._auth import AuthMiddleware, guard_for
 from ._job_routes import PREFIX as JOB_PREFIX

@@ -19,10 +19,10 @@ from typing import IO
 from starlette.applications import Starlette
 
 from ..alerts._routes import install as install_alerts
-from ..metrics import CollectorMetrics
-from ..pipeline import Pipeline
+from ..read.metrics import CollectorMetrics
 from ..settings import Settings
 from ..storage import Store
+from ..write.pipeline import Pipeline
 from ._app import create_app
 
 

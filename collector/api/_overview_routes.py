@@ -1,4 +1,4 @@
-"""Thin routes of the dashboards' aggregated reads (:class:`ett_collector.overview.Overview`).
+"""Thin routes of the dashboards' aggregated reads (:class:`ett_collector.read.overview.Overview`).
 
 - ``GET /api/v1/fleet?since=&until=&by=fleet|model|team&bucket=hour|day&model=&team=&state=&limit=``
 - ``GET /api/v1/facets``: models, teams and states to filter on
@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..overview import Overview
-from ..query import Query
+from ..read.overview import Overview
+from ..read.query import Query
 
 Handler = Callable[[Request], Awaitable[Response]]
 Answer = Callable[..., Awaitable[Response]]

@@ -2,8 +2,8 @@
 
 The job's performance figures (ideal and slow step time, slow windows, the straggler rank) and
 its throughput over time in ``N`` buckets (default 60, at most 2000): see
-``collector/performance.py`` and docs/metrics.md, "Inside the loop". Beside it, the fleet's
-per-model figures, ``GET /api/v1/models/performance`` (``collector/performance_models.py``).
+``collector/read/performance.py`` and docs/metrics.md, "Inside the loop". Beside it, the fleet's
+per-model figures, ``GET /api/v1/models/performance`` (``collector/read/performance_models.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..performance import job_performance, parse_buckets
-from ..performance_models import ModelPerformance
-from ..query import Query
+from ..read.performance import job_performance, parse_buckets
+from ..read.performance_models import ModelPerformance
+from ..read.query import Query
 
 Handler = Callable[[Request], Awaitable[Response]]
 Answer = Callable[..., Awaitable[Response]]
@@ -39,7 +39,7 @@ def performance_view(query: Query, answer: Answer) -> Handler:
 
 def model_performance_route(models: ModelPerformance, answer: Answer) -> Route:
     """``GET /api/v1/models/performance?since=7d&model=&team=``: per model, the slow time lost
-    and throughput per rank of the window's jobs (``collector/performance_models.py``)."""
+    and throughput per rank of the window's jobs (``collector/read/performance_models.py``)."""
 
     async def view(request: Request) -> Response:
         p = request.query_params

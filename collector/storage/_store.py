@@ -161,8 +161,8 @@ class Store:
     ) -> bool:
         """Replace the job's figures and segments with ``summary``, in one transaction; False
         (nothing changed) when figures computed at a newer sequence are stored already.
-        ``loop``: the job's loop facts for the alerts (``ett_collector._job_loop``), kept in the
-        stored summary under ``loop_facts`` and left out of what :meth:`get_job` returns.
+        ``loop``: the job's loop facts for the alerts (``ett_collector.write._job_loop``), kept in
+        the stored summary under ``loop_facts`` and left out of what :meth:`get_job` returns.
 
         ``seen_seq`` is the ``dirty_seq`` read (from :meth:`dirty_jobs`) before the spans were
         loaded: the job stays dirty when spans arrived since, and a slower recompute of the same
@@ -258,7 +258,7 @@ class Store:
     def load_performance(self, job_id: str) -> tuple[list[SpanRecord], list[Any]]:
         """A job's raw stored spans (windows one by one, as ``load_spans(raw=True)``) and its
         ``window_series`` rows (the windows compacted), read in one transaction: the input of
-        its performance figures (``ett_collector.performance``)."""
+        its performance figures (``ett_collector.read.performance``)."""
         with self._engine.connect() as conn, conn.begin():
             cursor = conn.connection.cursor()
             try:

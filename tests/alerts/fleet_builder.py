@@ -99,7 +99,7 @@ def fleet(
 
 def load(store: object, jobs: list[tuple[str, str, float, float, list[SpanRecord]]]) -> None:
     """Ingest every job's spans and compute their figures (the real pipeline)."""
-    from ett_collector.pipeline import Pipeline
+    from ett_collector.write.pipeline import Pipeline
 
     pipeline = Pipeline(store)  # type: ignore[arg-type]
     batch: list[SpanRecord] = []

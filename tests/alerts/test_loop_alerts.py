@@ -198,9 +198,9 @@ def _running_facts_are_throttled(store: object, job_id: str) -> None:
     """A running job's facts are computed at most every RUNNING_EVERY_S (kept in between)."""
     import dataclasses
 
-    from ett_collector._job_loop import RUNNING_EVERY_S, job_loop_facts
     from ett_collector.domain import summarize
     from ett_collector.domain.model import JobState
+    from ett_collector.write._job_loop import RUNNING_EVERY_S, job_loop_facts
 
     ended = summarize(store.load_spans(job_id), T0 + 5 * DAY, 60.0)  # type: ignore[attr-defined]
     running = dataclasses.replace(ended, state=JobState.RUNNING)
@@ -217,8 +217,8 @@ def _running_facts_are_throttled(store: object, job_id: str) -> None:
 def _a_failing_computation_saves_no_facts(
     store: object, job_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ett_collector import _job_loop
     from ett_collector.domain import summarize
+    from ett_collector.write import _job_loop
 
     def broken(*_: object) -> None:
         raise ZeroDivisionError("a bug")

@@ -31,7 +31,7 @@ from processes import (
 
 from ett_collector.alerts import SERIES_PER_PAIR, AlertService, AlertState, FleetMetrics, load_rules
 from ett_collector.alerts._delivery import DeliveryError
-from ett_collector.metrics import CollectorMetrics
+from ett_collector.read.metrics import CollectorMetrics
 from ett_collector.storage import Store
 
 pytestmark = pytest.mark.prometheus

@@ -14,9 +14,9 @@ import pytest
 
 from ett_cli import main
 from ett_collector.api import create_app
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from ett_simulator import simulate_into_db
 
 START = 1_790_000_000.0

@@ -22,11 +22,11 @@ from sqlalchemy.exc import DBAPIError
 
 from ett import semconv as sc
 from ett_collector.domain import SpanRecord
-from ett_collector.overview import Overview
-from ett_collector.pipeline import Pipeline
-from ett_collector.query import Query
+from ett_collector.read.overview import Overview
+from ett_collector.read.query import Query
 from ett_collector.storage import Store
 from ett_collector.storage._roles import GRAFANA_VIEWS, grant_readonly
+from ett_collector.write.pipeline import Pipeline
 from ett_grafana import _fleet, _job
 from ett_grafana._macros import expand
 from ett_grafana._provisioning import dashboard_models

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ett_collector.pipeline import Pipeline
 from ett_collector.storage import Store
 from ett_collector.storage._roles import GRAFANA_VIEWS, RoleError, grant_readonly
+from ett_collector.write.pipeline import Pipeline
 from tests.support.worked_example import worked_example
 
 BASE = 1_700_006_200.0  # 200 s before an hour (and day) edge: the job crosses it

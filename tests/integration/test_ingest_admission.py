@@ -21,9 +21,9 @@ import pytest
 from ett_collector.api import create_app
 from ett_collector.api._app import INGEST_CHUNK_SPANS
 from ett_collector.domain import SpanRecord
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.bodies import window_body
 

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from ett_collector.api import create_app
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.worked_example import worked_example
 

@@ -13,11 +13,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ett_collector.api import create_app
-from ett_collector.performance_models import ModelPerformance
-from ett_collector.pipeline import Pipeline
-from ett_collector.query import Query
+from ett_collector.read.performance_models import ModelPerformance
+from ett_collector.read.query import Query
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.performance_seed import SAMPLES_PER_STEP, SLOW_LOSS_S, perf_job
 
 

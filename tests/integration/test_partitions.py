@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from ett_collector.pipeline import Outcome, Pipeline
 from ett_collector.storage import Store, _migrate
 from ett_collector.storage._partitions import (
     DAY,
@@ -23,6 +22,7 @@ from ett_collector.storage._partitions import (
 from ett_collector.storage._retention import Policy, Retention
 from ett_collector.storage._roles import GRAFANA_VIEWS, grant_readonly
 from ett_collector.storage._timeseries import fleet_overview
+from ett_collector.write.pipeline import Outcome, Pipeline
 from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.postgres
@@ -158,8 +158,8 @@ def test_a_day_with_a_kept_job_is_not_dropped(fresh_postgres_url: str) -> None:
 
 
 def test_the_service_keeps_partitions_ahead(fresh_postgres_url: str) -> None:
-    from ett_collector.retention import RetentionLoop
     from ett_collector.settings import Settings
+    from ett_collector.write.retention import RetentionLoop
 
     store = Store(fresh_postgres_url)
     store.upgrade()

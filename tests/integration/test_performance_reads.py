@@ -13,9 +13,9 @@ import pytest
 from ett import semconv as sc
 from ett_cli import main
 from ett_collector.api import create_app
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.spans import attempt_end, first_batch, window
 
 T0 = 1_790_000_040.0

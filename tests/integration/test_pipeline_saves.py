@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ett_collector import pipeline as pipeline_module
-from ett_collector.pipeline import Pipeline
 from ett_collector.storage import Store
+from ett_collector.write import pipeline as pipeline_module
+from ett_collector.write.pipeline import Pipeline
 from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0

@@ -1,4 +1,5 @@
-"""The read cache of one job's answer (``collector/answers.py``), on real SQLite and PostgreSQL.
+"""The read cache of one job's answer (``collector/read/answers.py``), on real SQLite and
+PostgreSQL.
 
 Two apps read one database: one keeps answers (``ETT_READ_CACHE``), one does not. Another store,
 as another collector would, changes a job underneath them between reads (new spans, recomputes,
@@ -31,9 +32,9 @@ from starlette.applications import Starlette
 
 from ett import semconv as sc
 from ett_collector.api import create_app
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS, throwaway_postgres
 from tests.support.spans import span
 from tests.support.worked_example import worked_example

@@ -25,9 +25,9 @@ import pytest
 from ett import semconv as sc
 from ett_collector.api import create_app
 from ett_collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_path
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import ConfigError, Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 
 _ids = itertools.count(1)
 

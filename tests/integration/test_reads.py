@@ -23,10 +23,10 @@ from starlette.applications import Starlette
 
 from ett_collector import otlp
 from ett_collector.api import create_app
-from ett_collector.pipeline import READ_FLIGHTS, Pipeline
-from ett_collector.query import NotReady, Query
+from ett_collector.read.query import NotReady, Query
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import READ_FLIGHTS, Pipeline
 from tests.support.figures import WORKED_EXAMPLE
 from tests.support.replay import encode_request
 from tests.support.worked_example import worked_example

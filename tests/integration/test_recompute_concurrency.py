@@ -22,11 +22,11 @@ from starlette.applications import Starlette
 
 from ett_collector.api import create_app
 from ett_collector.domain import SpanRecord, summarize
-from ett_collector.metrics import CollectorMetrics
-from ett_collector.pipeline import Pipeline
+from ett_collector.read.metrics import CollectorMetrics
 from ett_collector.schemas import job_json
 from ett_collector.settings import Settings
 from ett_collector.storage import Store, is_passing
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
 from tests.support.worked_example import worked_example

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import text
 
 from ett import semconv as sc
-from ett_collector.pipeline import Outcome, Pipeline
 from ett_collector.storage import Store
 from ett_collector.storage._retention import (
     RUNS_GONE,
@@ -26,6 +25,7 @@ from ett_collector.storage._retention import (
     pruned_jobs,
 )
 from ett_collector.storage._timeseries import fleet_overview
+from ett_collector.write.pipeline import Outcome, Pipeline
 from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
 from tests.support.worked_example import worked_example

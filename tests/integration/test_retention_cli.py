@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ett_cli import main
-from ett_collector.pipeline import Outcome, Pipeline
 from ett_collector.storage import Store
 from ett_collector.storage._retention import SPANS_GOING, SPANS_GONE, Policy, Retention
+from ett_collector.write.pipeline import Outcome, Pipeline
 from tests.support.layout import ROOT
 from tests.support.spans import first_batch, window
 from tests.support.worked_example import worked_example
@@ -146,8 +146,8 @@ def test_a_prune_killed_by_sigkill_leaves_it_consistent(tmp_path: Path) -> None:
 
 
 def test_the_service_prunes_by_itself(db: str) -> None:
-    from ett_collector.retention import RetentionLoop
     from ett_collector.settings import Settings
+    from ett_collector.write.retention import RetentionLoop
 
     store = Store(db)
     pipeline = Pipeline(store)

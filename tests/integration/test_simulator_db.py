@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ett_cli import main
-from ett_collector.pipeline import Pipeline
-from ett_collector.query import Query
+from ett_collector.read.query import Query
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from ett_simulator import Regression, differences, read_truth
 from ett_simulator.regression import parse_instant
 from tests.conftest import BACKENDS

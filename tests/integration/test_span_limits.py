@@ -23,9 +23,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from ett import semconv as sc
 from ett_collector.api import create_app
 from ett_collector.otlp._limits import MAX_IDENTITY_CHARS, MAX_VALUE_CHARS
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 
 _ids = itertools.count(1)

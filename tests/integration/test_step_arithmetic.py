@@ -18,10 +18,10 @@ import pytest
 from ett import semconv as sc
 from ett_collector.api import create_app
 from ett_collector.domain import SpanRecord, summarize
-from ett_collector.pipeline import Pipeline
 from ett_collector.schemas import job_json
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.spans import attempt_end, first_batch, phase, window
 
 T0 = 1_700_000_000.0

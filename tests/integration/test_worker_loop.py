@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ett_collector.domain import SpanRecord
-from ett_collector.pipeline import Pipeline
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.spans import first_batch, phase, window
 
 BASE = 1_790_000_000.0

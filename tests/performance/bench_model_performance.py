@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from ett_collector.metrics import CollectorMetrics
-from ett_collector.metrics_performance import ModelPerformanceMetrics
-from ett_collector.performance_models import ModelPerformance
-from ett_collector.pipeline import Pipeline
-from ett_collector.query import Query
+from ett_collector.read.metrics import CollectorMetrics
+from ett_collector.read.metrics_performance import ModelPerformanceMetrics
+from ett_collector.read.performance_models import ModelPerformance
+from ett_collector.read.query import Query
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.performance_seed import perf_job
 
 JOBS = 200

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from ett_collector.api import create_app
-from ett_collector.pipeline import Pipeline
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.otlp_fuzz import SEED, FuzzRun, fuzz, peak_rss_mib
 
 DEFAULT_BODIES = 100_000

@@ -522,9 +522,9 @@ def profile_read(db_url: str, n: int) -> list[tuple[str, float]]:
     import json
 
     from ett_collector.api._app import create_app, json_body
-    from ett_collector.pipeline import Pipeline
     from ett_collector.settings import Settings
     from ett_collector.storage import Store
+    from ett_collector.write.pipeline import Pipeline
 
     store = Store(db_url)
     store.upgrade()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ett_collector.pipeline import Pipeline
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.worked_example import worked_example
 
 ETT = str(Path(sys.executable).with_name("ett"))

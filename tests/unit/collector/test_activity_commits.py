@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ett_collector.activity import activity
 from ett_collector.domain import SpanRecord, checkpoints_of
+from ett_collector.read.activity import activity
 from tests.support.spans import persist, save
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
-from ett_collector import _render, schemas
-from ett_collector.overview_commands import print_advice
+from ett_collector import schemas
+from ett_collector.commands import _render
+from ett_collector.commands.overview_commands import print_advice
 
 
 def _row(model: str, failures: int, optimal_s: float) -> dict[str, Any]:

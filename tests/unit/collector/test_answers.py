@@ -1,8 +1,8 @@
-"""The bounds of the per-process read cache (``collector/answers.py``)."""
+"""The bounds of the per-process read cache (``collector/read/answers.py``)."""
 
 from __future__ import annotations
 
-from ett_collector.answers import JobAnswers
+from ett_collector.read.answers import JobAnswers
 from ett_collector.storage._store import FiguresStamp
 
 

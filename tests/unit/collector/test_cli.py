@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ett_cli import main
-from ett_collector.pipeline import Pipeline
-from ett_collector.query import QueryError, parse_instant
+from ett_collector.read.query import QueryError, parse_instant
 from ett_collector.settings import ConfigError, Settings
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.figures import WORKED_EXAMPLE
 from tests.support.worked_example import worked_example
 

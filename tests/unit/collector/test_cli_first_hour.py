@@ -21,9 +21,9 @@ from rich.console import Console
 
 from ett_cli import main
 from ett_cli._main import build_parser
-from ett_collector import _render
-from ett_collector.pipeline import Pipeline
+from ett_collector.commands import _render
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.support.ports import free_port
 from tests.support.worked_example import worked_example
 

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from ett import semconv as sc
-from ett_collector import _render
+from ett_collector.commands import _render
 from ett_collector.domain import Category, SegmentKind, summarize
 from ett_collector.schemas import job_json
 from tests.support.spans import (

@@ -12,7 +12,7 @@ from typing import Any
 
 from ett import semconv as sc
 
-from .domain import SpanRecord, checkpoints_of
+from ..domain import SpanRecord, checkpoints_of
 
 
 def _phase(span: SpanRecord) -> str | None:

@@ -29,10 +29,10 @@ from math import inf
 
 from ett import semconv
 
+from ..domain import SpanRecord, summarize
+from ..storage import Store, is_passing
 from ._job_loop import job_loop_facts
-from .domain import SpanRecord, summarize
 from .periodic import Periodic
-from .storage import Store, is_passing
 
 log = logging.getLogger("ett_collector")
 

@@ -32,7 +32,7 @@ def register(
     answers ``question(query)`` through the query layer and prints it (``--json``: as JSON)."""
 
     def fleet_command(args: argparse.Namespace) -> int:
-        from .overview import Overview
+        from ..read.overview import Overview
 
         return read(
             args,
@@ -50,7 +50,7 @@ def register(
         )
 
     def advice_command(args: argparse.Namespace) -> int:
-        from .overview import Overview
+        from ..read.overview import Overview
 
         return read(
             args,

@@ -1,5 +1,6 @@
 """Read answers that aggregate on the server for the dashboards: the fleet over time, the filter
-values, and one job's per-rank activity. Beside :class:`ett_collector.query.Query`, on its store.
+values, and one job's per-rank activity. Beside :class:`ett_collector.read.query.Query`, on its
+store.
 
 So that no page downloads every job's segments: the fleet answer's size depends on the number of
 time buckets and keys (models, teams, components), never on the number of jobs.
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..storage import _advice, _timeseries
 from .activity import activity
 from .query import NotFound, Query, QueryError, parse_instant
-from .storage import _advice, _timeseries
 
 DEFAULT_WINDOW = "7d"
 """The fleet window when none is given."""
@@ -76,6 +77,6 @@ class Overview:
 
 
 def _states() -> tuple[str, ...]:
-    from .domain.model import JobState
+    from ..domain.model import JobState
 
     return tuple(s.value for s in JobState)

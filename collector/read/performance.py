@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .domain._performance import performance
-from .domain._throughput import MAX_BUCKETS, series
+from ..domain._performance import performance
+from ..domain._throughput import MAX_BUCKETS, series
+from ..storage._series import job_points
 from .query import NotFound, Query, QueryError
-from .storage._series import job_points
 
 DEFAULT_BUCKETS = 60
 """Buckets of the throughput series unless asked for."""

@@ -10,11 +10,11 @@ import time
 
 from ett import semconv
 
+from ..settings import Settings
+from ..storage._partitions import ensure_ahead
+from ..storage._retention import Policy, Retention, Tally
 from .periodic import Periodic
 from .pipeline import Pipeline
-from .settings import Settings
-from .storage._partitions import ensure_ahead
-from .storage._retention import Policy, Retention, Tally
 
 log = logging.getLogger("ett_collector")
 

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from ..schemas import GROUP_BYS, STATES, JobJSON, JobRowJSON, LostTimeJSON, SegmentJSON
+from ..settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
+from ..write.pipeline import Pipeline
 from .answers import JobAnswers
-from .pipeline import Pipeline
-from .schemas import GROUP_BYS, STATES, JobJSON, JobRowJSON, LostTimeJSON, SegmentJSON
-from .settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

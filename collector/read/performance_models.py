@@ -1,10 +1,10 @@
 """Inside the loop, per model: slow time lost and throughput per rank over a window (issue 26).
 
 The Fleet page ranks models by slow time (``GET /api/v1/models/performance``) and Prometheus
-reads the same figures (``ett_model_*``, :mod:`ett_collector.metrics_performance`). Per model,
+reads the same figures (``ett_model_*``, :mod:`ett_collector.read.metrics_performance`). Per model,
 over its jobs that ended (or, live, last reported) in ``[since, now]``:
 
-- ``slow_s``: the sum of the jobs' slow time (``collector/performance.py``: the seconds lost to
+- ``slow_s``: the sum of the jobs' slow time (``collector/read/performance.py``: the seconds lost to
   steps slower than the job's own ideal step time); ``productive_s``: the sum of those jobs' ETT
   productive seconds; ``slow_pct = 100 * slow_s / productive_s``;
 - ``samples_per_s_per_rank``: the median over the jobs of each job's median rank throughput
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .domain._performance import performance
+from ..domain._performance import performance
+from ..storage._series import job_points
 from .query import Query, QueryError, parse_instant
-from .storage._series import job_points
 
 MAX_JOBS = 500
 """The most jobs (the newest) one answer reads."""

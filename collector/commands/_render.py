@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
-from .schemas import LIVE_STATES, MIN_ADVICE_FAILURES, JobJSON, JobRowJSON, LostTimeJSON, advice_ok
+from ..schemas import LIVE_STATES, MIN_ADVICE_FAILURES, JobJSON, JobRowJSON, LostTimeJSON, advice_ok
 
 
 def duration(seconds: float | None) -> str:

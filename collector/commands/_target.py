@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .settings import default_db_url
+from ..settings import default_db_url
 
 
 class TargetError(Exception):
@@ -139,8 +139,8 @@ def open_for_reading(target: Target) -> Any:
     its schema is older; ``TargetError`` (exit 1) for a missing, empty or unreachable database."""
     from sqlalchemy.exc import DBAPIError
 
-    from .storage import Store
-    from .storage._migrate import head_revision
+    from ..storage import Store
+    from ..storage._migrate import head_revision
 
     target.require_existing()
     empty = TargetError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .domain.model import JobState
+from ..domain.model import JobState
 
 
 def add_json(parser: Any, what: str) -> None:

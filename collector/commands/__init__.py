@@ -18,11 +18,11 @@ from typing import Any
 from ett import semconv
 from ett_cli import CliError, console
 
+from ..domain.model import GroupBy
+from ..settings import DEFAULT_PORT, ConfigError, Settings
 from . import _serve_security
 from ._options import add_filters, add_json, add_state, add_window
 from ._target import add_db_option as _db_arg
-from .domain.model import GroupBy
-from .settings import DEFAULT_PORT, ConfigError, Settings
 
 
 def register(sub: Any) -> None:
@@ -218,9 +218,9 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
 def _open(args: argparse.Namespace, *, read: bool = False) -> Any:
     """A pipeline over the store ``args.target`` names: migrated, or for ``read`` commands
     only an existing database (never created; migrated only when its schema is older)."""
+    from ..storage import Store
+    from ..write.pipeline import Pipeline
     from . import _target
-    from .pipeline import Pipeline
-    from .storage import Store
 
     if read:
         store = _target.open_for_reading(args.target)
@@ -237,8 +237,8 @@ def _settings(db: str) -> Settings:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .api._factory import build_app
-    from .storage import Store
+    from ..api._factory import build_app
+    from ..storage import Store
 
     if args.workers is None:
         raw = os.environ.get("ETT_WORKERS") or "1"
@@ -300,7 +300,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _check_replica(store: Any, shown: str) -> None:
     """A read-only collector migrates nothing: its database must be at the newest schema (the
     primary's collector, or ``ett db upgrade`` on the primary, brings it there)."""
-    from .storage import head_revision
+    from ..storage import head_revision
 
     revision, head = store.revision(), head_revision()
     if revision != head:
@@ -362,7 +362,7 @@ def _announcing_server(config: Any, line: str) -> Any:
 
 
 def _read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[Any], None]) -> int:
-    from .query import NotFound, NotReady, Query, QueryError, RecomputeFailed
+    from ..read.query import NotFound, NotReady, Query, QueryError, RecomputeFailed
 
     target = args.target
     settings = _settings(target.url)  # no background worker here: wait for fresh figures
@@ -407,8 +407,8 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _grant_readonly(args: argparse.Namespace) -> int:
-    from .storage import Store
-    from .storage._roles import RoleError, grant_readonly
+    from ..storage import Store
+    from ..storage._roles import RoleError, grant_readonly
 
     password = None
     if args.password_env:
@@ -431,8 +431,8 @@ def _prune(args: argparse.Namespace) -> int:
 
     from ett import semconv as sc
 
-    from .storage import Store
-    from .storage._retention import Policy, Retention
+    from ..storage import Store
+    from ..storage._retention import Policy, Retention
 
     settings = _settings(args.target.url)  # the ETT_RETAIN_* periods, checked
     store = Store(args.target.url)
@@ -452,8 +452,8 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from ..read.performance import with_performance
     from . import _render
-    from .performance import with_performance
 
     return _read(
         args,
@@ -485,8 +485,8 @@ def _lost_time(args: argparse.Namespace) -> int:
 def _recompute(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from .pipeline import Outcome, pruned_reason
-    from .storage._retention import pruned_jobs
+    from ..storage._retention import pruned_jobs
+    from ..write.pipeline import Outcome, pruned_reason
 
     pipeline = _open(args, read=True)  # an existing database: a mistyped path creates nothing
     if args.jobs:

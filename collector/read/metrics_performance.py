@@ -1,7 +1,7 @@
 """Per-model performance gauges for Prometheus (issue 26), read at scrape time.
 
 Over the jobs that ended (or, live, last reported) in the last 24 hours, per model
-(:class:`ett_collector.performance_models.ModelPerformance` computes them; its answers are
+(:class:`ett_collector.read.performance_models.ModelPerformance` computes them; its answers are
 reused for 30 s and each job's facts once per recompute of its figures):
 
 - ``ett_model_samples_per_second_per_rank``: the median over the jobs of each job's median

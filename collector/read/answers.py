@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from .storage._store import FiguresStamp
+from ..storage._store import FiguresStamp
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """Bytes of kept answers at most, per process (a job's answer is 1-20 KB; one with many

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .security import Scope, TlsSettings
-from .settings import Settings
+from ..security import Scope, TlsSettings
+from ..settings import Settings
 
 SECURITY_ENVIRONMENT = """\
   ETT_WRITE_TOKENS[_FILE]  tokens that may only send spans (POST /v1/traces); _FILE: one per

@@ -2,7 +2,8 @@
 
 ``collector/domain/_loop_facts.py`` says what they are: the job's raw windows and its compacted
 ``window_series`` buckets become points, as for the performance view
-(``ett_collector.performance``). A job that ended gets fresh facts at every save. A running job's
+(``ett_collector.read.performance``). A job that ended gets fresh facts at every save. A running
+job's
 figures are saved after every window, so its facts are computed at most every
 :data:`RUNNING_EVERY_S` per job in this process, the last ones kept in between (the straggler
 alert sees a running job this way; the throughput regression tests only ended jobs). A bug in
@@ -17,10 +18,10 @@ import threading
 import time
 from typing import Any
 
-from .domain._loop_facts import loop_facts
-from .domain.model import JobState, JobSummary
-from .storage import Store
-from .storage._series import job_points
+from ..domain._loop_facts import loop_facts
+from ..domain.model import JobState, JobSummary
+from ..storage import Store
+from ..storage._series import job_points
 
 KEY = "loop_facts"
 """The key of the facts in the stored summary JSON (left out of the read API's job object)."""
