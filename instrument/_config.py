@@ -61,8 +61,9 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from . import semconv
 from ._errors import log_once
@@ -74,6 +75,7 @@ TRACES_PATH = "/v1/traces"
 DEFAULT_SERVICE_NAME = "ett-trainer"
 
 _IMPORTED_AT = time.time()
+_N = TypeVar("_N", int, float)
 
 
 @dataclass(frozen=True)
@@ -108,26 +110,24 @@ class Identity:
         return attrs
 
 
-def _int(env: Mapping[str, str], name: str) -> int | None:
+def _number(env: Mapping[str, str], name: str, parse: Callable[[str], _N], what: str) -> _N | None:
+    """``parse`` of variable ``name``; None when unset, or (said once) when it is not ``what``."""
     raw = env.get(name, "").strip()
     if not raw:
         return None
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError:
-        log_once("config." + name, "ignoring %s=%r: not an integer", name, raw)
+        log_once("config." + name, "ignoring %s=%r: not %s", name, raw, what)
         return None
+
+
+def _int(env: Mapping[str, str], name: str) -> int | None:
+    return _number(env, name, int, "an integer")
 
 
 def _float(env: Mapping[str, str], name: str) -> float | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        log_once("config." + name, "ignoring %s=%r: not a number", name, raw)
-        return None
+    return _number(env, name, float, "a number")
 
 
 def process_start_time() -> float:
@@ -158,40 +158,52 @@ def _default_job_id(env: Mapping[str, str], host: str) -> str:
     return job_id
 
 
-def resolve_identity(
-    *,
-    job_id: str | None = None,
-    model: str | None = None,
-    team: str | None = None,
-    attempt: int | None = None,
-    rank: int | None = None,
-    world_size: int | None = None,
-    allocated_at: float | None = None,
-    service_name: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Identity:
-    """The identity from explicit arguments, falling back to the environment (module docstring)."""
-    env = os.environ if env is None else env
-    host = socket.gethostname()
-    restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
-    env_attempt = _int(env, "ETT_ATTEMPT")
-    if attempt is None:
-        attempt = env_attempt if env_attempt is not None else (restart or 0)
-    if allocated_at is None:
-        elastic_restart = env_attempt is None and (restart or 0) > 0
-        env_alloc = None if elastic_restart else _float(env, "ETT_ALLOCATED_AT")
-        allocated_at = env_alloc if env_alloc is not None else process_start_time()
-    return Identity(
-        job_id=job_id or env.get("ETT_JOB_ID", "").strip() or _default_job_id(env, host),
-        attempt=attempt,
-        rank=rank if rank is not None else (_int(env, "RANK") or 0),
-        world_size=world_size if world_size is not None else (_int(env, "WORLD_SIZE") or 1),
-        allocated_at=allocated_at,
-        model=model or env.get("ETT_MODEL") or None,
-        team=team or env.get("ETT_TEAM") or None,
-        service_name=service_name or env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
-        host_name=host,
-    )
+@dataclass(frozen=True)
+class IdentityArgs:
+    """Who is emitting, as :func:`ett.init` was told (its identity arguments); each ``None``
+    comes from the environment (:meth:`resolve`, the module docstring)."""
+
+    job_id: str | None = None
+    model: str | None = None
+    team: str | None = None
+    attempt: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    allocated_at: float | None = None
+    service_name: str | None = None
+
+    def resolve(self, env: Mapping[str, str] | None = None) -> Identity:
+        """The identity: these arguments, falling back to ``env`` (default ``os.environ``)."""
+        env = os.environ if env is None else env
+        host = socket.gethostname()
+        restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
+        env_attempt = _int(env, "ETT_ATTEMPT")
+        attempt = self.attempt
+        if attempt is None:
+            attempt = env_attempt if env_attempt is not None else (restart or 0)
+        allocated_at = self.allocated_at
+        if allocated_at is None:
+            elastic_restart = env_attempt is None and (restart or 0) > 0
+            env_alloc = None if elastic_restart else _float(env, "ETT_ALLOCATED_AT")
+            allocated_at = env_alloc if env_alloc is not None else process_start_time()
+        rank, world_size = self.rank, self.world_size
+        return Identity(
+            job_id=self.job_id or env.get("ETT_JOB_ID", "").strip() or _default_job_id(env, host),
+            attempt=attempt,
+            rank=rank if rank is not None else (_int(env, "RANK") or 0),
+            world_size=world_size if world_size is not None else (_int(env, "WORLD_SIZE") or 1),
+            allocated_at=allocated_at,
+            model=self.model or env.get("ETT_MODEL") or None,
+            team=self.team or env.get("ETT_TEAM") or None,
+            service_name=self.service_name or env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
+            host_name=host,
+        )
+
+
+def resolve_identity(*, env: Mapping[str, str] | None = None, **given: Any) -> Identity:
+    """The keyword form of :meth:`IdentityArgs.resolve`: ``IdentityArgs(**given).resolve(env)``
+    (an unknown keyword is a TypeError)."""
+    return IdentityArgs(**given).resolve(env)
 
 
 def resolve_endpoint(endpoint: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -310,8 +322,12 @@ def _token_file(env: Mapping[str, str]) -> str | None:
         with open(path, encoding="utf-8") as f:
             return f.readline().strip() or None
     except (OSError, UnicodeDecodeError) as exc:
-        log_once("config.token_file", "cannot read ETT_TOKEN_FILE %s (%s): no token sent",
-                 path, type(exc).__name__)  # fmt: skip
+        log_once(
+            "config.token_file",
+            "cannot read ETT_TOKEN_FILE %s (%s): no token sent",
+            path,
+            type(exc).__name__,
+        )
         return None
 
 

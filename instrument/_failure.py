@@ -17,9 +17,9 @@ name and message, so it needs no torch import:
 from __future__ import annotations
 
 import re
-from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
+from ._scope import Scope
 from .semconv import FailureCauseValues
 
 _OOM_TYPES = frozenset({"OutOfMemoryError", "MemoryError"})
@@ -97,11 +97,17 @@ def error_type(exc: BaseException | type[BaseException]) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+def fails_attempt(exc: BaseException | None) -> TypeGuard[BaseException]:
+    """True when ``exc``, escaping the attempt, fails it: any exception but ``SystemExit(0)`` or
+    ``SystemExit(None)`` (a clean exit)."""
+    return exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None))
+
+
 class _Failable(Protocol):
     def fail(self, exc: BaseException) -> None: ...
 
 
-class Guard:
+class Guard(Scope):
     """A context manager: an exception escaping it fails the attempt (``session.fail(exc)``),
     then propagates unchanged. ``SystemExit(0)`` / ``SystemExit(None)`` is not a failure."""
 
@@ -111,11 +117,6 @@ class Guard:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+    def _leave(self, exc: BaseException | None) -> None:
+        if fails_attempt(exc):
             self._session.fail(exc)

@@ -97,16 +97,20 @@ class Session:
         self.started_ns = time.time_ns()
         """When this session started (unix ns): the start-up phases the library names by
         itself (``ett._startup``) end here."""
-        if enabled:  # the seconds before init(), named now (exported with the next batch,
-            # within a second): live figures count them, and they survive a later SIGKILL
-            observed_startup(self._spans, self._alloc_ns, self.started_ns)
         self.exit_watchdog = ExitWatchdog(
             exit_timeout_s if enabled else 0.0, self._record_hang, self.flush
         )
         """Ends the process when it does not exit after a failed :meth:`end` (``_watchdog``)."""
         if enabled:
-            self._window_thread = PollThread(self._poll, self._poll_interval)
-            self._window_thread.start()
+            self._start_recording()
+
+    def _start_recording(self) -> None:
+        """Name the seconds before init() now (exported with the next batch, within a second:
+        live figures count them, and they survive a later SIGKILL), then start the window
+        thread."""
+        observed_startup(self._spans, self._alloc_ns, self.started_ns)
+        self._window_thread = PollThread(self._poll, self._poll_interval)
+        self._window_thread.start()
 
     # --- the hot loop ----------------------------------------------------------------------------
 

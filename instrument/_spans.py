@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from opentelemetry.trace import Span
@@ -23,6 +22,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import log_once, never_raises
+from ._scope import Scope
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -56,7 +56,7 @@ class SaveTracker(Protocol):
         ...
 
 
-class SpanBlock:
+class SpanBlock(Scope):
     """A span around a block of code (``with``) or around every call of a function (decorator)."""
 
     def __init__(
@@ -80,12 +80,7 @@ class SpanBlock:
         self._spans.append(self._sink.start(self._name, self._attributes, self.start_ns))
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leave(self, exc: BaseException | None) -> None:
         span = self._spans.pop() if self._spans else None
         self._sink.end(span, exc)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from types import TracebackType
 from typing import TypeVar
 
 from opentelemetry.trace import Span
@@ -23,6 +22,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import log_once
+from ._scope import Scope
 from ._spans import SpanBlock, SpanSink
 
 DATA_WAIT_MIN_S = 0.001
@@ -41,7 +41,7 @@ _KNOWN_COMPONENTS = frozenset(
 _Item = TypeVar("_Item")
 
 
-class DataWait:
+class DataWait(Scope):
     """A context manager around the wait for the next batch: an ``ett.data.wait`` span from
     entry to exit when the wait lasted ``min_s`` or more, none otherwise. An exception of the
     loader propagates unchanged (recorded on the span when one is emitted). Reusable, not
@@ -58,12 +58,7 @@ class DataWait:
         self._start_ns = time.time_ns()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leave(self, exc: BaseException | None) -> None:
         end_ns = time.time_ns()
         if end_ns - self._start_ns < self._min_ns:
             return
