@@ -1,6 +1,6 @@
-"""The pages' "inside the loop" sections (issue 26): a job's step time, slow time, throughput per
-rank and straggler rank (Job page), and the models ranked by slow time (Fleet page). Read only
-through the client; charts from :mod:`.loop_charts`."""
+"""The pages' "inside the loop" sections (``docs/metrics.md``, "Inside the loop"): a job's step
+time, slow time, throughput per rank and straggler rank (Job page), and the models ranked by slow
+time (Fleet page). Read only through the client; charts from :mod:`.loop_charts`."""
 
 from __future__ import annotations
 

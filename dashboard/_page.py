@@ -47,9 +47,11 @@ def facets(c: Client) -> dict[str, list[str]]:
         st.stop()
 
 
-def filter_select(label: str, name: str, options: Sequence[str], where: object = st) -> str:
+def filter_select(label: str, name: str, options: Sequence[str], *, where: object = st) -> str:
     """A filter kept in the URL's ``name`` whose empty value, shown as "all", filters nothing."""
-    return url_select(label, name, ["", *options], "", lambda v: v or "all", where)
+    return url_select(
+        label, name, ["", *options], default="", format_func=lambda v: v or "all", where=where
+    )
 
 
 def job_url(job_id: str) -> str:
@@ -61,6 +63,7 @@ def url_select(
     label: str,
     name: str,
     options: Sequence[str],
+    *,
     default: str,
     format_func: Callable[[str], str] = str,
     where: object = st,

@@ -120,23 +120,38 @@ def lost_stacked(df: pd.DataFrame) -> ChartLike:
     )
 
 
+def ranked_bars(
+    df: pd.DataFrame,
+    title: str,
+    lane: str,
+    value: alt.X,
+    tooltip: list[Any],
+    *,
+    step: int,
+    color: alt.Color | None = None,
+    mark_args: dict[str, Any] | None = None,
+) -> alt.Chart:
+    """Horizontal bars of ``value``, one ``lane`` (a nominal field) per row of ``df``, the
+    largest on top, every lane ``step`` pixels tall and labelled."""
+    colored = {"color": color} if color is not None else {}
+    y = _lanes(lane, "-x")
+    return chart(
+        df, "bar", title, alt.Step(step), mark_args, y=y, x=value, tooltip=tooltip, **colored
+    )
+
+
 def lost_ranked(df: pd.DataFrame) -> ChartLike:
     """Lost GPU-hours per component over the window, largest on top."""
-    return chart(
-        df,
-        "bar",
-        "Lost GPU-hours by component, ranked",
-        alt.Step(22),
-        y=_lanes("component:N", "-x"),
-        x=alt.X("lost_gpu_h:Q", title="GPU-hours"),
-        color=_component_color(df["component"], legend=False),
-        tooltip=[
-            "component:N",
-            _GPU_H,
-            _tip("idle_s:Q", "idle s", ",.0f"),
-            _tip("failure_s:Q", "failure s", ",.0f"),
-        ],
-    )
+    tooltip = [
+        "component:N",
+        _GPU_H,
+        _tip("idle_s:Q", "idle s", ",.0f"),
+        _tip("failure_s:Q", "failure s", ",.0f"),
+    ]
+    x = alt.X("lost_gpu_h:Q", title="GPU-hours")
+    color = _component_color(df["component"], legend=False)
+    title = "Lost GPU-hours by component, ranked"
+    return ranked_bars(df, title, "component:N", x, tooltip, step=22, color=color)
 
 
 def gantt(
@@ -182,7 +197,7 @@ def timeline(df: pd.DataFrame) -> ChartLike:
         ],
         bar_height=22,
     )
-    starts = df.groupby("attempt", as_index=False)["start"].min()
+    starts = df.groupby("attempt", as_index=False).agg(start=("start", "min"))
     starts["label"] = "attempt " + starts["attempt"].astype(str)
     rules = chart(starts, "rule", mark_args={"strokeDash": [4, 3], "color": "#555"}, x="start:T")
     labels = chart(

@@ -8,12 +8,38 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from ett_cli import CliError
 
 from .settings import DEFAULT_API_URL
 
 APP = Path(__file__).resolve().parent / "app.py"
+
+
+class FileOption(NamedTuple):
+    """An option naming a file the app reads, handed to it as an absolute path in ``env``."""
+
+    flag: str
+    env: str
+    holds: str
+
+
+FILE_OPTIONS = (
+    FileOption("--token-file", env="ETT_READ_TOKEN_FILE", holds="file holding the read token"),
+    FileOption(
+        "--ca-bundle",
+        env="ETT_API_CA_BUNDLE",
+        holds="CA bundle (PEM) that signed an https collector's certificate",
+    ),
+    FileOption(
+        "--client-cert",
+        env="ETT_API_CLIENT_CERT",
+        holds="client certificate for a collector that asks for one",
+    ),
+    FileOption("--client-key", env="ETT_API_CLIENT_KEY", holds="the client certificate's key"),
+)
+"""The file options of ``ett dashboard``, in the order ``--help`` lists them."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,16 +64,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a read token of the collector (default: $ETT_READ_TOKEN, else $ETT_TOKEN); "
         "--token-file keeps it off the command line",
     )
-    p.add_argument("--token-file", default=None, metavar="FILE",
-                   help="file holding the read token (or ETT_READ_TOKEN_FILE)")  # fmt: skip
-    p.add_argument("--ca-bundle", default=None, metavar="FILE",
-                   help="CA bundle (PEM) that signed an https collector's certificate "
-                   "(or ETT_API_CA_BUNDLE)")  # fmt: skip
-    p.add_argument("--client-cert", default=None, metavar="FILE",
-                   help="client certificate for a collector that asks for one "
-                   "(or ETT_API_CLIENT_CERT)")  # fmt: skip
-    p.add_argument("--client-key", default=None, metavar="FILE",
-                   help="the client certificate's key (or ETT_API_CLIENT_KEY)")  # fmt: skip
+    for f in FILE_OPTIONS:
+        p.add_argument(f.flag, default=None, metavar="FILE", help=f"{f.holds} (or {f.env})")
     p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
@@ -99,14 +117,12 @@ def run(args: argparse.Namespace) -> int:
     env = {**os.environ, "ETT_API_URL": args.api.rstrip("/")}
     if args.token:
         env["ETT_READ_TOKEN"] = args.token  # in the environment, not on the command line
-    for flag, name in (("token_file", "ETT_READ_TOKEN_FILE"), ("ca_bundle", "ETT_API_CA_BUNDLE"),
-                       ("client_cert", "ETT_API_CLIENT_CERT"),
-                       ("client_key", "ETT_API_CLIENT_KEY")):  # fmt: skip
-        value = getattr(args, flag)
+    for f in FILE_OPTIONS:
+        value = getattr(args, f.flag.removeprefix("--").replace("-", "_"))
         if value:
             if not os.access(value, os.R_OK):
-                raise CliError(f"--{flag.replace('_', '-')} {value}: cannot read that file")
-            env[name] = os.path.abspath(value)
+                raise CliError(f"{f.flag} {value}: cannot read that file")
+            env[f.env] = os.path.abspath(value)
     if args.refresh_s is not None:
         if args.refresh_s <= 0:
             raise CliError("--refresh-s must be positive")

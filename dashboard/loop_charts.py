@@ -1,5 +1,5 @@
-"""Charts of what happens inside the training loop (issue 26), pure as :mod:`.charts` is:
-data frames in, Altair charts out.
+"""Charts of what happens inside the training loop (``docs/metrics.md``, "Inside the loop"), pure
+as :mod:`.charts` is: data frames in, Altair charts out.
 
 - :func:`throughput`: samples per second of one rank over time, a line per rank for a small job,
   else the band from the slowest to the fastest rank with the median rank as a line;
@@ -12,7 +12,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .charts import ChartLike, _tip, chart
+from .charts import ChartLike, _tip, chart, ranked_bars
 
 _TIME = alt.X("t:T", title=None)
 _FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M:%S")
@@ -91,17 +91,11 @@ def step_time(df: pd.DataFrame, ideal_s: float | None) -> ChartLike:
 
 def slow_by_model(df: pd.DataFrame) -> ChartLike:
     """Slow hours per model (``df``: ``model``, ``slow_h``, ``slow_pct``), largest on top."""
-    return chart(
-        df,
-        "bar",
-        "Slow time lost inside the loop, by model (hours)",
-        alt.Step(24),
-        {"color": "#d62728"},
-        y=alt.Y("model:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False)),
-        x=alt.X("slow_h:Q", title="hours slower than each job's ideal step"),
-        tooltip=[
-            "model:N",
-            _tip("slow_h:Q", "slow hours", ",.3f"),
-            _tip("slow_pct:Q", "% of productive", ",.2f"),
-        ],
-    )
+    tooltip = [
+        "model:N",
+        _tip("slow_h:Q", "slow hours", ",.3f"),
+        _tip("slow_pct:Q", "% of productive", ",.2f"),
+    ]
+    x = alt.X("slow_h:Q", title="hours slower than each job's ideal step")
+    title = "Slow time lost inside the loop, by model (hours)"
+    return ranked_bars(df, title, "model:N", x, tooltip, step=24, mark_args={"color": "#d62728"})

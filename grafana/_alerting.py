@@ -42,21 +42,19 @@ def _grafana_template(text: str) -> str:
 
 def grafana_rule(prom: dict[str, Any]) -> models.Rule:
     """One Grafana rule from one Prometheus alerting rule of the collector's export."""
+    promql = prometheus.Dataquery().expr(prom["expr"]).instant().ref_id("A")
     query = (
         alerting.Query("A")
         .datasource_uid(PROMETHEUS_UID)
         .relative_time_range(models.RelativeTimeRange(from_val=LOOKBACK_S, to=0))
-        .model(prometheus.Dataquery().expr(prom["expr"]).instant().ref_id("A")
-               .datasource(PROMETHEUS))
-    )  # fmt: skip
+        .model(promql.datasource(PROMETHEUS))
+    )
+    reduce = expr.TypeReduce().ref_id("B").expression("A").reducer("last").datasource(_EXPR)
     last = (
         alerting.Query("B")
         .datasource_uid(EXPR_UID)
-        .model(
-            expr.TypeReduce().ref_id("B").expression("A").reducer("last").datasource(_EXPR)
-            .settings(expr.ExprTypeReduceSettings().mode("dropNN"))
-        )
-    )  # fmt: skip
+        .model(reduce.settings(expr.ExprTypeReduceSettings().mode("dropNN")))
+    )
     holds = (
         alerting.Query("C")
         .datasource_uid(EXPR_UID)
@@ -108,8 +106,8 @@ def rule_groups(path: str | None = None) -> list[dict[str, Any]]:
         for key in ("folderUID", "ruleGroup", "orgID"):  # the group carries them in a file
             data.pop(key, None)
         file_rules.append(_plain(data))
-    return [{"orgId": 1, "name": GROUP, "folder": FOLDER_TITLE, "interval": INTERVAL,
-             "rules": file_rules}]  # fmt: skip
+    group = {"orgId": 1, "name": GROUP, "folder": FOLDER_TITLE, "interval": INTERVAL}
+    return [group | {"rules": file_rules}]
 
 
 def _plain(value: Any) -> Any:

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as dash
 
-from ._panels import (
-    BY,
-    FILTER,
-    IN_RANGE,
-    clip,
-    dashboard,
-    fleet_variables,
-    series_panel,
-    stat_panel,
-    table_panel,
-)
-from ._queries import Sql
+from ._panels import fleet_dashboard, series_panel, stat_panel, table_panel
+from ._queries import BY, FILTER, IN_RANGE, Sql, clip
 
 UID = "ett-checkpoints"
+
+DESCRIPTION = (
+    "Checkpoint blocking, unsaved work lost to failures, compile time and compile-cache "
+    "hits across the fleet, with Young's checkpoint interval advice per job."
+)
+"""The dashboard's description, shown under its title in Grafana."""
 
 CHECKPOINT = "kind = 'cutout' AND component = 'checkpoint'"
 UNSAVED = "kind = 'unsaved'"
@@ -54,9 +50,9 @@ ADVICE = Sql(
     FROM ett_v1_jobs
     WHERE end_s >= $__unixEpochFrom() AND alloc_s <= $__unixEpochTo() AND {FILTER}
     ORDER BY checkpoint_saving_s DESC NULLS LAST, job_id LIMIT 200""",
-    ("job_id", "model", "team", "checkpoint_blocking_s", "unsaved_s", "expected_unsaved_s",
-     "checkpoint_interval_s", "checkpoint_optimal_interval_s", "checkpoint_saving_s"),
-)  # fmt: skip
+    "job_id model team checkpoint_blocking_s unsaved_s expected_unsaved_s"
+    " checkpoint_interval_s checkpoint_optimal_interval_s checkpoint_saving_s",
+)
 
 COMPILE_CACHE = Sql(
     f"""SELECT {BY} AS key, COALESCE(cache, 'unknown') AS cache, COUNT(*) AS compiles,
@@ -79,15 +75,12 @@ CHECKPOINT_SAVES = Sql(
 
 def build() -> dash.Dashboard:
     """The checkpoints and compile dashboard."""
-    d = dashboard(
+    d = fleet_dashboard(
         UID,
-        "ETT checkpoints and compile",
-        "Checkpoint blocking, unsaved work lost to failures, compile time and compile-cache "
-        "hits across the fleet, with Young's checkpoint interval advice per job.",
-        ["checkpoints", "compile"],
+        title="ETT checkpoints and compile",
+        description=DESCRIPTION,
+        tags=["checkpoints", "compile"],
     )
-    for v in fleet_variables():
-        d = d.with_variable(v)
     return (
         d.with_panel(stat_panel("Blocking / unsaved / compile hours", TOTALS, "h", w=24))
         .with_panel(series_panel("Checkpoint blocking hours by $by", BLOCKING_OVER_TIME, "h", w=8))

@@ -6,21 +6,16 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import dashboard as models
 
-from ._panels import (
-    BY,
-    FILTER,
-    IN_RANGE,
-    bar_panel,
-    clip,
-    dashboard,
-    fleet_variables,
-    series_panel,
-    stat_panel,
-    table_panel,
-)
-from ._queries import Sql
+from ._panels import bar_panel, fleet_dashboard, series_panel, stat_panel, table_panel
+from ._queries import BY, FILTER, IN_RANGE, Sql, clip
 
 UID = "ett-fleet"
+
+DESCRIPTION = (
+    "Effective Training Time of the fleet: where the wall-clock hours of training jobs went "
+    "(ETT-SPEC v1.2). Figures inside the time range clip segments as the read API does."
+)
+"""The dashboard's description, shown under its title in Grafana."""
 
 SHARES = Sql(
     f"""SELECT 100 * SUM(CASE WHEN category = 'productive' THEN s ELSE 0 END) / NULLIF(SUM(s), 0)
@@ -104,22 +99,14 @@ JOBS = Sql(
     FROM ett_v1_jobs
     WHERE end_s >= $__unixEpochFrom() AND alloc_s <= $__unixEpochTo() AND {FILTER}
     ORDER BY end_s DESC LIMIT 500""",
-    ("job_id", "state", "model", "team", "started_at", "ended_at", "wall_h", "ett_pct",
-     "idle_pct", "failure_pct", "failures", "tts_s", "unsaved_s"),
-)  # fmt: skip
+    "job_id state model team started_at ended_at wall_h"
+    " ett_pct idle_pct failure_pct failures tts_s unsaved_s",
+)
 
 
 def build() -> dash.Dashboard:
     """The fleet overview dashboard."""
-    d = dashboard(
-        UID,
-        "ETT fleet overview",
-        "Effective Training Time of the fleet: where the wall-clock hours of training jobs went "
-        "(ETT-SPEC v1.2). Figures inside the time range clip segments as the read API does.",
-        ["fleet"],
-    )
-    for v in fleet_variables():
-        d = d.with_variable(v)
+    d = fleet_dashboard(UID, title="ETT fleet overview", description=DESCRIPTION, tags=["fleet"])
     job_link = (
         dash.DashboardLink("Job drill-down")
         .type(models.DashboardLinkType.LINK)

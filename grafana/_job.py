@@ -9,7 +9,16 @@ from ._panels import bar_panel, dashboard, sql_variable, stat_panel, table_panel
 from ._queries import Sql
 
 UID = "ett-job"
+
+DESCRIPTION = (
+    "One training job: its ETT, attempts, segments, time to start and to recover, "
+    "checkpoints, compiles and unsaved work. Pick the job with the job_id variable."
+)
+"""The dashboard's description, shown under its title in Grafana."""
 JOB = "job_id = '$job_id'"
+
+JOB_IDS = "SELECT job_id FROM ett_v1_jobs ORDER BY end_s DESC, job_id LIMIT 1000"
+"""The ``job_id`` variable's choices: the newest 1000 jobs."""
 
 SHARES = Sql(
     f"SELECT ett_pct, idle_pct, failure_pct FROM ett_v1_jobs WHERE {JOB}",
@@ -26,15 +35,14 @@ STATE = Sql(
 ADVICE = Sql(
     f"""SELECT checkpoint_blocking_s, checkpoint_interval_s, checkpoint_optimal_interval_s,
        checkpoint_saving_s FROM ett_v1_jobs WHERE {JOB}""",
-    ("checkpoint_blocking_s", "checkpoint_interval_s", "checkpoint_optimal_interval_s",
-     "checkpoint_saving_s"),
-)  # fmt: skip
+    "checkpoint_blocking_s checkpoint_interval_s checkpoint_optimal_interval_s checkpoint_saving_s",
+)
 ATTEMPTS = Sql(
     f"""SELECT attempt, alloc_at, first_batch_at, end_at, startup_s, end_reason, failure_cause,
        critical_rank, ranks, ttr_s FROM ett_v1_attempts WHERE {JOB} ORDER BY attempt""",
-    ("attempt", "alloc_at", "first_batch_at", "end_at", "startup_s", "end_reason",
-     "failure_cause", "critical_rank", "ranks", "ttr_s"),
-)  # fmt: skip
+    "attempt alloc_at first_batch_at end_at startup_s end_reason"
+    " failure_cause critical_rank ranks ttr_s",
+)
 SEGMENTS = Sql(
     f"""SELECT time, segment FROM (
       SELECT start_at AS time, seg,
@@ -76,17 +84,8 @@ COMPILES = Sql(
 def build() -> dash.Dashboard:
     """The job drill-down dashboard."""
     d = dashboard(
-        UID,
-        "ETT job drill-down",
-        "One training job: its ETT, attempts, segments, time to start and to recover, "
-        "checkpoints, compiles and unsaved work. Pick the job with the job_id variable.",
-        ["job"],
-    ).with_variable(
-        sql_variable(
-            "job_id", "Job",
-            "SELECT job_id FROM ett_v1_jobs ORDER BY end_s DESC, job_id LIMIT 1000", multi=False,
-        )
-    )  # fmt: skip
+        UID, title="ETT job drill-down", description=DESCRIPTION, tags=["job"]
+    ).with_variable(sql_variable("job_id", "Job", JOB_IDS, multi=False))
     return (
         d.with_panel(stat_panel("ETT / idle / failure %", SHARES, "percent", w=8))
         .with_panel(stat_panel("Wall, TTS, unsaved, at risk", TIMES, "s", w=8))

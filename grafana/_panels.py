@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypedDict, TypeVar, Unpack
 
 from grafana_foundation_sdk.builders import (
     bargauge,
@@ -20,7 +20,7 @@ from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as models
 
-from ._queries import POSTGRES, PROMETHEUS
+from ._queries import NONE, POSTGRES, PROMETHEUS
 
 Target = cogbuilder.Builder[cogvariants.Dataquery]
 
@@ -29,26 +29,8 @@ FOLDER_UID = "ett"
 
 FOLDER_TITLE = "ETT"
 
-NONE = "(none)"
-"""How a job without a model or team shows in variables and legends."""
 
-FILTER = f"COALESCE(model, '{NONE}') IN ($model) AND COALESCE(team, '{NONE}') IN ($team)"
-"""The model and team variables, as a WHERE condition on any view with those columns."""
-
-BY = f"COALESCE($by, '{NONE}')"
-"""The series key chosen by the ``by`` variable (model or team)."""
-
-
-def clip(from_: str = "$__unixEpochFrom()", to: str = "$__unixEpochTo()") -> str:
-    """A segment row's seconds inside the dashboard's time range (as the read API clips)."""
-    return f"(LEAST(end_s, {to}) - GREATEST(start_s, {from_})) * share"
-
-
-IN_RANGE = "end_s > $__unixEpochFrom() AND start_s < $__unixEpochTo()"
-"""Segment rows that overlap the time range."""
-
-
-def dashboard(uid: str, title: str, description: str, tags: list[str]) -> dash.Dashboard:
+def dashboard(uid: str, *, title: str, description: str, tags: list[str]) -> dash.Dashboard:
     """An editable dashboard in UTC with the project's refresh choices."""
     return (
         dash.Dashboard(title)
@@ -63,61 +45,83 @@ def dashboard(uid: str, title: str, description: str, tags: list[str]) -> dash.D
     )
 
 
+def fleet_dashboard(uid: str, *, title: str, description: str, tags: list[str]) -> dash.Dashboard:
+    """A :func:`dashboard` over the fleet, with the :func:`fleet_variables`."""
+    d = dashboard(uid, title=title, description=description, tags=tags)
+    for v in fleet_variables():
+        d = d.with_variable(v)
+    return d
+
+
 P = TypeVar("P", stat.Panel, timeseries.Panel, table.Panel, bargauge.Panel, statetimeline.Panel)
 
 
-def _panel(panel: P, title: str, target: Target, w: int, h: int, description: str,
-           datasource: models.DataSourceRef = POSTGRES) -> P:  # fmt: skip
+class Layout(TypedDict, total=False):
+    """Where a panel sits and what its info tooltip says: ``w`` of 24 columns, ``h`` rows."""
+
+    w: int
+    h: int
+    description: str
+
+
+def _panel(
+    panel: P,
+    title: str,
+    target: Target,
+    layout: Layout,
+    default: Layout,
+    datasource: models.DataSourceRef = POSTGRES,
+) -> P:
     """What every panel here shares: its title, description, data source, one query and size
-    (``w`` of 24 columns, ``h`` rows)."""
-    p = panel.title(title).description(description).datasource(datasource).with_target(target)
-    return p.span(w).height(h)
+    (``layout``, else the kind's ``default``)."""
+    box = default | layout
+    p = panel.title(title).description(box.get("description", "")).datasource(datasource)
+    return p.with_target(target).span(box["w"]).height(box["h"])
 
 
-def stat_panel(title: str, target: Target, unit: str, w: int = 6, h: int = 4,
-               description: str = "") -> stat.Panel:  # fmt: skip
+def stat_panel(title: str, target: Target, unit: str, **layout: Unpack[Layout]) -> stat.Panel:
+    """The latest value of each column (6 x 4 unless ``layout`` says)."""
     reduce = common_builders.ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("/.*/")
-    return _panel(
-        stat.Panel()
-        .unit(unit)
-        .decimals(1)
-        .graph_mode(common.BigValueGraphMode.NONE)
-        .color_mode(common.BigValueColorMode.VALUE)
-        .reduce_options(reduce),
-        title, target, w, h, description,
-    )  # fmt: skip
+    p = stat.Panel().unit(unit).decimals(1).graph_mode(common.BigValueGraphMode.NONE)
+    p = p.color_mode(common.BigValueColorMode.VALUE).reduce_options(reduce)
+    return _panel(p, title, target, layout, {"w": 6, "h": 4})
 
 
-def series_panel(title: str, target: Target, unit: str, w: int = 12, h: int = 8,
-                 stacked: bool = False, prometheus: bool = False,
-                 description: str = "") -> timeseries.Panel:  # fmt: skip
+def series_panel(
+    title: str,
+    target: Target,
+    unit: str,
+    *,
+    stacked: bool = False,
+    prometheus: bool = False,
+    **layout: Unpack[Layout],
+) -> timeseries.Panel:
+    """A time series (12 x 8 unless ``layout`` says): lines, or ``stacked`` bars; the query on
+    PostgreSQL, or on Prometheus."""
     p = timeseries.Panel().unit(unit).fill_opacity(20 if stacked else 5)
     if stacked:
         p = p.stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL))
         p = p.draw_style(common.GraphDrawStyle.BARS)
-    return _panel(p, title, target, w, h, description, PROMETHEUS if prometheus else POSTGRES)
+    source = PROMETHEUS if prometheus else POSTGRES
+    return _panel(p, title, target, layout, {"w": 12, "h": 8}, source)
 
 
-def table_panel(title: str, target: Target, w: int = 24, h: int = 8,
-                description: str = "") -> table.Panel:  # fmt: skip
-    return _panel(table.Panel(), title, target, w, h, description)
+def table_panel(title: str, target: Target, **layout: Unpack[Layout]) -> table.Panel:
+    """A table of the query's rows (24 x 8 unless ``layout`` says)."""
+    return _panel(table.Panel(), title, target, layout, {"w": 24, "h": 8})
 
 
-def bar_panel(title: str, target: Target, unit: str, w: int = 12, h: int = 8,
-              description: str = "") -> bargauge.Panel:  # fmt: skip
-    return _panel(
-        bargauge.Panel()
-        .unit(unit)
-        .orientation(common.VizOrientation.HORIZONTAL)
-        .reduce_options(common_builders.ReduceDataOptions().values(True).calcs([])),
-        title, target, w, h, description,
-    )  # fmt: skip
+def bar_panel(title: str, target: Target, unit: str, **layout: Unpack[Layout]) -> bargauge.Panel:
+    """Horizontal bars, one per row of the query (12 x 8 unless ``layout`` says)."""
+    reduce = common_builders.ReduceDataOptions().values(True).calcs([])
+    p = bargauge.Panel().unit(unit).orientation(common.VizOrientation.HORIZONTAL)
+    return _panel(p.reduce_options(reduce), title, target, layout, {"w": 12, "h": 8})
 
 
-def timeline_panel(title: str, target: Target, w: int = 24, h: int = 6,
-                   description: str = "") -> statetimeline.Panel:  # fmt: skip
+def timeline_panel(title: str, target: Target, **layout: Unpack[Layout]) -> statetimeline.Panel:
+    """A state timeline (24 x 6 unless ``layout`` says)."""
     p = statetimeline.Panel().show_value(common.VisibilityMode.AUTO).merge_values(False)
-    return _panel(p, title, target, w, h, description)
+    return _panel(p, title, target, layout, {"w": 24, "h": 6})
 
 
 def sql_variable(name: str, label: str, sql: str, multi: bool = True) -> dash.QueryVariable:
@@ -145,17 +149,16 @@ def custom_variable(name: str, label: str, values: list[str]) -> dash.CustomVari
     )
 
 
+def _distinct(column: str) -> str:
+    """The values of ``column`` over all jobs, ``(none)`` for a job without one."""
+    return f"SELECT DISTINCT COALESCE({column}, '{NONE}') FROM ett_v1_jobs ORDER BY 1"
+
+
 def fleet_variables() -> list[cogbuilder.Builder[models.VariableModel]]:
     """model, team (multi-value), by (model or team) and bucket (time-series resolution)."""
     return [
-        sql_variable(
-            "model", "Model",
-            f"SELECT DISTINCT COALESCE(model, '{NONE}') FROM ett_v1_jobs ORDER BY 1",
-        ),
-        sql_variable(
-            "team", "Team",
-            f"SELECT DISTINCT COALESCE(team, '{NONE}') FROM ett_v1_jobs ORDER BY 1",
-        ),
+        sql_variable("model", "Model", _distinct("model")),
+        sql_variable("team", "Team", _distinct("team")),
         custom_variable("by", "Series by", ["model", "team"]),
         custom_variable("bucket", "Bucket", ["1h", "6h", "1d"]),
-    ]  # fmt: skip
+    ]

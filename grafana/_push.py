@@ -18,7 +18,7 @@ MESSAGE = "ett grafana push"
 class PushError(Exception):
     """A refusal or failure; ``exit_code`` 2 for credentials and permissions, 1 otherwise."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    def __init__(self, message: str, *, exit_code: int) -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
@@ -85,9 +85,8 @@ def _steps(api: Any, plan: Plan) -> list[tuple[str, Callable[[], None]]]:
     def dashboard(data: dict[str, Any]) -> Callable[[], None]:
         def run() -> None:
             api.dashboard.update_dashboard(
-                {"dashboard": data, "folderUid": FOLDER_UID, "overwrite": True,
-                 "message": MESSAGE}
-            )  # fmt: skip
+                {"dashboard": data, "folderUid": FOLDER_UID, "overwrite": True, "message": MESSAGE}
+            )
 
         return run
 
@@ -118,25 +117,34 @@ def _explain(url: str, step: str, exc: Exception) -> PushError:
     if status == 401:
         return PushError(
             f"Grafana at {url} refused the token (401 Unauthorized) at {step}: pass a service "
-            "account token with --token (or GRAFANA_TOKEN)", 2,
-        )  # fmt: skip
+            "account token with --token (or GRAFANA_TOKEN)",
+            exit_code=2,
+        )
     if status == 403:
         return PushError(
             f"Grafana at {url} forbids this token to write {step} (403 Forbidden: {detail}): "
-            "give its service account the Editor role (Admin for data sources)", 2,
-        )  # fmt: skip
+            "give its service account the Editor role (Admin for data sources)",
+            exit_code=2,
+        )
     if status == 412:
         return PushError(
             f"Grafana at {url} refused {step}: version conflict (412 Precondition Failed: "
-            f"{detail}); it was changed on the server since", 1,
-        )  # fmt: skip
+            f"{detail}); it was changed on the server since",
+            exit_code=1,
+        )
     if status == 0:
-        return PushError(f"cannot reach Grafana at {url} ({detail}): check --url", 1)
-    return PushError(f"Grafana at {url} refused {step} ({detail})", 1)
+        return PushError(f"cannot reach Grafana at {url} ({detail}): check --url", exit_code=1)
+    return PushError(f"Grafana at {url} refused {step} ({detail})", exit_code=1)
 
 
-def push(url: str, token: str, plan: Plan, timeout: float = 10.0,
-         progress: Callable[[str], None] | None = None) -> list[str]:  # fmt: skip
+def push(
+    url: str,
+    token: str,
+    plan: Plan,
+    *,
+    timeout: float = 10.0,
+    progress: Callable[[str], None] | None = None,
+) -> list[str]:
     """Write everything in order (folder, data sources, dashboards, alert rules); returns what
     was written.
 

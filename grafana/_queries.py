@@ -1,4 +1,5 @@
-"""Panel queries: SQL (our own builder: the SDK has no SQL query type) and PromQL.
+"""Panel queries: SQL (our own builder: the SDK has no SQL query type) and PromQL, and the SQL
+fragments the dashboards share (the model and team filter, the series key, the time-range clip).
 
 A :class:`SqlQuery` is the SDK's ``UnknownDataquery`` (it serializes the dict it holds) that also
 remembers, outside its JSON, the columns the panel expects: the tests run every query on a real
@@ -31,6 +32,23 @@ PROMETHEUS = models.DataSourceRef(type_val=PROMETHEUS_TYPE, uid=PROMETHEUS_UID)
 
 Format = Literal["time_series", "table"]
 
+NONE = "(none)"
+"""How a job without a model or team shows in variables and legends."""
+
+FILTER = f"COALESCE(model, '{NONE}') IN ($model) AND COALESCE(team, '{NONE}') IN ($team)"
+"""The model and team variables, as a WHERE condition on any view with those columns."""
+
+BY = f"COALESCE($by, '{NONE}')"
+"""The series key chosen by the ``by`` variable (model or team)."""
+
+IN_RANGE = "end_s > $__unixEpochFrom() AND start_s < $__unixEpochTo()"
+"""Segment rows that overlap the time range."""
+
+
+def clip(from_: str = "$__unixEpochFrom()", to: str = "$__unixEpochTo()") -> str:
+    """A segment row's seconds inside the dashboard's time range (as the read API clips)."""
+    return f"(LEAST(end_s, {to}) - GREATEST(start_s, {from_})) * share"
+
 
 class SqlQuery(runtime.UnknownDataquery):
     """A raw-SQL target of Grafana's SQL data sources, with the columns it must return."""
@@ -53,15 +71,16 @@ class SqlQuery(runtime.UnknownDataquery):
 class Sql(cogbuilder.Builder[cogvariants.Dataquery]):
     """Builds a :class:`SqlQuery` for the PostgreSQL data source.
 
-    ``columns`` are the result columns the panel reads, in order; a ``time_series`` query returns
-    ``time`` first, then ``metric`` (the series name) when it has one, then values.
+    ``columns`` are the result columns the panel reads, in order (a tuple, or one string of
+    names separated by spaces); a ``time_series`` query returns ``time`` first, then ``metric``
+    (the series name) when it has one, then values.
     """
 
     def __init__(
-        self, sql: str, columns: tuple[str, ...], fmt: Format = "table", ref_id: str = "A"
+        self, sql: str, columns: tuple[str, ...] | str, fmt: Format = "table", ref_id: str = "A"
     ) -> None:
         self._sql = " ".join(sql.split())
-        self._columns = columns
+        self._columns = tuple(columns.split()) if isinstance(columns, str) else columns
         self._format = fmt
         self._ref_id = ref_id
 

@@ -37,20 +37,35 @@ def register(sub: Any) -> None:
     )
     gsub = g.add_subparsers(dest="grafana_command", metavar="ACTION")
     gsub.required = True
+    _add_build(gsub)
+    _add_push(gsub)
+
+
+def _add_build(gsub: Any) -> None:
+    """``grafana build [--check] [--out DIR] [--rules FILE]``."""
     build = gsub.add_parser("build", help="regenerate the provisioning files")
     build.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 when a file is stale"
     )
     build.add_argument(
-        "--out", type=Path, default=None, metavar="DIR",
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="folder to write (default: grafana/provisioning in the source tree)",
-    )  # fmt: skip
+    )
     build.add_argument(
-        "--rules", default=None, metavar="FILE",
+        "--rules",
+        default=None,
+        metavar="FILE",
         help="alert rules file (as `ett serve` reads it) for the alerting file, e.g. one that "
         "enables the SLO burn rules (default: the built-in rules, as committed)",
-    )  # fmt: skip
+    )
     build.set_defaults(func=_build)
+
+
+def _add_push(gsub: Any) -> None:
+    """``grafana push --url URL --token TOKEN [--pg-url URL] [--prometheus-url URL] ...``."""
     push = gsub.add_parser(
         "push",
         help="upload folder, data sources, dashboards and alert rules to a Grafana server",
@@ -62,18 +77,24 @@ def register(sub: Any) -> None:
         "--token", default=os.environ.get("GRAFANA_TOKEN"), help="service account token"
     )
     push.add_argument(
-        "--pg-url", default=os.environ.get("ETT_GRAFANA_PG_URL"), metavar="URL",
+        "--pg-url",
+        default=os.environ.get("ETT_GRAFANA_PG_URL"),
+        metavar="URL",
         help="postgresql://ROLE:PASSWORD@HOST:PORT/DB for the PostgreSQL data source "
         "(the read-only role of `ett db grant-readonly`); omitted: left as it is",
-    )  # fmt: skip
+    )
     push.add_argument(
-        "--prometheus-url", default=os.environ.get("ETT_GRAFANA_PROMETHEUS_URL"), metavar="URL",
+        "--prometheus-url",
+        default=os.environ.get("ETT_GRAFANA_PROMETHEUS_URL"),
+        metavar="URL",
         help="URL of the Prometheus scraping the collectors; omitted: left as it is",
-    )  # fmt: skip
+    )
     push.add_argument(
-        "--rules", default=os.environ.get("ETT_ALERT_RULES"), metavar="FILE",
+        "--rules",
+        default=os.environ.get("ETT_ALERT_RULES"),
+        metavar="FILE",
         help="alert rules file (as `ett serve` reads it; default: the built-in rules)",
-    )  # fmt: skip
+    )
     push.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per request (default 10)"
     )
@@ -98,8 +119,9 @@ def _build(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             raise CliError(
                 f"{len(stale)} generated file(s) under {root} are stale: run `ett grafana build`"
-                " and commit them", exit_code=1,
-            )  # fmt: skip
+                " and commit them",
+                exit_code=1,
+            )
         print(f"grafana provisioning files under {root} are up to date")
         return 0
     changed = _provisioning.write(root, args.rules)
@@ -117,8 +139,9 @@ def _push(args: argparse.Namespace) -> int:
     if not args.url.startswith(("http://", "https://")):
         raise CliError(f"--url must start with http:// or https://, got {args.url!r}")
     if not args.token:
-        raise CliError("no token: pass --token with a Grafana service account token "
-                       "(or set GRAFANA_TOKEN)")  # fmt: skip
+        raise CliError(
+            "no token: pass --token with a Grafana service account token (or set GRAFANA_TOKEN)"
+        )
     plan = push.Plan(prometheus_url=args.prometheus_url, rules_path=args.rules)
     if args.pg_url:
         try:
@@ -134,8 +157,13 @@ def _push(args: argparse.Namespace) -> int:
         except RulesError as exc:
             raise CliError(str(exc)) from exc
     try:
-        written = push.push(url, args.token, plan, timeout=args.timeout,
-                            progress=lambda step: print(f"  wrote {step}"))  # fmt: skip
+        written = push.push(
+            url,
+            args.token,
+            plan,
+            timeout=args.timeout,
+            progress=lambda step: print(f"  wrote {step}"),
+        )
     except push.PushError as exc:
         raise CliError(exc.message, exit_code=exc.exit_code) from exc
     if args.pg_url is None and args.prometheus_url is None:

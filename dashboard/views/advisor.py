@@ -1,5 +1,6 @@
 """Checkpoint advisor: the interval in use against Young's optimum, per model and per job, and
-what-if controls that project lost GPU-hours per day (ETT-SPEC section 3)."""
+what-if controls that project lost GPU-hours per day (``docs/metrics.md``, "Figures": the
+checkpoint interval advice)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ if models.empty:
     st.stop()
 models["model"] = models["model"].fillna("(none)")
 needed = int(data.get("min_failures", 0))
-model = _page.url_select("Model", "model", list(models["model"]), str(models["model"].iloc[0]))
+model = _page.url_select(
+    "Model", "model", list(models["model"]), default=str(models["model"].iloc[0])
+)
 row = models[models["model"] == model].iloc[0]
 
 st.subheader("Per model")

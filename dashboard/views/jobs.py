@@ -16,10 +16,12 @@ client = _page.client()
 facets = _page.facets(client)
 
 cols = st.columns(5)
-state = _page.filter_select("State", "state", facets["states"], cols[0])
-model = _page.filter_select("Model", "model", facets["models"], cols[1])
-team = _page.filter_select("Team", "team", facets["teams"], cols[2])
-since = _page.url_select("Ended", "since", list(SINCE), "", SINCE.__getitem__, cols[3])
+state = _page.filter_select("State", "state", facets["states"], where=cols[0])
+model = _page.filter_select("Model", "model", facets["models"], where=cols[1])
+team = _page.filter_select("Team", "team", facets["teams"], where=cols[2])
+since = _page.url_select(
+    "Ended", "since", list(SINCE), default="", format_func=SINCE.__getitem__, where=cols[3]
+)
 search = cols[4].text_input("Job id contains", value=st.query_params.get("q", ""), key="url_q")
 if search:
     st.query_params["q"] = search
@@ -27,8 +29,25 @@ else:
     st.query_params.pop("q", None)
 
 
+COLUMNS = [
+    "job",  # the figures next to the id: at 1,400 px a wide id pushed them off-screen
+    "state",
+    "ett_pct",
+    "idle_pct",
+    "failure_pct",
+    "failures",
+    "wall_h",
+    "model",
+    "team",
+    "started",
+    "ended",
+]
+"""The table's columns, in order."""
+
+
 @st.fragment(run_every=_page.settings().refresh_s)
 def jobs_view(state: str, model: str, team: str, since: str, search: str) -> None:
+    """The table of jobs below the filters, read again every ``refresh_s`` seconds."""
     try:
         rows = client.jobs(state=state, model=model, team=team, since=since, limit=LIMIT)
     except ApiError as exc:
@@ -47,21 +66,7 @@ def jobs_view(state: str, model: str, team: str, since: str, search: str) -> Non
     df["started"] = pd.to_datetime(df["alloc"], unit="s", utc=True)
     df["ended"] = pd.to_datetime(df["end"], unit="s", utc=True)
     df["wall_h"] = df["wall_s"] / 3600.0
-    shown = df[
-        [
-            "job",  # the figures next to the id: at 1,400 px a wide id pushed them off-screen
-            "state",
-            "ett_pct",
-            "idle_pct",
-            "failure_pct",
-            "failures",
-            "wall_h",
-            "model",
-            "team",
-            "started",
-            "ended",
-        ]
-    ]
+    shown = df[COLUMNS]
     st.caption(
         f"{len(df)} jobs"
         + (f" (the newest {LIMIT})" if len(rows) >= LIMIT else "")
