@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +20,7 @@ import pytest
 
 from tests.support.collector_process import WAIT_S
 from tests.support.ports import free_port
+from tests.support.waits import wait_until
 
 MISSING = (
     "{name} not found; run `make setup` (scripts/setup-system.sh installs it) or "
@@ -40,17 +40,8 @@ def need(binary: str) -> str:
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = check()
-            if got:
-                return got
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    """``check()``'s first truthy value (an OSError, a server not up yet, counts as "not yet")."""
+    return wait_until(check, timeout, what, interval=0.2, ignore=(OSError,))
 
 
 def http_ok(url: str) -> bool:

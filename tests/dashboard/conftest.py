@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,19 +9,19 @@ import pytest
 
 from tests.dashboard import fleet_seed
 from tests.support.collector_process import WAIT_S, Collector, start_collector
+from tests.support.waits import wait_until
 
 SIMULATED_JOBS = 8
 
 
 def wait_computed(c: Collector, job_ids: list[str], timeout_s: float = WAIT_S) -> None:
     """Wait until every job is listed by the API (its figures computed)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        listed = {r["job_id"] for r in c.get("/api/v1/jobs").json()}
-        if set(job_ids) <= listed:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"jobs not computed within {timeout_s} s: {job_ids}")
+    wait_until(
+        lambda: set(job_ids) <= {r["job_id"] for r in c.get("/api/v1/jobs").json()},
+        timeout_s,
+        f"the figures of {job_ids}",
+        interval=0.2,
+    )
 
 
 @pytest.fixture(scope="module")

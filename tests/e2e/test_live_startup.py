@@ -28,7 +28,7 @@ import ett
 t_call = time.time()
 sess = ett.init(model="tiny", window_s=0.2)
 t_init = time.time()
-time.sleep(0.5)
+time.sleep(0.5)  # elapsed time, not a wait: the time to the first batch
 t_batch = time.time()
 sess.first_batch(step=0)
 t_first = time.time()
@@ -71,11 +71,11 @@ def test_live_figures_count_the_seconds_before_init_and_survive_sigkill(
         runtime = (clock["call"] - clock["started"], clock["init"] - clock["started"])
         assert runtime[0] - EPS <= lost["runtime"] <= runtime[1] + EPS
         assert live["wall_s"] == pytest.approx(live["computed_at"] - allocated, abs=0.5)
-        time.sleep(0.5)
+        time.sleep(0.5)  # elapsed time, not a wait: it trains on past the live read
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=10)
         killed_at = time.time()
-        time.sleep(1.5)  # whatever the killed process had queued is lost with it
+        # whatever the killed process had queued is lost with it: figures computed after the kill
         job = collector.wait_for_job(job_id, lambda j: j["computed_at"] > killed_at + 1.0)
         assert job["attempts"][0]["alloc"] == pytest.approx(allocated, abs=0.01)
         assert job["tts_s"] == pytest.approx(live["tts_s"], abs=0.01)

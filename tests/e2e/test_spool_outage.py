@@ -29,6 +29,7 @@ import pytest
 from tests.e2e.test_plain_trainer import Run, check, figures, launch
 from tests.support.collector_process import Collector, start_collector
 from tests.support.ports import free_port
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -106,9 +107,7 @@ def test_a_collector_back_during_the_job_gets_the_backlog(tmp_path: Path) -> Non
 
     thread = threading.Thread(target=job)
     thread.start()
-    deadline = time.monotonic() + 120
-    while not _spool_files(spool) and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: _spool_files(spool) or not thread.is_alive(), 120, "a spool file")
     assert _spool_files(spool), "the ranks spooled nothing while the collector was away"
     collector = start_collector(tmp_path / "ett-home", port=port)
     up = time.time()

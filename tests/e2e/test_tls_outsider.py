@@ -26,6 +26,7 @@ from tests.support.collector_process import stop_process
 from tests.support.pki import Authority, Pair
 from tests.support.ports import free_port
 from tests.support.replay import encode_request
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.e2e
@@ -180,10 +181,13 @@ def test_the_library_verifies_the_collector_with_otlp_certificate(
     dropped = _library_job("tls-right-ca", tls.url, tmp_path / "s2",
                            OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.ca.pair.cert))  # fmt: skip
     assert dropped == 0
-    deadline = time.monotonic() + 60
-    while tls.get("/api/v1/jobs/tls-right-ca").status_code != 200:
-        assert time.monotonic() < deadline, _LOGS[-1]
-        time.sleep(0.2)
+    wait_until(
+        lambda: tls.get("/api/v1/jobs/tls-right-ca").status_code == 200,
+        60,
+        "the job over TLS",
+        interval=0.2,
+        detail=lambda: _LOGS[-1],
+    )
 
 
 def test_the_dashboard_client_trusts_only_its_ca_bundle(tls: Server, pki: Pki) -> None:
@@ -234,10 +238,12 @@ def test_client_certificates_when_the_collector_asks_for_them(pki: Pki, tmp_path
                                OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=str(pki.client.cert),
                                OTEL_EXPORTER_OTLP_CLIENT_KEY=str(pki.client.key))  # fmt: skip
         assert dropped == 0
-        deadline = time.monotonic() + 60
-        while s.get("/api/v1/jobs/mtls-library").status_code != 200:
-            assert time.monotonic() < deadline, "the library's spans never arrived over mTLS"
-            time.sleep(0.2)
+        wait_until(
+            lambda: s.get("/api/v1/jobs/mtls-library").status_code == 200,
+            60,
+            "the library's spans over mTLS",
+            interval=0.2,
+        )
     finally:
         stop_process(s.process)
 

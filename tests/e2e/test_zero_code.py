@@ -130,7 +130,7 @@ def _run_torchrun(cmd: list[str], env: dict[str, str], log: Path, clock_dir: Pat
             for pid in ranks:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGUSR1)
-            time.sleep(DUMP_WAIT_S)
+            time.sleep(DUMP_WAIT_S)  # elapsed time, not a wait: nothing says a dump is done
             native = _native_stacks(ranks)
         finally:
             for group in (proc.pid, *ranks):

@@ -9,12 +9,12 @@ the answer, the log or ``/metrics``; the right scope passes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
 import re
 import secrets
-import time
 from pathlib import Path
 
 import httpx
@@ -31,6 +31,7 @@ from ett_collector.security import AuthSettings, Scope, ScopeTokens
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from tests.support.replay import encode_request, sdk_spans
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 FULL = "legacy-" + secrets.token_hex(8)
@@ -183,17 +184,23 @@ def test_a_token_file_rotates_without_restart(tmp_path: Path) -> None:
     assert _call(app, "GET", "/api/v1/facets", old).status_code == 200
     assert _call(app, "GET", "/api/v1/facets", new, address="10.0.0.7").status_code == 401
     tokens.write_text(f"{old}\n{new}\n")  # both valid while clients move
-    deadline, n = time.monotonic() + 10, 0
-    while _call(app, "GET", "/api/v1/facets", new, address=f"10.2.0.{n % 250}").status_code != 200:
-        n += 1  # each try from another address: wrong tokens would ban one
-        assert time.monotonic() < deadline, "the new token never became valid"
-        time.sleep(0.1)
+    addresses = (f"10.2.0.{n % 250}" for n in itertools.count())  # wrong tokens would ban one
+    wait_until(
+        lambda: (
+            _call(app, "GET", "/api/v1/facets", new, address=next(addresses)).status_code == 200
+        ),
+        10,
+        "the new token to be valid",
+        interval=0.1,
+    )
     assert _call(app, "GET", "/api/v1/facets", old).status_code == 200
     tokens.write_text(f"{new}\n" + " " * 8)  # the old one retired (another size: a change)
-    deadline = time.monotonic() + 10
-    while _call(app, "GET", "/api/v1/facets", old, address="10.0.0.8").status_code == 200:
-        assert time.monotonic() < deadline, "the old token stayed valid"
-        time.sleep(0.1)
+    wait_until(
+        lambda: _call(app, "GET", "/api/v1/facets", old, address="10.0.0.8").status_code != 200,
+        10,
+        "the old token to be retired",
+        interval=0.1,
+    )
     assert _call(app, "GET", "/api/v1/facets", new).status_code == 200
     store.close()
 

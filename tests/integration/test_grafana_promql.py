@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +19,7 @@ from tests.support.collector_process import Collector, start_collector
 from tests.support.performance_seed import perf_job
 from tests.support.ports import free_port
 from tests.support.replay import send_spans
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.e2e]
@@ -76,25 +76,19 @@ def prometheus(collector: Collector, tmp_path_factory: pytest.TempPathFactory) -
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(lambda: httpx.get(url + "/-/ready", timeout=1).status_code == 200, 60, root)
+        wait_until(
+            lambda: httpx.get(url + "/-/ready", timeout=1).status_code == 200,
+            60,
+            "Prometheus to be ready",
+            interval=0.5,
+            ignore=(httpx.HTTPError,),
+            detail=lambda: (root / "prometheus.log").read_text()[-2000:],
+        )
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
-
-
-def _wait(ready: object, timeout: float, root: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if ready():  # type: ignore[operator]
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    log = (root / "prometheus.log").read_text()[-2000:] if root else ""
-    raise AssertionError(f"not ready within {timeout} s\n{log}")
 
 
 def test_the_dashboards_have_promql_panels() -> None:
@@ -122,7 +116,14 @@ def test_every_promql_expression_returns_series(collector: Collector, prometheus
                 pending.discard(expr)
         return not pending
 
-    _wait(all_answer, 90)
+    wait_until(
+        all_answer,
+        90,
+        "series from every expression",
+        interval=0.5,
+        ignore=(httpx.HTTPError,),
+        detail=lambda: sorted(pending),
+    )
     assert set(results) == set(_expressions())
 
 

@@ -32,7 +32,8 @@ import pytest
 
 from ett import semconv as sc
 from tests.conftest import PostgresServer, throwaway_postgres
-from tests.support.collector_process import WAIT_S, Collector, start_collector
+from tests.support.collector_process import Collector, start_collector
+from tests.support.waits import wait_until
 
 OUTAGE_S = 15.0
 EXPORT_TIMEOUT_S = 60.0
@@ -79,7 +80,7 @@ class Exporting:
                     if self._payload:
                         span.set_attribute("payload", self._payload)
                 self.sent += 1
-            time.sleep(0.05)
+            time.sleep(0.05)  # elapsed time, not a wait: 10 spans every 50 ms, a steady trainer
 
     def finish(self) -> int:
         """Stop emitting, flush every queued span (retries included); returns spans sent."""
@@ -102,11 +103,8 @@ def _stored(collector: Collector) -> int:
     return spans
 
 
-def _wait_for_spans(collector: Collector, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while _stored(collector) == 0:
-        assert time.monotonic() < deadline, "no span stored before the disturbance"
-        time.sleep(0.1)
+def _wait_for_spans(collector: Collector) -> None:
+    wait_until(lambda: _stored(collector), what="a span stored before the disturbance")
 
 
 def _postmaster_started(server: PostgresServer) -> str:
@@ -127,7 +125,7 @@ def test_postgres_stopped_for_15_s_loses_no_span(
         own_postgres.halt()
         down = collector.get("/readyz")
         health = collector.get("/healthz")
-        time.sleep(OUTAGE_S)
+        time.sleep(OUTAGE_S)  # elapsed time, not a wait: the outage lasts 15 s of exports
         own_postgres.launch()
         sent = exporting.finish()
 
@@ -153,7 +151,11 @@ def test_postgres_restart_loses_no_span(own_postgres: PostgresServer, tmp_path: 
         before = _postmaster_started(own_postgres)
         own_postgres.restart()
         after = _postmaster_started(own_postgres)
-        time.sleep(1.0)  # exports keep coming on connections the restart cut
+        answered = _metric(collector, "ett_ingest_requests_total", 'code="200"')
+        wait_until(  # exports keep coming, on the connections the restart cut
+            lambda: _metric(collector, "ett_ingest_requests_total", 'code="200"') > answered,
+            what="an export stored after the restart",
+        )
         sent = exporting.finish()
 
         assert after != before, "the server was not restarted"
@@ -206,11 +208,12 @@ def test_sqlite_full_disk_loses_no_span(tmp_path: Path) -> None:
             exporting = Exporting(collector, "full-disk-job", payload="x" * 2000)
             _wait_for_spans(collector)
             _fill(disk / "filler")
-            deadline = time.monotonic() + WAIT_S
-            while _metric(collector, "ett_ingest_requests_total", 'code="503"') == 0:
-                assert time.monotonic() < deadline, "the full disk never refused a write"
-                time.sleep(0.2)
-            time.sleep(3.0)
+            wait_until(
+                lambda: _metric(collector, "ett_ingest_requests_total", 'code="503"'),
+                what="the full disk to refuse a write",
+                interval=0.2,
+            )
+            time.sleep(3.0)  # elapsed time, not a wait: the disk stays full for 3 s of exports
             (disk / "filler").unlink()
             sent = exporting.finish()
 

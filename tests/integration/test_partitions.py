@@ -23,6 +23,7 @@ from ett_collector.storage._retention import Policy, Retention
 from ett_collector.storage._roles import GRAFANA_VIEWS, grant_readonly
 from ett_collector.storage._timeseries import fleet_overview
 from ett_collector.write.pipeline import Outcome, Pipeline
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.postgres
@@ -157,6 +158,12 @@ def test_a_day_with_a_kept_job_is_not_dropped(fresh_postgres_url: str) -> None:
     store.close()
 
 
+def _names(store: Store) -> set[str]:
+    """The names of the ``spans`` table's partitions now."""
+    with store.engine.connect() as conn:
+        return {p.name for p in partitions(conn)}
+
+
 def test_the_service_keeps_partitions_ahead(fresh_postgres_url: str) -> None:
     from ett_collector.settings import Settings
     from ett_collector.write.retention import RetentionLoop
@@ -170,13 +177,7 @@ def test_the_service_keeps_partitions_ahead(fresh_postgres_url: str) -> None:
     loop = RetentionLoop(Settings(db_url=fresh_postgres_url), Pipeline(store), every_s=3600)
     loop.start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with store.engine.connect() as conn:
-                if last in {p.name for p in partitions(conn)}:
-                    break
-            assert time.monotonic() < deadline, f"the service never made {last}"
-            time.sleep(0.05)
+        wait_until(lambda: last in _names(store), 30, f"the service to make {last}")
     finally:
         loop.stop()
     store.close()

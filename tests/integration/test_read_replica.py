@@ -9,7 +9,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from tests.conftest import PG_SUPERUSER, PostgresServer, throwaway_postgres
 from tests.support.collector_process import start_collector
 from tests.support.ports import free_port
 from tests.support.replay import encode_request, send_spans
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 pytestmark = pytest.mark.postgres
@@ -57,17 +57,6 @@ def primary_and_replica() -> Iterator[tuple[PostgresServer, PostgresServer]]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _poll(what: str, fn: Any) -> Any:
-    """``fn()`` once it is truthy (within :data:`WAIT_S`)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_read_only_collector_serves_the_primarys_figures(
     primary_and_replica: tuple[PostgresServer, PostgresServer], tmp_path: Path
 ) -> None:
@@ -81,13 +70,13 @@ def test_read_only_collector_serves_the_primarys_figures(
         lost = writer.get("/api/v1/lost-time", group_by="team").json()
 
         standby = Store(replica.url("ett"))  # the schema reaches the standby, then the figures
-        _poll("the schema on the standby", lambda: standby.revision() == head_revision())
+        wait_until(lambda: standby.revision() == head_revision(), what="the standby's schema")
         reader = start_collector(
             tmp_path / "replica", db_url=replica.url("ett"), env={"ETT_READ_ONLY": "1"}
         )
-        got = _poll(
-            "the figures on the standby",
+        got = wait_until(
             lambda: (r := reader.get("/api/v1/jobs/rep-job")).status_code == 200 and r.json(),
+            what="the figures on the standby",
         )
         assert got == figures  # the same stored figures, computed_at and all
         assert got["ett_pct"] == pytest.approx(60.0)
@@ -126,7 +115,7 @@ def test_read_only_refuses_a_database_behind_the_schema(
     primary, replica = primary_and_replica
     primary.create_database("empty")
     standby = Store(replica.url("empty"))
-    _poll("the database on the standby", lambda: _exists(standby))
+    wait_until(lambda: _exists(standby), what="the database on the standby")
     with pytest.raises(RuntimeError, match=r"--read-only: the database .* is at schema none"):
         start_collector(tmp_path / "r", db_url=replica.url("empty"), env={"ETT_READ_ONLY": "1"})
     standby.close()

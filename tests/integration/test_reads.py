@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from ett_collector.storage import Store
 from ett_collector.write.pipeline import READ_FLIGHTS, Pipeline
 from tests.support.figures import WORKED_EXAMPLE
 from tests.support.replay import encode_request
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 BASE = 1_790_000_000.0
@@ -189,9 +189,8 @@ def test_a_read_of_a_dirty_job_answers_its_stored_figures_while_its_recompute_is
     assert job["fresh"] is True and job["failures"] == 1
     assert job["ett_pct"] == pytest.approx(WORKED_EXAMPLE["ett_pct"])
     assert client.get("/api/v1/jobs/held").json()["fresh"] is True
-    deadline = time.monotonic() + 60  # the flight reports its recompute just after it saved
-    while len(recomputed) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the flight reports its recompute just after it saved
+    wait_until(lambda: len(recomputed) >= 2, 60, "the read flight's recompute", interval=0.01)
     assert recomputed == ["held", "held"]  # three reads of the dirty job, one recompute
 
 
@@ -217,8 +216,7 @@ def test_reads_start_at_most_read_flights_recomputes_and_leave_the_rest_to_the_w
     answers = [query.job(job_id) for job_id in ids]  # a read that waited would hang here
 
     assert [a["fresh"] for a in answers] == [False] * len(ids)
-    while len(gated.loads) < READ_FLIGHTS:  # the started recomputes reach the gate
-        threading.Event().wait(0.01)
+    wait_until(lambda: len(gated.loads) >= READ_FLIGHTS, 60, "the started recomputes at the gate")
     assert sorted(gated.loads) == ids[:READ_FLIGHTS]  # the others were left to the worker
     gated.gate.set()
     for job_id in ids[:READ_FLIGHTS]:
@@ -241,8 +239,7 @@ def test_concurrent_reads_of_one_dirty_job_cause_one_recompute(gated: GatedStore
     ]
     for r in readers:
         r.start()
-    while gated.reader_checks < len(readers):  # every reader saw the job dirty
-        threading.Event().wait(0.01)
+    wait_until(lambda: gated.reader_checks >= len(readers), 60, "every reader to see it dirty")
     gated.gate.set()
     for r in readers:
         r.join(timeout=60)

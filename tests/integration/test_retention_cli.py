@@ -20,6 +20,7 @@ from ett_collector.storage._retention import SPANS_GOING, SPANS_GONE, Policy, Re
 from ett_collector.write.pipeline import Outcome, Pipeline
 from tests.support.layout import ROOT
 from tests.support.spans import first_batch, window
+from tests.support.waits import wait_until
 from tests.support.worked_example import worked_example
 
 DAY = 86400.0
@@ -41,7 +42,7 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     pipeline.ingest(worked_example("new-job", base=time.time() - 3600))
     pipeline.recompute_dirty()
     store.close()
-    time.sleep(0.05)  # the 3 windows of quiet (30 ms) the prune asks of an ended job
+    time.sleep(0.05)  # elapsed time, not a wait: the 3 windows of quiet (30 ms) of an ended job
     return url
 
 
@@ -154,10 +155,7 @@ def test_the_service_prunes_by_itself(db: str) -> None:
     loop = RetentionLoop(Settings(db_url=db), pipeline, every_s=3600)
     loop.start()  # a pass runs at once, then every hour
     try:
-        deadline = time.monotonic() + 30
-        while store.load_spans("old-job", raw=True):
-            assert time.monotonic() < deadline, "the service never pruned the old job"
-            time.sleep(0.05)
+        wait_until(lambda: not store.load_spans("old-job", raw=True), 30, "the old job's prune")
     finally:
         loop.stop()
     assert loop.last is not None and loop.last.spans == 44

@@ -31,6 +31,7 @@ from ett import semconv
 from ett._spool import KIND_BATCH, Scan
 from tests.support.collector_process import Collector, start_collector
 from tests.support.ports import free_port
+from tests.support.waits import wait_until
 
 CHILD = Path(__file__).with_name("spool_child.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -62,13 +63,6 @@ def _ended(out: Path) -> dict[int, float]:
     """``step -> unix time`` of the spans the child said had ended."""
     lines = [line.split() for line in out.read_text().splitlines() if line.startswith("ended ")]
     return {int(parts[1]): float(parts[2]) for parts in lines if len(parts) == 3}
-
-
-def _wait(condition: object, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def _spooled_steps(spool: Path) -> set[int]:
@@ -109,9 +103,11 @@ def test_sigkill_while_spooling_loses_only_the_last_second(tmp_path: Path) -> No
     out = tmp_path / "child.out"
     child = _start(env, out)
     try:
-        _wait(lambda: len(_ended(out)) > 0, "the child never stepped")
+        wait_until(lambda: len(_ended(out)) > 0, 60, "the child's first step")
         started = min(_ended(out).values())
-        _wait(lambda: time.time() - started > 3.0 and _spooled_steps(spool), "nothing spooled")
+        wait_until(
+            lambda: time.time() - started > 3.0 and _spooled_steps(spool), 60, "3 s of spooling"
+        )
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -138,7 +134,7 @@ def test_a_write_cut_in_the_middle_is_read_up_to_its_last_whole_record(tmp_path:
     child = _start(env, out, "--fsize", str(limit))
     try:
         files = lambda: list(spool.glob("*/*.spool"))  # noqa: E731
-        _wait(lambda: files() and files()[0].stat().st_size == limit, "the file never filled")
+        wait_until(lambda: files() and files()[0].stat().st_size == limit, 60, "a full file")
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

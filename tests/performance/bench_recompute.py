@@ -404,9 +404,9 @@ def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) ->
                 body = encode_request(spans[i : i + 2000])
                 assert client.post(c.url + "/v1/traces", content=body, headers=PROTO).is_success
             c.wait_computed()
-            time.sleep(3)  # the first live refresh after the backlog
+            time.sleep(3)  # elapsed time, not a wait: the first live refreshes after the backlog
             r0, cpu0 = _recomputes(client, c.url)[0], _cpu_s(c.process.pid)
-            time.sleep(seconds)
+            time.sleep(seconds)  # elapsed time, not a wait: the idle span measured
             r1, cpu1 = _recomputes(client, c.url)[0], _cpu_s(c.process.pid)
     finally:
         c.stop()

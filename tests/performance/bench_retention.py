@@ -176,7 +176,7 @@ def main() -> None:
         t0 = time.perf_counter()
         done = retention.run()
         t1 = time.perf_counter()
-        time.sleep(1.0)
+        time.sleep(1.0)  # elapsed time, not a wait: calls after the prune, for comparison
     run_s = t1 - t0
     after, fleet_after = _kinds(engine), _fleet_p(engine, args.days)
     print(

@@ -18,9 +18,7 @@ from typing import Any
 import httpx
 
 from tests.support.ports import free_port
-
-WAIT_S = 120.0
-"""How long a poll here waits for what it waits for, by default (within pytest's 300 s)."""
+from tests.support.waits import WAIT_S, wait_until
 
 
 @dataclass
@@ -61,11 +59,12 @@ class Collector:
     def wait_computed(self, timeout: float = WAIT_S) -> None:
         """Wait until the background worker has computed every acknowledged span (list reads
         answer stored figures; see the README's freshness contract)."""
-        deadline = time.monotonic() + timeout
-        while self.get("/healthz").json()["dirty_jobs"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs still awaiting recompute after {timeout} s")
-            time.sleep(0.1)
+        wait_until(
+            lambda: not self.get("/healthz").json()["dirty_jobs"],
+            timeout,
+            "the recompute of every acknowledged span",
+            interval=0.1,
+        )
 
     def stop(self) -> None:
         stop_process(self.process)

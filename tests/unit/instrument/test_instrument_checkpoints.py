@@ -36,7 +36,7 @@ def test_checkpoint_async_persist_ends_when_the_future_completes(recorder: Recor
     future: concurrent.futures.Future[None] = concurrent.futures.Future()
     with sess.checkpoint_save(300, mode="async") as ck:
         ck.persist(future)
-    time.sleep(0.05)
+    time.sleep(0.05)  # elapsed time, not a wait: a persist span ended early would be out by now
     assert recorder.named(semconv.SPAN_CHECKPOINT_PERSIST) == []
     future.set_result(None)
     done = time.time_ns()

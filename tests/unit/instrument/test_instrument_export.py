@@ -17,6 +17,7 @@ import ett
 from ett import semconv
 from ett._export import ExportQueue
 from tests.support.ports import free_port
+from tests.support.waits import wait_until
 
 
 class BlockingExporter(SpanExporter):
@@ -84,9 +85,7 @@ def test_undelivered_batches_are_retried_in_order() -> None:
     queue, tracer = pipeline(exporter)
     for i in range(5):
         tracer.start_span(f"s{i}").end()
-    deadline = time.monotonic() + 5
-    while len(exporter.names) < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(exporter.names) >= 5, 5, "5 spans delivered", interval=0.01)
     assert exporter.names == [f"s{i}" for i in range(5)]
     assert exporter.calls == 4
     assert queue.dropped == 0
@@ -98,9 +97,7 @@ def test_a_batch_failing_past_its_budget_is_dropped() -> None:
     queue, tracer = pipeline(exporter, retry_budget_s=0.1)
     for i in range(3):
         tracer.start_span(f"s{i}").end()
-    deadline = time.monotonic() + 5
-    while queue.dropped < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: queue.dropped >= 3, 5, "3 spans dropped", interval=0.01)
     assert queue.dropped == 3
     queue.shutdown(1000)
 

@@ -169,9 +169,9 @@ def test_a_parent_that_started_after_the_spawn_is_not_the_agent(tmp_path: Path) 
 def test_a_log_directory_older_than_the_agent_is_no_rendezvous(tmp_path: Path) -> None:
     root = tmp_path / "logs"  # torchrun --log-dir logs, made before this torchrun started
     root.mkdir()
-    time.sleep(0.05)
+    time.sleep(0.05)  # elapsed time, not a wait: the folder is older than the agent
     agent = time.time_ns()
-    time.sleep(0.05)
+    time.sleep(0.05)  # elapsed time, not a wait: the agent's imports
     env = _torchrun_layout(root)
     marks = _torchrun.launcher_marks(env, agent_start_ns=agent)
     assert [phase for phase, _ in marks] == ["launcher", "worker_spawn"]

@@ -15,6 +15,7 @@ from opentelemetry.trace import StatusCode
 
 import ett
 from ett import semconv
+from tests.support.waits import wait_until
 
 if TYPE_CHECKING:
     from conftest import Recorder
@@ -136,7 +137,7 @@ def test_windows_count_steps_and_samples(recorder: Recorder) -> None:
 def test_no_window_without_steps(recorder: Recorder) -> None:
     sess = recorder.start(window_s=0.02)
     sess.first_batch()
-    time.sleep(0.15)
+    time.sleep(0.15)  # elapsed time, not a wait: 7 windows' time, no step in any
     sess.end()
     assert recorder.named(semconv.SPAN_TRAIN_WINDOW) == []
 
@@ -331,8 +332,10 @@ def test_first_step_marks_the_first_batch_within_a_poll(recorder: Recorder) -> N
     sess = recorder.start()
     before = time.time_ns()
     sess.step(samples=2)
-    time.sleep(0.2)
-    span = recorder.one(semconv.SPAN_FIRST_BATCH)  # marked by the window thread, not by end()
+    wait_until(  # marked by the window thread, not by end()
+        lambda: recorder.named(semconv.SPAN_FIRST_BATCH), 60, "the window thread's first batch"
+    )
+    span = recorder.one(semconv.SPAN_FIRST_BATCH)
     assert before <= span.end_time <= before + 100_000_000
     assert attrs(span)[semconv.STEP] == 0
     sess.end()

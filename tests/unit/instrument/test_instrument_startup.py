@@ -15,6 +15,7 @@ import pytest
 
 from ett import _startup, _torchrun, semconv, torch_hooks
 from ett._startup import emit_process_startup, process_start_ns
+from tests.support.waits import wait_until
 
 if TYPE_CHECKING:
     from conftest import Recorder
@@ -94,10 +95,12 @@ def test_init_names_scheduling_and_imports_before_any_end(recorder: Recorder) ->
     before = time.time_ns()
     sess = recorder.start(allocated_at=alloc_s)
     after = time.time_ns()
-    deadline = time.monotonic() + 5
-    while not any(s.name == IMPORTS for s in recorder.exporter.get_finished_spans()):
-        assert time.monotonic() < deadline, "the start-up spans were not exported without end()"
-        time.sleep(0.01)
+    wait_until(
+        lambda: any(s.name == IMPORTS for s in recorder.exporter.get_finished_spans()),
+        5,
+        "the start-up spans exported without end()",
+        interval=0.01,
+    )
     sched = recorder.one(SCHEDULING)
     parts = sorted(recorder.named(IMPORTS), key=lambda s: s.start_time or 0)
     assert attrs(sched)[semconv.COMPONENT] == "scheduler"

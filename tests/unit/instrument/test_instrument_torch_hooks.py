@@ -3,7 +3,6 @@ async_save / load on a one-rank gloo group, and init_process_group."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ import pytest
 from ett import semconv, torch_hooks
 from ett.torch_hooks import cache_status
 from tests.support.ports import free_port
+from tests.support.waits import wait_until
 
 if TYPE_CHECKING:
     from conftest import Recorder
@@ -60,7 +60,9 @@ def test_compile_hooks_time_each_compilation(recorder: Recorder) -> None:
         compiled = torch.compile(f, backend="eager")
         compiled(torch.randn(4))
         compiled(torch.randn(4, 3))  # another rank: a recompile
-        time.sleep(0.5)  # the span ends once dynamo recorded the frame's metrics
+        wait_until(  # each span ends by its timer, once dynamo recorded the frame's metrics
+            lambda: len(recorder.named(semconv.SPAN_COMPILE)) == 2, 60, "both compile spans"
+        )
     finally:
         torch_hooks.uninstall_compile_hooks()
     sess.end()
@@ -115,7 +117,9 @@ def test_dcp_save_load_and_async_save(gloo: Any, recorder: Recorder, tmp_path: P
     target = {"w": torch.empty(256, 4), "nested": {"b": torch.empty(10, dtype=torch.float64)}}
     torch_hooks.dcp_load(target, step=200, checkpoint_id=str(tmp_path / "s200"), session=sess)
     assert torch.equal(target["w"], state["w"])
-    time.sleep(0.1)
+    wait_until(  # it ends in the future's done-callback, which may run after result() returned
+        lambda: recorder.named(semconv.SPAN_CHECKPOINT_PERSIST), 60, "the persist span"
+    )
     sess.end()
     saves = {
         attrs(s)[semconv.CHECKPOINT_STEP]: s for s in recorder.named(semconv.SPAN_CHECKPOINT_SAVE)
@@ -149,7 +153,7 @@ def test_dcp_async_save_with_a_stager_waits_for_staging(
     )
     assert response.staging_completion.done()
     response.upload_completion.result(timeout=60)
-    time.sleep(0.1)
+    wait_until(lambda: recorder.named(semconv.SPAN_CHECKPOINT_PERSIST), 60, "the persist span")
     gloo.end()
     stager.close()
     assert attrs(recorder.one(semconv.SPAN_CHECKPOINT_PERSIST))[semconv.CHECKPOINT_STEP] == 300
