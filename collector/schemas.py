@@ -8,7 +8,8 @@ names. Pure: it imports only the domain's model (no I/O, no SQL, no HTTP), so vi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import NotRequired, TypedDict
+from dataclasses import fields
+from typing import Any, NotRequired, TypedDict, cast
 
 from ett_collector.domain.model import (
     AttemptSummary,
@@ -29,6 +30,11 @@ LIVE_STATES: tuple[str, ...] = (JobState.RUNNING.value, JobState.PRESUMED_DEAD.v
 
 GROUP_BYS: tuple[str, ...] = tuple(g.value for g in GroupBy)
 """What lost time can be grouped by."""
+
+
+# kept alike: each TypedDict below spells its domain.model record's fields again (a type checker
+# cannot derive a TypedDict from a dataclass); tests/unit/collector/test_schema_fields.py checks
+# that both name the same fields in the same order.
 
 
 class AttemptJSON(TypedDict):
@@ -101,8 +107,32 @@ class SegmentJSON(TypedDict):
     components: list[str]
 
 
-class JobJSON(TypedDict):
-    """One job's figures (``GET /api/v1/jobs/{id}``, ``ett report --json``).
+class _JobHeadJSON(TypedDict):
+    """The fields that open both a job's figures and a job row: who the job is, and when."""
+
+    job_id: str
+    state: str
+    model: str | None
+    team: str | None
+    alloc: float
+    end: float
+
+
+class TimeSplitJSON(TypedDict):
+    """Where a job's wall time went: the wire shape of the domain's ``TimeSplit``."""
+
+    wall_s: float
+    productive_s: float
+    idle_s: float
+    failure_s: float
+    ett_pct: float
+    idle_pct: float
+    failure_pct: float
+
+
+class JobJSON(_JobHeadJSON, TimeSplitJSON):
+    """One job's figures (``GET /api/v1/jobs/{id}``, ``ett report --json``): the head, the
+    :class:`TimeSplitJSON` and the fields below, in this order.
 
     ``computed_at`` (unix seconds) is when the figures were derived; ``fresh`` is False when
     spans arrived since then that the figures do not include yet (both added on read).
@@ -111,19 +141,6 @@ class JobJSON(TypedDict):
     always written; figures stored before they existed lack them until ``ett recompute``.
     """
 
-    job_id: str
-    state: str
-    model: str | None
-    team: str | None
-    alloc: float
-    end: float
-    wall_s: float
-    productive_s: float
-    idle_s: float
-    failure_s: float
-    ett_pct: float
-    idle_pct: float
-    failure_pct: float
     tts_s: float | None
     ttr_s: list[float | None]
     failures: int
@@ -145,17 +162,16 @@ class JobJSON(TypedDict):
     fresh: NotRequired[bool]
     error: NotRequired[str]
     """Present when the job's last recompute failed: why (the figures are older)."""
+    performance: NotRequired[dict[str, Any]]
+    """Inside the loop (issue 26): the job's ideal and slow step time, throughput and straggler,
+    as of its last loop facts (``collector/write/_job_loop.py``); absent without training
+    windows. The per-rank scores and the series: ``GET /api/v1/jobs/{id}/performance``."""
 
 
-class JobRowJSON(TypedDict):
-    """One job of a list (``GET /api/v1/jobs``, ``ett jobs --json``): the compact figures."""
+class JobRowJSON(_JobHeadJSON):
+    """One job of a list (``GET /api/v1/jobs``, ``ett jobs --json``): the compact figures (the
+    head's fields, then these)."""
 
-    job_id: str
-    state: str
-    model: str | None
-    team: str | None
-    alloc: float
-    end: float
     wall_s: float
     ett_pct: float
     idle_pct: float
@@ -180,48 +196,35 @@ class LostTimeJSON(TypedDict):
     lost_s: float
 
 
+def _flat_json(record: Any) -> dict[str, Any]:
+    """A flat record of the domain (a dataclass of plain values) as a JSON object: its fields
+    in their declared order, tuples as lists. Its TypedDict names the same fields in the same
+    order (checked by tests/unit/collector/test_schema_fields.py)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def attempt_json(a: AttemptSummary) -> AttemptJSON:
     """The JSON object of one attempt."""
-    return {
-        "attempt": a.attempt,
-        "alloc": a.alloc,
-        "first_batch": a.first_batch,
-        "end": a.end,
-        "progress": a.progress,
-        "end_reason": a.end_reason,
-        "failed": a.failed,
-        "failure_cause": a.failure_cause,
-        "critical_rank": a.critical_rank,
-        "ranks": list(a.ranks),
-    }
+    return cast(AttemptJSON, _flat_json(a))
 
 
 def advice_json(adv: CheckpointAdvice) -> CheckpointAdviceJSON:
-    """The JSON object of the checkpoint advice."""
-    return {
-        "interval_s": adv.interval_s,
-        "optimal_interval_s": adv.optimal_interval_s,
-        "saving_s": adv.saving_s,
-        "mean_blocking_s": adv.mean_blocking_s,
-        "checkpoints": adv.checkpoints,
-        "min_failures": MIN_ADVICE_FAILURES,
-    }
+    """The JSON object of the checkpoint advice, with the failures the optimum needs."""
+    return cast(CheckpointAdviceJSON, {**_flat_json(adv), "min_failures": MIN_ADVICE_FAILURES})
 
 
 def blocking_stats_json(b: BlockingStats) -> BlockingStatsJSON:
     """The JSON object of the per-save checkpoint blocking statistics."""
-    return {
-        "count": b.count,
-        "min_s": b.min_s,
-        "mean_s": b.mean_s,
-        "max_s": b.max_s,
-        "p95_s": b.p95_s,
-    }
+    return cast(BlockingStatsJSON, _flat_json(b))
 
 
 def blocking_event_json(e: BlockingEvent) -> BlockingEventJSON:
     """The JSON object of the user-named blocking events of one name and component."""
-    return {"name": e.name, "component": e.component, "count": e.count, "seconds": e.seconds}
+    return cast(BlockingEventJSON, _flat_json(e))
 
 
 def segment_json_of(

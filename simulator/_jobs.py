@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from ett import semconv as sc
 
+from ._loop_spans import Loop
 from ._pace import pace_of
 from ._plan import AttemptPlan, Checkpoint, Draw, JobPlan
 from ._startup import run_startup
-from ._training import Loop, run_training
+from ._training import run_training
 from .profile import Profile
 from .regression import Regression
 from .straggler import Straggler
@@ -61,14 +62,95 @@ def _ranks(
     ]
 
 
-def generate_job(
+@dataclass(frozen=True, slots=True)
+class _JobRun:
+    """What every attempt of one job shares: its random draws, its pace and its schedule (how
+    long it trains, how often it saves and evaluates, how its start-up is scaled)."""
+
+    spec: JobSpec
+    profile: Profile
+    regressions: tuple[Regression, ...]
+    stragglers: tuple[Straggler, ...]
+    draw: Draw
+    step_ms: int
+    target_step: int
+    ckpt_s: float
+    eval_s: float
+    startup_scale: float
+    is_async: bool
+
+    @property
+    def max_restarts(self) -> int:
+        """Restarts after which a failed job stays failed."""
+        return int(self.profile["fleet.max_restarts"])
+
+    def loop(self, number: int, start_step: int) -> Loop:
+        """The loop of attempt ``number``, from ``start_step`` (the restored step) on."""
+        spec, profile, step_ms = self.spec, self.profile, self.step_ms
+        window_s = spec.window_s or profile["fleet.window_s"]
+        return Loop(
+            step_ms=step_ms,
+            batch=profile.models[spec.model].batch_size,
+            start_step=start_step,
+            target_step=self.target_step,
+            ckpt_ms=max(step_ms, round(self.ckpt_s * 1000)),
+            eval_ms=round(self.eval_s * 1000),
+            window_ms=max(1, round(window_s * 1000)),
+            is_async=self.is_async,
+            may_die_silently=number < self.max_restarts,
+            pace=pace_of(
+                step_ms,
+                spec.model,
+                spec.team,
+                spec.world_size,
+                self.regressions,
+                self.stragglers,
+                dict(profile.section("loop")),
+                f"{spec.seed}/loop/{number}",
+            ),
+        )
+
+    def attempt(
+        self,
+        plan: JobPlan,
+        attempt: AttemptPlan,
+        ranks: list[RankSpans],
+        restored: Checkpoint | None,
+    ) -> Checkpoint | None:
+        """Plant ``attempt``'s start-up and, when it reaches its first batch, its training on
+        ``ranks``, restoring ``restored``; the checkpoint the next attempt restores."""
+        restored_step = restored.step if restored is not None else None
+        if not run_startup(self.draw, ranks, attempt, restored_step, self.startup_scale):
+            return restored
+        newest = run_training(
+            self.draw, ranks, attempt, self.loop(attempt.number, restored_step or 0)
+        )
+        if attempt.first is not None and attempt.progress is not None:
+            plan.train_ms += _clean(attempt)
+        if newest is None:
+            return restored
+        if attempt.failed:
+            attempt.restored_snapshot = newest.snapshot
+        return newest
+
+    def next_alloc(self, failed: AttemptPlan) -> int:
+        """When the restart after ``failed`` is allocated: its death plus the requeue delay (for
+        a cause the scheduler requeues) or the restart delay, charged to the scheduler."""
+        key = "requeue_delay" if failed.cause in _REQUEUE_CAUSES else "restart_delay"
+        died = failed.end
+        return died + self.draw.ms(
+            self.profile[f"failures.{key}"], sc.ComponentValues.SCHEDULER.value, died
+        )
+
+
+def _job_run(
     spec: JobSpec,
     profile: Profile,
     regressions: tuple[Regression, ...],
-    stragglers: tuple[Straggler, ...] = (),
-) -> list[SimJob]:
-    """The job of ``spec`` and, when it completed and the dice say so, its publish job (the
-    ``stragglers`` and ``step`` regressions set the pace of its loop: ``_pace.py``)."""
+    stragglers: tuple[Straggler, ...],
+) -> _JobRun:
+    """Draw what the attempts of ``spec``'s job share (a live job trains and saves as the
+    profile's ``[live]`` table says; a history job trains for a drawn number of hours)."""
     rng = random.Random(spec.seed)
     draw = Draw(
         rng, profile, spec.model, spec.team, regressions, profile["fleet.rank_jitter_sigma"]
@@ -86,64 +168,50 @@ def generate_job(
     else:
         train_s = params.train_hours.sample(rng) * 3600
         ckpt_s, eval_s, scale = profile["checkpoint.interval_s"], profile["eval.interval_s"], 1.0
-    window_s = spec.window_s or profile["fleet.window_s"]
     target = max(1, round(train_s * 1000 / step_ms))
     is_async = rng.random() < profile["checkpoint.async_probability"]
+    return _JobRun(
+        spec,
+        profile,
+        regressions,
+        stragglers,
+        draw,
+        step_ms,
+        target,
+        ckpt_s,
+        eval_s,
+        scale,
+        is_async,
+    )
+
+
+def generate_job(
+    spec: JobSpec,
+    profile: Profile,
+    regressions: tuple[Regression, ...],
+    stragglers: tuple[Straggler, ...] = (),
+) -> list[SimJob]:
+    """The job of ``spec`` and, when it completed and the dice say so, its publish job (the
+    ``stragglers`` and ``step`` regressions set the pace of its loop: ``_pace.py``). Attempts
+    follow each other until one does not fail or ``fleet.max_restarts`` restarts failed too."""
+    run = _job_run(spec, profile, regressions, stragglers)
     plan = JobPlan(spec.job_id, spec.model, spec.team, spec.world_size)
     ranks: list[RankSpans] = []
     restored: Checkpoint | None = None
     alloc = spec.arrival_ms
-    max_restarts = profile["fleet.max_restarts"]
-    for number in range(max_restarts + 1):
+    for number in range(run.max_restarts + 1):
         attempt = AttemptPlan(number=number, alloc=alloc)
         plan.attempts.append(attempt)
-        arank = _ranks(rng, spec, spec.job_id, number, spec.world_size)
+        arank = _ranks(run.draw.rng, spec, spec.job_id, number, spec.world_size)
         ranks += arank
-        step = restored.step if restored is not None else 0
-        if run_startup(draw, arank, attempt, restored.step if restored else None, scale):
-            loop = Loop(
-                step_ms=step_ms,
-                batch=params.batch_size,
-                start_step=step,
-                target_step=target,
-                ckpt_ms=max(step_ms, round(ckpt_s * 1000)),
-                eval_ms=round(eval_s * 1000),
-                window_ms=max(1, round(window_s * 1000)),
-                is_async=is_async,
-                may_die_silently=number < max_restarts,
-                pace=pace_of(
-                    step_ms,
-                    spec.model,
-                    spec.team,
-                    spec.world_size,
-                    regressions,
-                    stragglers,
-                    dict(profile.section("loop")),
-                    f"{spec.seed}/loop/{number}",
-                ),
-            )
-            newest = run_training(draw, arank, attempt, loop)
-            if attempt.first is not None and attempt.progress is not None:
-                plan.train_ms += _clean(attempt)
-            if newest is not None:
-                restored = newest
-                if attempt.failed:
-                    attempt.restored_snapshot = newest.snapshot
-        if not attempt.failed:
+        restored = run.attempt(plan, attempt, arank, restored)
+        if not attempt.failed or number == run.max_restarts:
             break
-        if number == max_restarts:
-            break
-        delay = profile[
-            "failures.requeue_delay"
-            if attempt.cause in _REQUEUE_CAUSES
-            else "failures.restart_delay"
-        ]
-        died = attempt.end
-        alloc = died + draw.ms(delay, sc.ComponentValues.SCHEDULER.value, died)
+        alloc = run.next_alloc(attempt)
     jobs = [SimJob(plan, ranks)]
     done = plan.attempts[-1]
-    if not done.failed and not spec.live and rng.random() < profile["publish.probability"]:
-        jobs.append(_publish(draw, spec, done, restored))
+    if not done.failed and not spec.live and run.draw.rng.random() < profile["publish.probability"]:
+        jobs.append(_publish(run.draw, spec, done, restored))
     return jobs
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ett import semconv as sc
 
 from ._plan import AttemptPlan, Draw, Interval, to_ms
-from .profile import COMPILE_PHASE, LOAD_PHASE
+from .profile import COMPILE_PHASE, LOAD_PHASE, Phase
 from .wire import RankSpans
 
 _ERROR_TYPES = {
@@ -46,6 +46,22 @@ def _component(name: str) -> str:
     return sc.ComponentValues.COMPILE.value if name == COMPILE_PHASE else sc.default_component(name)
 
 
+_Barrier = tuple[int, int, list[int], str]
+"""A barrier as planted: enter (the last arrival), leave, each rank's arrival, its component."""
+
+
+@dataclass(slots=True)
+class _Layout:
+    """The phases laid out on the ranks: every span; each rank's instant after its last phase
+    (``cur``); the non-barrier spans of each stretch between barriers (``groups``, one more than
+    ``barriers``); and the barriers."""
+
+    spans: list[_Span]
+    cur: list[int]
+    groups: list[list[_Span]]
+    barriers: list[_Barrier]
+
+
 def run_startup(
     draw: Draw,
     ranks: list[RankSpans],
@@ -60,71 +76,101 @@ def run_startup(
     the attempt ends failed and ``plan`` is complete.
     """
     prof = draw.profile
-    rng = draw.rng
     alloc = plan.alloc
     world = len(ranks)
     phases = [p for p in prof.phases if p.name != LOAD_PHASE or restored_step is not None]
+    cache, base = _phase_seconds(draw, phases, plan, scale)
+    straggler = _straggler(draw, phases, base, world)
+    lay = _lay_out(draw, phases, base, alloc, world, restored_step, straggler)
+    first_step = prof["startup.first_step"]
+    firsts = [
+        lay.cur[r] + to_ms(draw.seconds(first_step, "other", alloc, scale) * draw.jitter())
+        for r in range(world)
+    ]
+    fail = draw.rng.random() < prof["failures.startup_probability"]
+    if fail:
+        _fail_in_startup(draw, ranks, plan, lay.spans, cache)
+        return False
+    first = max(firsts)
+    critical = min(r for r in range(world) if firsts[r] == first)
+    plan.first, plan.critical_rank = first, critical
+    plan.startup = _critical_path(alloc, first, critical, lay.groups, lay.barriers, lay.cur)
+    _emit(ranks, lay.spans, cache)
+    step = restored_step or 0
+    for r in range(world):
+        ranks[r].add(sc.SPAN_FIRST_BATCH, firsts[r], firsts[r], ((sc.STEP, step),))
+    plan.phase_ms = _phase_ms(lay.spans)
+    return True
+
+
+def _phase_seconds(
+    draw: Draw, phases: list[Phase], plan: AttemptPlan, scale: float
+) -> tuple[str, dict[str, float]]:
+    """The compile cache's outcome (``hit`` or ``miss``, by the first attempt's or a restart's
+    probability) and each phase's drawn seconds before the ranks' jitter."""
+    prof = draw.profile
     hit_p = prof[
         "compile.hit_probability_first" if plan.number == 0 else "compile.hit_probability_restart"
     ]
-    cache = "hit" if rng.random() < hit_p else "miss"
+    cache = "hit" if draw.rng.random() < hit_p else "miss"
     base: dict[str, float] = {}
     for p in phases:
-        comp = _component(p.name)
         dist = prof[f"compile.{cache}"] if p.dist is None else p.dist
-        base[p.name] = draw.seconds(dist, comp, alloc, scale)
-    straggler: tuple[int, str] | None = None
+        base[p.name] = draw.seconds(dist, _component(p.name), plan.alloc, scale)
+    return cache, base
+
+
+def _straggler(
+    draw: Draw, phases: list[Phase], base: dict[str, float], world: int
+) -> tuple[int, str, float] | None:
+    """The start-up straggler, if the dice plant one: ``(rank, phase, factor)``, the rank whose
+    phase (a non-barrier one of ``startup.straggler_phases``) lasts ``factor`` times longer."""
+    prof, rng = draw.profile, draw.rng
     candidates = [n for n in prof["startup.straggler_phases"] if n in base]
     candidates = [n for n in candidates if not any(p.name == n and p.barrier for p in phases)]
-    if candidates and rng.random() < prof["startup.straggler_probability"]:
-        straggler = (rng.randrange(world), rng.choice(candidates))
-        factor = prof["startup.straggler_factor"].sample(rng)
-    spans: list[_Span] = []
-    cur = [alloc] * world
-    groups: list[list[_Span]] = [[]]  # non-barrier spans between barriers, per group
-    barriers: list[tuple[int, int, list[int], str]] = []  # enter, leave, arrivals, component
+    if not candidates or not rng.random() < prof["startup.straggler_probability"]:
+        return None
+    rank, phase = rng.randrange(world), rng.choice(candidates)
+    return rank, phase, prof["startup.straggler_factor"].sample(rng)
+
+
+def _lay_out(
+    draw: Draw,
+    phases: list[Phase],
+    base: dict[str, float],
+    alloc: int,
+    world: int,
+    restored_step: int | None,
+    straggler: tuple[int, str, float] | None,
+) -> _Layout:
+    """The phases one after another on each rank from ``alloc``: a barrier is left by every
+    rank at the last arrival plus its work; another phase lasts its base seconds times the
+    rank's jitter (times the straggler's factor)."""
+    lay = _Layout([], [alloc] * world, [[]], [])
     for p in phases:
         comp = _component(p.name)
         if p.barrier:
-            enter = max(cur)
+            enter = max(lay.cur)
             leave = enter + to_ms(base[p.name])
             for r in range(world):
-                spans.append(_Span(r, p.name, comp, cur[r], leave))
-            barriers.append((enter, leave, list(cur), comp))
-            cur = [leave] * world
-            groups.append([])
+                lay.spans.append(_Span(r, p.name, comp, lay.cur[r], leave))
+            lay.barriers.append((enter, leave, list(lay.cur), comp))
+            lay.cur = [leave] * world
+            lay.groups.append([])
             continue
         attrs: tuple[tuple[str, str | int | bool | float], ...] = ()
         if p.name == LOAD_PHASE and restored_step is not None:
             attrs = ((sc.CHECKPOINT_STEP, restored_step),)
         for r in range(world):
             secs = base[p.name] * draw.jitter()
-            if straggler == (r, p.name):
-                secs *= factor
+            if straggler is not None and straggler[:2] == (r, p.name):
+                secs *= straggler[2]
             d = to_ms(secs)
-            s = _Span(r, p.name, comp, cur[r], cur[r] + d, attrs)
-            spans.append(s)
-            groups[-1].append(s)
-            cur[r] += d
-    first_step = prof["startup.first_step"]
-    firsts = [
-        cur[r] + to_ms(draw.seconds(first_step, "other", alloc, scale) * draw.jitter())
-        for r in range(world)
-    ]
-    fail = rng.random() < prof["failures.startup_probability"]
-    if fail:
-        _fail_in_startup(draw, ranks, plan, spans, cache)
-        return False
-    first = max(firsts)
-    critical = min(r for r in range(world) if firsts[r] == first)
-    plan.first, plan.critical_rank = first, critical
-    plan.startup = _critical_path(alloc, first, critical, groups, barriers, cur)
-    _emit(ranks, spans, cache)
-    step = restored_step or 0
-    for r in range(world):
-        ranks[r].add(sc.SPAN_FIRST_BATCH, firsts[r], firsts[r], ((sc.STEP, step),))
-    plan.phase_ms = _phase_ms(spans)
-    return True
+            s = _Span(r, p.name, comp, lay.cur[r], lay.cur[r] + d, attrs)
+            lay.spans.append(s)
+            lay.groups[-1].append(s)
+            lay.cur[r] += d
+    return lay
 
 
 def _phase_ms(spans: list[_Span]) -> dict[str, list[int]]:
@@ -143,7 +189,7 @@ def _critical_path(
     first: int,
     critical: int,
     groups: list[list[_Span]],
-    barriers: list[tuple[int, int, list[int], str]],
+    barriers: list[_Barrier],
     cur: list[int],
 ) -> list[Interval]:
     """``[alloc, first]`` charged as ETT-SPEC v1.1 says, from what was planted."""
@@ -214,19 +260,26 @@ def _fail_in_startup(
     end = max(ends)
     latest = min(r for r in range(world) if ends[r] == end)
     path = sorted((s.start, s.end, s.component) for s in kept if s.rank == latest)
-    charged: list[Interval] = []
-    cursor = plan.alloc
-    for a, b, comp in path:
-        if a > cursor:
-            charged.append((cursor, a, sc.ComponentValues.OTHER.value))
-        charged.append((a, b, comp))
-        cursor = max(cursor, b)
-    if end > cursor:
-        charged.append((cursor, end, sc.ComponentValues.OTHER.value))
-    plan.startup = [iv for iv in charged if iv[1] > iv[0]]
+    plan.startup = _charged_along(path, plan.alloc, end)
     plan.end, plan.end_reason, plan.failed, plan.cause = end, failed, True, cause
     plan.critical_rank = latest
     plan.phase_ms = _phase_ms(spans)
+
+
+def _charged_along(path: list[Interval], alloc: int, end: int) -> list[Interval]:
+    """``[alloc, end]`` charged along one rank's (sorted) phases: each phase to its component,
+    the gaps between them and after the last to ``other``; empty intervals left out."""
+    other = sc.ComponentValues.OTHER.value
+    charged: list[Interval] = []
+    cursor = alloc
+    for a, b, comp in path:
+        if a > cursor:
+            charged.append((cursor, a, other))
+        charged.append((a, b, comp))
+        cursor = max(cursor, b)
+    if end > cursor:
+        charged.append((cursor, end, other))
+    return [iv for iv in charged if iv[1] > iv[0]]
 
 
 def _barrier_names(spans: list[_Span]) -> set[str]:

@@ -7,10 +7,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ett import semconv
 from ett_cli import CliError
+
+if TYPE_CHECKING:
+    from .fleet import FleetSpec
+    from .simulation import SimulationResult
+    from .sinks import Sink
 
 EPILOG = """\
 examples:
@@ -80,6 +85,16 @@ def register(sub: Any) -> None:
         help="write into this collector database instead "
         "(sqlite:///PATH, a plain path to a SQLite file, or postgresql+psycopg://USER@HOST:PORT/DB)",
     )
+    _add_fleet_options(p)
+    _add_plant_options(p)
+    p.add_argument("--gzip", action="store_true", help="gzip request bodies")
+    p.add_argument("--batch", type=int, default=2048, help="spans per request (default 2048)")
+    p.add_argument("--token", default=None, help="bearer token (default: $ETT_TOKEN)")
+    p.set_defaults(func=_simulate)
+
+
+def _add_fleet_options(p: argparse.ArgumentParser) -> None:
+    """The options that say which history to simulate."""
     p.add_argument("--jobs", type=int, default=20, help="training jobs of history (default 20)")
     p.add_argument(
         "--start", metavar="ISO", help="start of the history (default: now - days: it ends now)"
@@ -95,6 +110,11 @@ def register(sub: Any) -> None:
     p.add_argument("--models", metavar="A,B", help="model names (default: the profile's)")
     p.add_argument("--teams", metavar="X,Y", help="team names (default: the profile's)")
     p.add_argument("--profile", metavar="FILE", help="TOML profile merged over the default")
+
+
+def _add_plant_options(p: argparse.ArgumentParser) -> None:
+    """The options of what is written (``--truth``, ``--dry-run``) and planted (``--live``,
+    ``--regress``, ``--straggler``)."""
     p.add_argument(
         "--truth",
         metavar="FILE",
@@ -124,10 +144,6 @@ def register(sub: Any) -> None:
         help='"model=M rank=R factor=F at=ISO": rank R of the model\'s jobs computes F times '
         "longer per step from then on; repeatable",
     )
-    p.add_argument("--gzip", action="store_true", help="gzip request bodies")
-    p.add_argument("--batch", type=int, default=2048, help="spans per request (default 2048)")
-    p.add_argument("--token", default=None, help="bearer token (default: $ETT_TOKEN)")
-    p.set_defaults(func=_simulate)
 
 
 def _names(text: str | None, what: str) -> list[str] | None:
@@ -151,15 +167,38 @@ def _window_s() -> float:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .profile import ProfileError
-    from .regression import format_instant, parse_instant
-    from .simulation import fleet_spec, simulate
-    from .sinks import DatabaseSink, EndpointSink, SendError, Sink
+    from .simulation import simulate
+    from .sinks import SendError
 
     if args.batch < 1:
         raise CliError(f"--batch must be at least 1, got {args.batch}")
     if args.db and args.endpoint:
         raise CliError("give --endpoint or --db, not both")
+    fleet = _fleet(args)
+    sink, where = _sink(args)
+    try:
+        result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
+    except SendError as exc:
+        raise CliError(f"sending failed: {exc}", exit_code=1) from None
+    except OSError as exc:
+        raise CliError(f"{exc}", exit_code=1) from None
+    _print_summary(result, fleet, where, args.truth)
+    if sink is not None and result.accepted != result.spans:
+        print(
+            f"ett simulate: the collector accepted {result.accepted:,} of {result.spans:,} spans",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _fleet(args: argparse.Namespace) -> FleetSpec:
+    """The fleet the options ask for; ``CliError`` when they cannot be read, or when its
+    history lies where OTLP cannot carry it (nothing is sent then)."""
+    from .profile import ProfileError
+    from .regression import parse_instant
+    from .simulation import fleet_spec
+
     try:
         fleet = fleet_spec(
             profile=args.profile,
@@ -177,52 +216,52 @@ def _simulate(args: argparse.Namespace) -> int:
         fleet.window(time.time())  # a window OTLP cannot carry: ValueError, nothing sent
     except (ProfileError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    sink: Sink | None = None
-    where = "nowhere (dry run)"
-    if not args.dry_run:
-        if args.db:
-            if "://" not in args.db:  # a plain path is a SQLite file, as for `ett report --db`
-                args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
-            try:
-                sink = DatabaseSink(args.db, window_s=_window_s())
-            except Exception as exc:
-                raise CliError(f"cannot open database {args.db!r}: {exc}", exit_code=1) from None
-            where = "the database"
-        else:
-            endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            endpoint = endpoint or DEFAULT_ENDPOINT
-            token = args.token or os.environ.get("ETT_TOKEN")
-            try:
-                sink = EndpointSink(endpoint, 6 if args.gzip else None, token)
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
-            _check_listening(endpoint)
-            where = endpoint
+    return fleet
+
+
+def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
+    """Where the spans go (None with ``--dry-run``) and how the summary names it."""
+    from .sinks import DatabaseSink, EndpointSink
+
+    if args.dry_run:
+        return None, "nowhere (dry run)"
+    if args.db:
+        if "://" not in args.db:  # a plain path is a SQLite file, as for `ett report --db`
+            args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
+        try:
+            return DatabaseSink(args.db, window_s=_window_s()), "the database"
+        except Exception as exc:
+            raise CliError(f"cannot open database {args.db!r}: {exc}", exit_code=1) from None
+    endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    endpoint = endpoint or DEFAULT_ENDPOINT
+    token = args.token or os.environ.get("ETT_TOKEN")
     try:
-        result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
-    except SendError as exc:
-        raise CliError(f"sending failed: {exc}", exit_code=1) from None
-    except OSError as exc:
-        raise CliError(f"{exc}", exit_code=1) from None
+        sink = EndpointSink(endpoint, 6 if args.gzip else None, token)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    _check_listening(endpoint)
+    return sink, endpoint
+
+
+def _print_summary(
+    result: SimulationResult, fleet: FleetSpec, where: str, truth: str | None
+) -> None:
+    """The two lines ``ett simulate`` ends with: what was sent where, and what the history's
+    end left out."""
+    from .regression import format_instant
+
     jobs = len(result.truths)
     failed = sum(1 for t in result.truths if t.state == "failed")
     print(
         f"simulated {jobs} job(s) ({failed} failed), {result.spans:,} spans in "
         f"{result.requests} request(s) to {where} in {result.seconds:.1f} s"
-        + (f"; truth in {args.truth}" if args.truth else "")
+        + (f"; truth in {truth}" if truth else "")
     )
     print(
         f"history {format_instant(round(result.start))} to {format_instant(round(result.end))}: "
         f"{len(result.dropped)} of {fleet.jobs} training job(s) left out, "
         "as they would still be running at its end"
     )
-    if sink is not None and result.accepted != result.spans:
-        print(
-            f"ett simulate: the collector accepted {result.accepted:,} of {result.spans:,} spans",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
 
 
 def _check_listening(endpoint: str) -> None:

@@ -18,7 +18,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ett import semconv
 
@@ -89,42 +89,42 @@ def job_specs(fleet: FleetSpec, now: float | None = None) -> list[JobSpec]:
     now = time.time() if now is None else now
     start, end = fleet.window(now)
     until_ms = math.floor(end * 1000)
-    prof = fleet.profile
-    models = list(prof.models)
-    sizes = list(prof["fleet.ranks"])
-    weights = list(prof["fleet.rank_weights"])
     specs: list[JobSpec] = []
     for i in range(fleet.jobs):
-        rng = random.Random(f"ett-simulate:{fleet.seed}:{i}")
-        arrival = start + rng.random() * fleet.days * 86400
-        specs.append(
-            JobSpec(
-                job_id=f"sim{fleet.seed}-{i:05d}",
-                model=rng.choice(models),
-                team=rng.choice(prof.teams),
-                world_size=rng.choices(sizes, weights)[0],
-                arrival_ms=round(arrival * 1000),
-                seed=f"ett-simulate:{fleet.seed}:{i}:job",
-                until_ms=until_ms,
-            )
-        )
+        stream = f"ett-simulate:{fleet.seed}:{i}"
+        rng = random.Random(stream)
+        arrival_ms = round((start + rng.random() * fleet.days * 86400) * 1000)
+        job_id = f"sim{fleet.seed}-{i:05d}"
+        specs.append(_drawn(rng, stream, fleet.profile, job_id, arrival_ms, until_ms))
     specs.sort(key=lambda s: (s.arrival_ms, s.job_id))
     stamp = int(now)
     for i in range(fleet.live):
-        rng = random.Random(f"ett-simulate-live:{fleet.seed}:{stamp}:{i}")
-        specs.append(
-            JobSpec(
-                job_id=f"live{fleet.seed}-{stamp}-{i}",
-                model=rng.choice(models),
-                team=rng.choice(prof.teams),
-                world_size=rng.choices(sizes, weights)[0],
-                arrival_ms=round(now * 1000),
-                seed=f"ett-simulate-live:{fleet.seed}:{stamp}:{i}:job",
-                live=True,
-                window_s=fleet.live_window_s,
-            )
-        )
+        stream = f"ett-simulate-live:{fleet.seed}:{stamp}:{i}"
+        job_id = f"live{fleet.seed}-{stamp}-{i}"
+        spec = _drawn(random.Random(stream), stream, fleet.profile, job_id, round(now * 1000), None)
+        specs.append(replace(spec, live=True, window_s=fleet.live_window_s))
     return specs
+
+
+def _drawn(
+    rng: random.Random,
+    stream: str,
+    prof: Profile,
+    job_id: str,
+    arrival_ms: int,
+    until_ms: int | None,
+) -> JobSpec:
+    """A job of the fleet whose model, team and world size ``rng`` (the random stream named
+    ``stream``) draws, in that order; the job's own stream is ``stream:job``."""
+    return JobSpec(
+        job_id=job_id,
+        model=rng.choice(list(prof.models)),
+        team=rng.choice(prof.teams),
+        world_size=rng.choices(list(prof["fleet.ranks"]), list(prof["fleet.rank_weights"]))[0],
+        arrival_ms=arrival_ms,
+        seed=f"{stream}:job",
+        until_ms=until_ms,
+    )
 
 
 def generate(

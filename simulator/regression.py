@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 from ett import semconv as sc
 
+from ._flag_words import number, read_words, require_words
 from .profile import Profile, ProfileError
 
 COMPONENTS = (*(c.value for c in sc.ComponentValues), "step")
@@ -77,31 +78,16 @@ def format_instant(at: float) -> str:
 def parse_regression(text: str) -> Regression:
     """One ``--regress`` value, e.g. ``model=dlrm-large component=checkpoint factor=3
     at=2026-11-20T00:00:00Z``. Raises :class:`ProfileError` saying how to write it."""
-    fields: dict[str, str] = {}
-    for part in text.split():
-        key, eq, value = part.partition("=")
-        if not eq or key not in _KEYS or not value:
-            raise ProfileError(
-                f"--regress {text!r}: cannot read {part!r}; write {FORMAT} "
-                f"(keys: {', '.join(_KEYS)})"
-            )
-        if key in fields:
-            raise ProfileError(f"--regress {text!r}: {key} is given twice")
-        fields[key] = value
+    fields = read_words("--regress", text, _KEYS, FORMAT)
     if ("model" in fields) == ("team" in fields):
         raise ProfileError(f"--regress {text!r}: give exactly one of model= or team=; {FORMAT}")
-    for key in ("component", "factor", "at"):
-        if key not in fields:
-            raise ProfileError(f"--regress {text!r}: {key}= is missing; write {FORMAT}")
+    require_words("--regress", text, fields, ("component", "factor", "at"), FORMAT)
     component = fields["component"]
     if component not in COMPONENTS:
         raise ProfileError(
             f"--regress {text!r}: unknown component {component!r}; allowed: {', '.join(COMPONENTS)}"
         )
-    try:
-        factor = float(fields["factor"])
-    except ValueError:
-        factor = float("nan")
+    factor = number(fields["factor"])
     if not factor > 0 or factor == float("inf"):
         raise ProfileError(
             f"--regress {text!r}: factor must be a number > 0, got {fields['factor']!r}"

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._flag_words import number, read_words, require_words
 from .profile import Profile, ProfileError
 from .regression import format_instant, parse_instant
 
@@ -42,20 +43,8 @@ class Straggler:
 
 def parse_straggler(text: str) -> Straggler:
     """One ``--straggler`` value; :class:`ProfileError` saying how to write it."""
-    fields: dict[str, str] = {}
-    for part in text.split():
-        key, eq, value = part.partition("=")
-        if not eq or key not in _KEYS or not value:
-            raise ProfileError(
-                f"--straggler {text!r}: cannot read {part!r}; write {FORMAT} "
-                f"(keys: {', '.join(_KEYS)})"
-            )
-        if key in fields:
-            raise ProfileError(f"--straggler {text!r}: {key} is given twice")
-        fields[key] = value
-    for key in _KEYS:
-        if key not in fields:
-            raise ProfileError(f"--straggler {text!r}: {key}= is missing; write {FORMAT}")
+    fields = read_words("--straggler", text, _KEYS, FORMAT)
+    require_words("--straggler", text, fields, _KEYS, FORMAT)
     try:
         rank = int(fields["rank"])
     except ValueError:
@@ -64,10 +53,7 @@ def parse_straggler(text: str) -> Straggler:
         raise ProfileError(
             f"--straggler {text!r}: rank must be an integer >= 0, got {fields['rank']!r}"
         )
-    try:
-        factor = float(fields["factor"])
-    except ValueError:
-        factor = float("nan")
+    factor = number(fields["factor"])
     if not 1.0 <= factor < float("inf"):
         raise ProfileError(
             f"--straggler {text!r}: factor must be a number >= 1, got {fields['factor']!r}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ett import semconv as sc
+from ett_collector.domain.model import TimeSplit
 
 from ._plan import AttemptPlan, Interval, JobPlan
 
@@ -21,21 +22,19 @@ _SCHEDULER = sc.ComponentValues.SCHEDULER.value
 _CHECKPOINT = sc.ComponentValues.CHECKPOINT.value
 
 
+_HEAD: Final = ("job_id", "model", "team", "state")
+"""The fields that open a line of ``--truth``, before the :class:`TimeSplit`'s."""
+
+
 @dataclass(frozen=True, slots=True)
-class Truth:
-    """What the simulator knows it generated for one job (seconds, percentages 0-100)."""
+class Truth(TimeSplit):
+    """What the simulator knows it generated for one job (seconds, percentages 0-100): the
+    domain's :class:`TimeSplit` and the fields below."""
 
     job_id: str
     model: str
     team: str
     state: str
-    wall_s: float
-    productive_s: float
-    idle_s: float
-    failure_s: float
-    ett_pct: float
-    idle_pct: float
-    failure_pct: float
     tts_s: float | None
     ttr_s: list[float | None]
     failures: int
@@ -54,7 +53,7 @@ class Truth:
         """The object written as one line of ``--truth`` (without the per-phase samples)."""
         out = asdict(self)
         del out["phase_s"]
-        return out
+        return {key: out.pop(key) for key in _HEAD} | out
 
 
 class _Tally:
@@ -96,8 +95,11 @@ def _training(t: _Tally, a: AttemptPlan) -> None:
     t.ms["productive"] += clean - unsaved
 
 
-def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
-    """The figures of ``job`` from its planted attempts."""
+def _tally(job: JobPlan) -> _Tally:
+    """Every planted millisecond of ``job`` charged: the restart gaps to the scheduler, each
+    attempt's start-up (idle on the first attempt, failure after a failure), its training and
+    its end (failure after a failure, else its shutdown, idle). AssertionError when the charges
+    do not tile the wall time."""
     t = _Tally()
     attempts = job.attempts
     for i, a in enumerate(attempts):
@@ -117,6 +119,12 @@ def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
     total = sum(t.ms.values())
     if total != wall:
         raise AssertionError(f"{job.job_id}: planted segments sum to {total} ms, wall {wall} ms")
+    return t
+
+
+def _failures(attempts: list[AttemptPlan]) -> tuple[dict[str, int], list[float | None]]:
+    """The failed attempts' causes (count by cause) and each failure's time to recover: from
+    its end to the next attempt's first batch (None when no next attempt trained)."""
     causes: dict[str, int] = {}
     ttr: list[float | None] = []
     for i, a in enumerate(attempts):
@@ -126,6 +134,26 @@ def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
         causes[a.cause] = causes.get(a.cause, 0) + 1
         nxt = attempts[i + 1] if i + 1 < len(attempts) else None
         ttr.append(None if nxt is None or nxt.first is None else (nxt.first - a.end) / 1000)
+    return causes, ttr
+
+
+def _attempt_json(a: AttemptPlan) -> dict[str, Any]:
+    return {
+        "attempt": a.number,
+        "alloc": a.alloc / 1000,
+        "first_batch": None if a.first is None else a.first / 1000,
+        "end": a.end / 1000,
+        "end_reason": a.end_reason,
+        "critical_rank": a.critical_rank,
+    }
+
+
+def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
+    """The figures of ``job`` from its planted attempts (percentages of the wall time)."""
+    t = _tally(job)
+    attempts = job.attempts
+    wall = attempts[-1].end - attempts[0].alloc
+    causes, ttr = _failures(attempts)
     first = attempts[0]
     last = attempts[-1]
     lost = {k: v / 1000 for k, v in sorted(t.lost.items(), key=lambda kv: (-kv[1], kv[0]))}
@@ -156,17 +184,7 @@ def compute_truth(job: JobPlan, span_count: int = 0) -> Truth:
         unsaved_s=t.unsaved / 1000,
         checkpoint_blocking_s=t.blocking / 1000,
         lost_by_component=lost,
-        attempts=[
-            {
-                "attempt": a.number,
-                "alloc": a.alloc / 1000,
-                "first_batch": None if a.first is None else a.first / 1000,
-                "end": a.end / 1000,
-                "end_reason": a.end_reason,
-                "critical_rank": a.critical_rank,
-            }
-            for a in attempts
-        ],
+        attempts=[_attempt_json(a) for a in attempts],
         world_size=job.world_size,
         standalone_publish=job.standalone,
         span_count=span_count,

@@ -131,8 +131,10 @@ def read_stragglers(path: str | Path) -> list[Straggler]:
 def _straggler(obj: dict[str, Any], where: str) -> Straggler:
     keys = set(straggler_record(Straggler("m", 0, 1.0, 0.0)))
     if set(obj) != keys:
-        raise TruthFileError(f"{where}: a straggler record has the keys {', '.join(sorted(keys))}"
-                             f"; got {', '.join(sorted(obj))}")  # fmt: skip
+        raise TruthFileError(
+            f"{where}: a straggler record has the keys {', '.join(sorted(keys))}"
+            f"; got {', '.join(sorted(obj))}"
+        )
     model, rank, factor, at = obj["model"], obj["rank"], obj["factor"], obj["at"]
     if not isinstance(model, str) or type(rank) is not int or rank < 0:
         raise TruthFileError(f"{where}: a straggler names a model and a rank >= 0")

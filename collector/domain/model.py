@@ -1,4 +1,9 @@
-"""Plain values of the ETT domain: spans in, segments and figures out (frozen dataclasses)."""
+"""Plain values of the ETT domain: spans in, segments and figures out (frozen dataclasses).
+
+``ett_collector.schemas`` spells the wire shape (a TypedDict) of each record that the read API
+returns, with the same fields in the same order: tests/unit/collector/test_schema_fields.py
+checks them, so a field added here is added there too.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Any
 AttrValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
+# kept alike: instrument/semconv.py's enumerations have this shape too; the words differ (these
+# are the domain's own, those the wire's).
 class Category(StrEnum):
     """What a second of wall time was: training on new data, waiting, or lost to a failure."""
 
@@ -152,16 +159,12 @@ class BlockingEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class JobSummary:
-    """Every figure of one job (ETT-SPEC sections 3 and 5); ``ett_collector.schemas.job_json`` is
-    its JSON object."""
+class TimeSplit:
+    """Where a job's wall time went (docs/metrics.md, Figures): ``wall_s`` = ``productive_s`` +
+    ``idle_s`` + ``failure_s`` seconds, and each share of it in percent (``ett_pct`` = 100 x
+    productive / wall; 0 when the wall time is 0). The one field list of the collector's figures
+    (:class:`JobSummary`) and the simulator's truth (``ett_simulator.truth.Truth``)."""
 
-    job_id: str
-    state: JobState
-    model: str | None
-    team: str | None
-    alloc: float
-    end: float
     wall_s: float
     productive_s: float
     idle_s: float
@@ -169,6 +172,20 @@ class JobSummary:
     ett_pct: float
     idle_pct: float
     failure_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary(TimeSplit):
+    """Every figure of one job (ETT-SPEC sections 3 and 5): the :class:`TimeSplit` and the
+    fields below; ``ett_collector.schemas.job_json`` is its JSON object (``JobJSON``, whose
+    fields a unit test keeps equal to these)."""
+
+    job_id: str
+    state: JobState
+    model: str | None
+    team: str | None
+    alloc: float
+    end: float
     tts_s: float | None
     ttr_s: tuple[float | None, ...]
     failures: int
