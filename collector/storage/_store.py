@@ -50,6 +50,15 @@ LOOP_FACTS = "loop_facts"
 """The stored summary's key of the job's loop facts (issue 26; ``save_summary``)."""
 
 
+def _without_loop_facts(job: JobJSON) -> JobJSON:
+    """A stored job as the read API shows it: the loop facts (the alerts' own) left out, their
+    ``performance`` block (when computed) kept as the job's ``performance``."""
+    facts = cast(dict[str, Any], job).pop(LOOP_FACTS, None)
+    if isinstance(facts, dict) and isinstance(facts.get("performance"), dict):
+        job["performance"] = facts["performance"]
+    return job
+
+
 class Store:
     """Storage of spans, jobs, figures and segments behind one SQLAlchemy engine.
 
@@ -309,8 +318,7 @@ class Store:
             row = conn.execute(query).first()
         if row is None:
             return None
-        out = cast(JobJSON, json.loads(row[0]))
-        cast(dict[str, Any], out).pop(LOOP_FACTS, None)
+        out = _without_loop_facts(cast(JobJSON, json.loads(row[0])))
         out["computed_at"] = row[1]
         return out
 
@@ -331,8 +339,7 @@ class Store:
         dirty, failure, summary, computed_at = row
         if summary is None:
             return bool(dirty), failure, None
-        out = cast(JobJSON, json.loads(summary))
-        cast(dict[str, Any], out).pop(LOOP_FACTS, None)
+        out = _without_loop_facts(cast(JobJSON, json.loads(summary)))
         out["computed_at"] = computed_at
         return bool(dirty), failure, out
 

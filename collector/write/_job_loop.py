@@ -2,9 +2,9 @@
 
 ``collector/domain/_loop_facts.py`` says what they are: the job's raw windows and its compacted
 ``window_series`` buckets become points, as for the performance view
-(``ett_collector.read.performance``). A job that ended gets fresh facts at every save. A running
-job's
-figures are saved after every window, so its facts are computed at most every
+(``ett_collector.read.performance``). The facts also hold the job object's ``performance`` block
+(:func:`job_block`). A job that ended gets fresh facts at every save. A running job's figures
+are saved after every window, so its facts are computed at most every
 :data:`RUNNING_EVERY_S` per job in this process, the last ones kept in between (the straggler
 alert sees a running job this way; the throughput regression tests only ended jobs). A bug in
 the facts' computation is logged and saves the figures without them; a database error raises,
@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from ..domain._loop_facts import loop_facts
+from ..domain._performance import performance
 from ..domain.model import JobState, JobSummary
 from ..storage import Store
 from ..storage._series import job_points
@@ -37,16 +38,27 @@ _last: dict[str, tuple[float, dict[str, Any] | None]] = {}
 _lock = threading.Lock()
 
 
-def _compute(store: Store, job_id: str) -> dict[str, Any] | None:
+def _compute(store: Store, summary: JobSummary) -> dict[str, Any] | None:
+    job_id = summary.job_id
     spans, rows = store.load_performance(job_id)
     points = job_points(spans, rows)
     if not points:
         return None
     try:
-        return loop_facts(points, spans)
+        facts = loop_facts(points, spans)
+        facts["performance"] = job_block(performance(points, spans, summary.productive_s or None))
+        return facts
     except Exception:  # the alerts' extra never costs the job its ETT figures
         log.exception("loop facts of job %r failed; its figures are saved without them", job_id)
         return None
+
+
+def job_block(figures: dict[str, object]) -> dict[str, object]:
+    """The ``performance`` block of the job object (``GET /api/v1/jobs/{id}``): the figures of
+    ``domain._performance.performance`` less the per-rank scores of every attempt
+    (``stragglers``), which only the job's ``/performance`` view lists; ``straggler``, the
+    named one, stays."""
+    return {k: v for k, v in figures.items() if k != "stragglers"}
 
 
 def job_loop_facts(
@@ -57,13 +69,13 @@ def job_loop_facts(
     if summary.state is not JobState.RUNNING:
         with _lock:
             _last.pop(job_id, None)
-        return _compute(store, job_id)
+        return _compute(store, summary)
     now = clock()
     with _lock:
         seen = _last.get(job_id)
     if seen is not None and now - seen[0] < RUNNING_EVERY_S:
         return seen[1]
-    facts = _compute(store, job_id)
+    facts = _compute(store, summary)
     with _lock:
         if len(_last) >= _REMEMBERED:
             for old in sorted(_last, key=lambda j: _last[j][0])[: _REMEMBERED // 4]:

@@ -86,6 +86,22 @@ def test_the_performance_view_is_sized_by_buckets(db: str) -> None:
     assert missing.status_code == 404
 
 
+def test_the_job_object_embeds_the_views_figures(db: str) -> None:
+    """``GET /api/v1/jobs/{id}`` carries the ``performance`` block (no series, no per-rank
+    scores) with the same figures as the job's ``/performance`` view, for an ended job."""
+    job, view = (
+        r.json() for r in _get(db, ["/api/v1/jobs/perf-job", "/api/v1/jobs/perf-job/performance"])
+    )
+    block = job["performance"]
+    assert "series" not in block and "stragglers" not in block and "loop_facts" not in job
+    expected = {
+        k: v for k, v in view.items() if k not in ("series", "stragglers", "job_id", "productive_s")
+    }
+    assert block == expected
+    assert block["straggler"]["rank"] == 1 and block["ideal_step_s"] == pytest.approx(0.1)
+    assert job["ett_pct"] > 0
+
+
 def test_report_prints_the_performance_section(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "perf-job", "--db", db]) == 0
     out = capsys.readouterr().out
