@@ -81,7 +81,7 @@ def grafana_rule(prom: dict[str, Any]) -> models.Rule:
 def rules(path: str | None = None) -> list[models.Rule]:
     """Every enabled rule of the collector's rule set (the defaults, overridden by the rules file
     at ``path`` as ``ett serve`` reads it) that has PromQL, as Grafana rules (the kinds without,
-    ``ett_collector.alerts.prometheus.NOT_PROMQL``, run in ``ett serve`` only).
+    ``ett_collector.alerts.prometheus.has_promql``, run in ``ett serve`` only).
 
     Raises:
         ett_collector.alerts.RulesError: for a bad rules file.

@@ -303,7 +303,7 @@ def _print_quality(q: Any, path: str) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .prometheus import NOT_PROMQL, rules_file
+    from .prometheus import has_promql, rules_file
 
     text = rules_file(_rules(args.rules))
     if args.output == "-":
@@ -315,8 +315,8 @@ def _export(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from None
     enabled = _rules(args.rules).enabled()
-    written = [r for r in enabled if r.kind not in NOT_PROMQL]
-    left = sorted(r.name for r in enabled if r.kind in NOT_PROMQL)
+    written = [r for r in enabled if has_promql(r)]
+    left = sorted(r.name for r in enabled if not has_promql(r))
     note = f" (left out, no PromQL: {', '.join(left)})" if left else ""
     print(f"wrote {len(written)} rule(s) to {args.output}{note}")
     return 0

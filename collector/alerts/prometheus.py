@@ -15,11 +15,12 @@ state to keep an open incident's baseline): it is exported as a documented appro
 :func:`regression_expression`, marked as such by a comment above it and by its ``approximation``
 annotation (``docs/alerts.md``, "The regression rule in PromQL").
 
-The loop's kinds (``throughput_regression``, ``straggler``; issue 26) cannot be PromQL at all:
-they read per-job facts (a job's samples per rank-second, a rank's compute per step against the
-other ranks' window by window) that no ``ett_fleet_*`` series carries, and a ratio of pooled
-sums would not see a straggler. They are left out of the exported file, which names them in a
-comment (:data:`NOT_PROMQL`); the built-in evaluator (``ett serve``) runs them.
+The loop's kinds (``throughput_regression``, ``straggler``; issue 26) read per-job facts that
+no ``ett_fleet_*`` series carries; their export is an approximation over the per-model
+``ett_model_*`` gauges (``_loop_promql.py``), marked as such like the regression kind's. Grouped
+by team they cannot be expressed (the gauges carry no team): such a rule is left out of the
+exported file, which names it in a comment (:func:`has_promql`); the built-in evaluator
+(``ett serve``) runs it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import _burn
+from . import _burn, _loop_promql
 from ._detect import FAILURE, RESTART_COSTS
 from .rules import Kind, Rule, RuleSet, format_duration
 
@@ -39,26 +40,24 @@ jobs a day (``tests/alerts/test_promql_approximation.py``): steady per-job noise
 heavy-tailed noise does 8% of the time (1.5: 18%), and a 3x change passes 99.8% of the time
 (3: 50%). ``docs/alerts.md``, "The regression rule in PromQL", has the table."""
 
-APPROXIMATED = frozenset({Kind.REGRESSION})
+APPROXIMATED = frozenset({Kind.REGRESSION, *_loop_promql.KINDS})
 """The kinds whose export approximates the built-in rule rather than computing it."""
 
 SECTION = 'docs/alerts.md, section "The regression rule in PromQL"'
 
-NOT_PROMQL = frozenset({Kind.THROUGHPUT_REGRESSION, Kind.STRAGGLER})
-"""The kinds with no PromQL (see the module docstring): left out of the exported rules file."""
-
 
 class NotPromQL(ValueError):
-    """A rule of a kind in :data:`NOT_PROMQL` asked for as PromQL."""
+    """A rule without PromQL (:func:`has_promql` is False) asked for as PromQL."""
+
+
+def has_promql(rule: Rule) -> bool:
+    """Whether ``rule`` has PromQL (exact or approximate): all but the loop's kinds by team."""
+    return rule.kind not in _loop_promql.KINDS or _loop_promql.expressible(rule)
 
 
 def not_promql_note(rule: Rule) -> str:
     """Why ``rule`` is not in the exported file (the comment naming it there)."""
-    return (
-        f"rule {rule.name} (kind {rule.kind.value}) is not exported: it reads per-job loop facts "
-        "(throughput per rank, a rank's compute per step against the others) that no "
-        "ett_fleet_* series carries; the built-in evaluator (ett serve) runs it."
-    )
+    return _loop_promql.not_expressible_note(rule)
 
 
 def _s(metric: str, window: str, by: str, extra: str = "") -> str:
@@ -162,8 +161,10 @@ def regression_expression(rule: Rule) -> str:
 def expression(rule: Rule) -> str:
     """The PromQL of one rule's condition (of the regression kind: an approximation)."""
     g = rule.by.value
-    if rule.kind in NOT_PROMQL:
+    if not has_promql(rule):
         raise NotPromQL(not_promql_note(rule))
+    if rule.kind in _loop_promql.KINDS:
+        return _loop_promql.expression(rule)
     if rule.kind is Kind.REGRESSION:
         return regression_expression(rule)
     if rule.kind is Kind.ETT_SLO_BURN:
@@ -227,6 +228,8 @@ def approximation_note(rule: Rule) -> str:
     annotation and the comment above it in the rules file); empty for an exact rule."""
     if rule.kind not in APPROXIMATED:
         return ""
+    if rule.kind in _loop_promql.KINDS:
+        return _loop_promql.note(rule)
     return (
         f"PromQL approximation of the built-in {rule.kind.value} rule {rule.name} (ett serve): "
         f"a ratio (the recent rate more than {RATIO:g}x the baseline's) where it runs rank and "
@@ -238,14 +241,16 @@ def approximation_note(rule: Rule) -> str:
 
 
 def prometheus_rule(rule: Rule) -> dict[str, Any]:
-    """One Prometheus alerting rule (:class:`NotPromQL` for a kind in :data:`NOT_PROMQL`)."""
-    if rule.kind in NOT_PROMQL:
+    """One Prometheus alerting rule (:class:`NotPromQL` where :func:`has_promql` is False)."""
+    if not has_promql(rule):
         raise NotPromQL(not_promql_note(rule))
     labels = {"rule": rule.name, "severity": rule.severity}
     if rule.component is not None:
         labels["component"] = rule.component
     if rule.kind is Kind.ETT_SLO_BURN:
         desc = _burn.description(rule)
+    elif rule.kind in _loop_promql.KINDS:
+        desc = _loop_promql.description(rule)
     else:
         desc = _DESCRIPTIONS[rule.kind].format(g=rule.by.value, w=rule.window, b=rule.baseline,
                                                k=f"{RATIO:g}")  # fmt: skip
@@ -280,8 +285,8 @@ def rules_file(rules: RuleSet) -> str:
     has a comment above it saying so."""
     import yaml
 
-    skipped = [r for r in rules.enabled() if r.kind in NOT_PROMQL]
-    enabled = tuple(r for r in rules.enabled() if r.kind not in NOT_PROMQL)
+    skipped = [r for r in rules.enabled() if not has_promql(r)]
+    enabled = tuple(r for r in rules.enabled() if has_promql(r))
     doc = {"groups": [{"name": "ett", "rules": [prometheus_rule(r) for r in enabled]}]}
     header = (
         "# Generated by `ett alerts export-prometheus` from the ETT alert rules "

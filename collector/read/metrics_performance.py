@@ -8,7 +8,12 @@ reused for 30 s and each job's facts once per recompute of its figures):
   rank throughput (samples per second of one rank);
 - ``ett_model_slow_seconds``: the seconds the jobs lost to steps slower than their ideal step;
 - ``ett_model_slow_ratio``: those over the jobs' productive seconds (0-1);
-- ``ett_model_performance_jobs``: the jobs behind the figures.
+- ``ett_model_performance_jobs``: the jobs behind the figures;
+- ``ett_model_straggler_score``: the highest straggler score of the jobs' attempts (a rank's
+  compute per step over the other ranks' median; absent without two timed ranks);
+- ``ett_model_rank_seconds``: the rank-seconds of the jobs' training windows.
+
+The exported PromQL of the loop's alert kinds reads them (``collector/alerts/prometheus.py``).
 
 The only label is ``model`` (``""`` for jobs without one): one series per model and family,
 whatever the number of jobs.
@@ -65,15 +70,29 @@ class ModelPerformanceMetrics(Collector):
             "Jobs with training windows in the last 24 h behind the ett_model_* figures.",
             labels=["model"],
         )
+        score = GaugeMetricFamily(
+            "ett_model_straggler_score",
+            "Highest straggler score (a rank's compute per step over the other ranks' median) "
+            "of the last 24 h's jobs' attempts.",
+            labels=["model"],
+        )
+        rank_s = GaugeMetricFamily(
+            "ett_model_rank_seconds",
+            "Rank-seconds of the last 24 h's jobs' training windows.",
+            labels=["model"],
+        )
         for row in rows:
             label = [row["model"] or ""]
+            rank_s.add_metric(label, row["rank_s"])
+            if row["straggler_score"] is not None:
+                score.add_metric(label, row["straggler_score"])
             jobs.add_metric(label, row["jobs"])
             slow.add_metric(label, row["slow_s"])
             if row["samples_per_s_per_rank"] is not None:
                 rate.add_metric(label, row["samples_per_s_per_rank"])
             if row["slow_pct"] is not None:
                 ratio.add_metric(label, row["slow_pct"] / 100.0)
-        yield from (rate, slow, ratio, jobs)
+        yield from (rate, slow, ratio, jobs, score, rank_s)
 
 
 __all__ = ["WINDOW", "ModelPerformanceMetrics"]

@@ -11,7 +11,11 @@ over its jobs that ended (or, live, last reported) in ``[since, now]``:
   (a rank's samples over its training windows' seconds);
 - ``ideal_step_s``: the median over the jobs of their ideal step times (jobs of one model may
   differ in batch size: a hint, not a baseline);
-- ``straggler_jobs``: jobs whose straggler rank is named.
+- ``straggler_jobs``: jobs whose straggler rank is named; ``straggler_score``: the highest
+  top-rank score of the jobs' attempts (``collector/domain/_performance.py``: a rank's compute
+  per step over the other ranks' median, over the attempt), None without two timed ranks;
+- ``rank_s``: the rank-seconds of the jobs' training windows (what a slower step costs in GPU
+  time).
 
 Cheap by construction: a job's facts are computed once per recompute of its figures (memoised
 on its ``computed_at``), at most :data:`MAX_JOBS` jobs (the newest) are read per answer, and a
@@ -49,6 +53,8 @@ class JobFacts:
     rank_samples_per_s: float | None
     ideal_step_s: float | None
     straggler: bool
+    straggler_score: float | None
+    rank_s: float
 
 
 def _rank_rate(points: list[Any]) -> float | None:
@@ -94,6 +100,8 @@ class ModelPerformance:
                 rank_samples_per_s=_rank_rate(points),
                 ideal_step_s=float(ideal) if isinstance(ideal, int | float) else None,
                 straggler=perf.get("straggler") is not None,
+                straggler_score=_top_score(perf["stragglers"]),
+                rank_s=sum(p.seconds for p in points),
             )
         with self._lock:
             self._jobs[job_id] = (stamp, facts)
@@ -132,6 +140,12 @@ class ModelPerformance:
         return answer
 
 
+def _top_score(attempts: Any) -> float | None:
+    """The highest ``score`` of the per-attempt straggler entries (None: no entry)."""
+    scores = [float(a["score"]) for a in attempts]
+    return max(scores) if scores else None
+
+
 def _median(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
@@ -157,6 +171,11 @@ def _by_model(facts: list[JobFacts]) -> list[dict[str, Any]]:
                 "samples_per_s_per_rank": _median([j.rank_samples_per_s for j in jobs]),
                 "ideal_step_s": _median([j.ideal_step_s for j in jobs]),
                 "straggler_jobs": sum(1 for j in jobs if j.straggler),
+                "straggler_score": max(
+                    (j.straggler_score for j in jobs if j.straggler_score is not None),
+                    default=None,
+                ),
+                "rank_s": round(sum(j.rank_s for j in jobs), 3),
             }
         )
     out.sort(key=lambda m: (-float(m["slow_s"]), str(m["model"])))

@@ -72,6 +72,7 @@ def test_models_are_ranked_by_slow_time(db: str) -> None:
     assert slow["samples_per_s_per_rank"] < fast["samples_per_s_per_rank"]
     assert fast["ideal_step_s"] == pytest.approx(0.1)
     assert (fast["straggler_jobs"], slow["straggler_jobs"]) == (1, 2)
+    assert fast["straggler_score"] == pytest.approx(2.0)  # the highest of its jobs' attempts
     assert team.json()["models"] == []
     assert bad.status_code == 400
 
@@ -85,7 +86,12 @@ def test_metrics_carry_per_model_gauges_labelled_by_model_only(db: str) -> None:
     assert {s.labels["model"]: s.value for s in rate}["fast"] == pytest.approx(320.0)
     ratio = families["ett_model_slow_ratio"].samples
     assert all(0.0 <= s.value <= 1.0 for s in ratio) and len(ratio) == 2
-    for name in ("ett_model_slow_seconds", "ett_model_slow_ratio", "ett_model_performance_jobs"):
+    score = {s.labels["model"]: s.value for s in families["ett_model_straggler_score"].samples}
+    assert score == pytest.approx({"slowpoke": 2.0, "fast": 2.0})  # fast-1's rank 1 computes 2x
+    rank_s = {s.labels["model"]: s.value for s in families["ett_model_rank_seconds"].samples}
+    assert rank_s["fast"] > 0 and set(rank_s) == {"slowpoke", "fast"}
+    names = ("ett_model_slow_seconds", "ett_model_slow_ratio", "ett_model_performance_jobs")
+    for name in (*names, "ett_model_straggler_score", "ett_model_rank_seconds"):
         assert all(set(s.labels) == {"model"} for s in families[name].samples), name
 
 
