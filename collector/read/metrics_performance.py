@@ -22,7 +22,8 @@ whatever the number of jobs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -33,6 +34,46 @@ WINDOW = "24h"
 """The window of the gauges."""
 
 log = logging.getLogger(__name__)
+
+
+def _ratio(row: dict[str, Any]) -> float | None:
+    return None if row["slow_pct"] is None else row["slow_pct"] / 100.0
+
+
+GAUGES: tuple[tuple[str, Callable[[dict[str, Any]], float | None], str], ...] = (
+    (
+        "ett_model_samples_per_second_per_rank",
+        lambda row: row["samples_per_s_per_rank"],
+        "Median over the last 24 h's jobs of a job's median rank throughput (samples/s).",
+    ),
+    (
+        "ett_model_slow_seconds",
+        lambda row: row["slow_s"],
+        "Seconds the last 24 h's jobs lost to steps slower than their ideal step time.",
+    ),
+    (
+        "ett_model_slow_ratio",
+        _ratio,
+        "Slow seconds over productive seconds of the last 24 h's jobs (0-1).",
+    ),
+    (
+        "ett_model_performance_jobs",
+        lambda row: row["jobs"],
+        "Jobs with training windows in the last 24 h behind the ett_model_* figures.",
+    ),
+    (
+        "ett_model_straggler_score",
+        lambda row: row["straggler_score"],
+        "Highest straggler score (a rank's compute per step over the other ranks' median) "
+        "of the last 24 h's jobs' attempts.",
+    ),
+    (
+        "ett_model_rank_seconds",
+        lambda row: row["rank_s"],
+        "Rank-seconds of the last 24 h's jobs' training windows.",
+    ),
+)
+"""``(name, its figure of a model's row, help)`` of each family."""
 
 
 class ModelPerformanceMetrics(Collector):
@@ -50,49 +91,14 @@ class ModelPerformanceMetrics(Collector):
         except Exception:  # a scrape never fails for these gauges (the database may be away)
             log.warning("per-model performance gauges not computed", exc_info=True)
             return
-        rate = GaugeMetricFamily(
-            "ett_model_samples_per_second_per_rank",
-            "Median over the last 24 h's jobs of a job's median rank throughput (samples/s).",
-            labels=["model"],
-        )
-        slow = GaugeMetricFamily(
-            "ett_model_slow_seconds",
-            "Seconds the last 24 h's jobs lost to steps slower than their ideal step time.",
-            labels=["model"],
-        )
-        ratio = GaugeMetricFamily(
-            "ett_model_slow_ratio",
-            "Slow seconds over productive seconds of the last 24 h's jobs (0-1).",
-            labels=["model"],
-        )
-        jobs = GaugeMetricFamily(
-            "ett_model_performance_jobs",
-            "Jobs with training windows in the last 24 h behind the ett_model_* figures.",
-            labels=["model"],
-        )
-        score = GaugeMetricFamily(
-            "ett_model_straggler_score",
-            "Highest straggler score (a rank's compute per step over the other ranks' median) "
-            "of the last 24 h's jobs' attempts.",
-            labels=["model"],
-        )
-        rank_s = GaugeMetricFamily(
-            "ett_model_rank_seconds",
-            "Rank-seconds of the last 24 h's jobs' training windows.",
-            labels=["model"],
-        )
+        families = {n: GaugeMetricFamily(n, text, labels=["model"]) for n, _, text in GAUGES}
         for row in rows:
             label = [row["model"] or ""]
-            rank_s.add_metric(label, row["rank_s"])
-            if row["straggler_score"] is not None:
-                score.add_metric(label, row["straggler_score"])
-            jobs.add_metric(label, row["jobs"])
-            slow.add_metric(label, row["slow_s"])
-            if row["samples_per_s_per_rank"] is not None:
-                rate.add_metric(label, row["samples_per_s_per_rank"])
-            if row["slow_pct"] is not None:
-                ratio.add_metric(label, row["slow_pct"] / 100.0)
-        yield from (rate, slow, ratio, jobs, score, rank_s)
+            for name, value, _ in GAUGES:
+                figure = value(row)
+                if figure is not None:  # a figure a model's jobs do not have: no sample
+                    families[name].add_metric(label, figure)
+        yield from families.values()
 
 
 __all__ = ["WINDOW", "ModelPerformanceMetrics"]
