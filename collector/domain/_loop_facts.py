@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._performance import STALL_SPANS, Intervals, Point
+from ._points import interrupted
 from .model import SpanRecord
 
 MAX_RATIOS = 64
@@ -73,14 +74,16 @@ def _coverage(pts: Sequence[Point], stalled: Intervals) -> list[float]:
 
 def _steady(pts: Sequence[Point], cover: Sequence[float]) -> list[Point]:
     """A rank's timed points after warm-up that no stall overlaps."""
-    return [p for p, c in zip(pts[1:], cover[1:], strict=True) if p.timed_steps > 0 and c == 0.0]
+    pairs = zip(pts[1:], cover[1:], strict=True)
+    return [p for p, c in pairs if p.timed_steps > 0 and not interrupted(p, c)]
 
 
 def _rank_cps(pts: Sequence[Point], cover: Sequence[float]) -> float | None:
     """Compute seconds per step of a rank's steady points (without any: its points after
     warm-up; without those: all), as ``_performance.stragglers`` scores it."""
     after = list(pts[1:])
-    body = [p for p, c in zip(pts[1:], cover[1:], strict=True) if c == 0.0] or after or list(pts)
+    pairs = zip(pts[1:], cover[1:], strict=True)
+    body = [p for p, c in pairs if not interrupted(p, c)] or after or list(pts)
     timed = [p for p in body if p.timed_steps > 0]
     steps = sum(p.timed_steps for p in timed)
     return sum(p.timed_s - p.wait_s for p in timed) / steps if steps else None

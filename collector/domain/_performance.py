@@ -7,8 +7,9 @@ job's other spans in, a JSON-ready dict out.
 - A point's **step time** is ``seconds / steps``; its **compute time** ``timed_s - wait_s``
   (seconds outside the gradient collectives' wait, measured only where the window carried
   ``ett.window.wait_s``), per step ``(timed_s - wait_s) / timed_steps``.
-- **Warm-up**: the earliest point of each (attempt, rank). **Interrupted**: a point that
-  overlaps a span that stalls the loop (:data:`STALL_SPANS`, any rank of its attempt).
+- **Warm-up**: the earliest point of each (attempt, rank). **Interrupted**: a point more than
+  ``_points.INTERRUPTED_SHARE`` (5 %) of whose seconds lie under spans that stall the loop
+  (:data:`STALL_SPANS`, any rank of its attempt).
 - **Ideal step time**: the median step time of the steady points (neither warm-up nor
   interrupted); with none, of the points after warm-up; with none, of all (``ideal_basis``).
 - **Slow time** of a rank: the sum, over its points after warm-up, of
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Sequence
 
 from ett import semconv as sc
 
-from ._points import Intervals, Point, point_of_window
+from ._points import Intervals, Point, interrupted, point_of_window
 from .model import SpanRecord
 
 __all__ = [
@@ -93,7 +94,7 @@ def ideal_step(
 ) -> tuple[float | None, str, int]:
     """``(ideal step seconds, basis, points it is the median of)``: see the module docstring."""
     after = [p for pts in ranks.values() for p in pts[1:] if p.steps > 0]
-    steady = [p for p in after if stalled[p.attempt].covered(p.start, p.end) == 0.0]
+    steady = [p for p in after if not interrupted(p, stalled[p.attempt].covered(p.start, p.end))]
     for basis, pool in (("steady", steady), ("after_warmup", after)):
         if pool:
             return _median([p.seconds / p.steps for p in pool]), basis, len(pool)
@@ -111,7 +112,7 @@ def _rank_compute(pts: list[Point], stalled: Intervals) -> tuple[float, float] |
     """``(compute seconds per step, wait share)`` of a rank's steady points (without any: its
     points after warm-up; without those: all); None when none was timed."""
     after = pts[1:]
-    body = [p for p in after if stalled.covered(p.start, p.end) == 0.0] or after or pts
+    body = [p for p in after if not interrupted(p, stalled.covered(p.start, p.end))] or after or pts
     cps = _compute_per_step(body)
     timed = sum(p.timed_s for p in body)
     if cps is None or timed <= 0:

@@ -51,6 +51,19 @@ def point_of_window(span: SpanRecord) -> Point | None:
     )  # fmt: skip
 
 
+INTERRUPTED_SHARE = 0.05
+"""A point is *interrupted* (not steady) when stall spans cover more than this share of its
+seconds. Not any overlap at all: a loop that fetches its batches waits a millisecond or two on
+many steps (``ett.data.wait`` spans of ``DATA_WAIT_MIN_S`` and more), which left 2 of ~45 one-second
+windows of the reference trainer steady and biased the ideal step by +7 % to +51 %; a
+checkpoint save, an eval or a recompile covers far more of its window."""
+
+
+def interrupted(point: Point, covered: float) -> bool:
+    """Whether ``point``, ``covered`` seconds of which lie under stall spans, is interrupted."""
+    return covered > INTERRUPTED_SHARE * max(point.seconds, 0.0)
+
+
 class Intervals:
     """The union of some intervals, for overlap queries."""
 
