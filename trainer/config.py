@@ -97,6 +97,10 @@ class TrainConfig:
     failure_teardown: str = "abort"
     """How a failed rank tears down its process groups (``--failure-teardown``)."""
     step_delay_s: float = 0.0
+    slow_rank: int = -1
+    """The rank slowed on purpose (``--slow-rank``; -1: none): a planted straggler."""
+    slow_s: float = 0.0
+    """Seconds the slowed rank sleeps in each forward (``--slow-s``)."""
     data_stall_every: int = 0
     """Plant a data stall every N steps (``--data-stall-every``; 0: none): tests need one."""
     data_stall_s: float = 0.01
@@ -151,17 +155,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
-    """The ``ett train`` argument parser (also ``python -m trainer.train``)."""
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Train a TorchRec DLRM on synthetic click data, instrumented with ETT spans. "
-            "Launch under torchrun, e.g. `torchrun --nproc-per-node 2 --max-restarts 1 "
-            "-m trainer.train --steps 200`."
-        ),
-        formatter_class=HelpFormatter,
-    )
+def _switch(group: argparse._ArgumentGroup, flag: str, help_text: str) -> None:
+    """An on-by-default ``--flag`` / ``--no-flag`` pair."""
+    group.add_argument(flag, action=argparse.BooleanOptionalAction, default=True, help=help_text)
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (a --size preset; the other flags override it)")
     g.add_argument("--size", choices=sorted(SIZES), default="tiny", help="model preset")
     g.add_argument("--num-tables", type=int, help="embedding tables (one sparse feature each)")
@@ -172,6 +171,8 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
     g.add_argument("--over-arch", type=_int_tuple, default=(32, 1), help="over MLP sizes; last=1")
     g.add_argument("--pooling", type=int, default=2, help="mean ids per sample and feature")
 
+
+def _training_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=int, default=200, help="global steps to train to")
     g.add_argument("--batch-size", type=int, default=256, help="samples per rank per step")
@@ -188,70 +189,46 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
     g.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
     g.add_argument("--eval-batches", type=int, default=4, help="batches per evaluation")
     g.add_argument("--step-delay-s", type=float, default=0.0, help="sleep per step (demos)")
-    g.add_argument(
-        "--data-stall-every",
-        type=int,
-        default=0,
-        help="plant a data stall every N steps, inside the batch fetch (0: never)",
-    )
-    g.add_argument(
-        "--data-stall-s",
-        type=float,
-        default=0.01,
-        help="seconds of each planted data stall (default 0.01)",
-    )
+    slow = "slow this rank down on purpose, a planted straggler (-1: none)"
+    g.add_argument("--slow-rank", type=int, default=-1, help=slow)
+    slow_s = "seconds the --slow-rank sleeps in each forward (its backward is then timed)"
+    g.add_argument("--slow-s", type=float, default=0.0, help=slow_s)
+    stall = "plant a data stall every N steps, inside the batch fetch (0: never)"
+    g.add_argument("--data-stall-every", type=int, default=0, help=stall)
+    stall_s = "seconds of each planted data stall (default 0.01)"
+    g.add_argument("--data-stall-s", type=float, default=0.01, help=stall_s)
 
+
+def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run directory and checkpoints")
     g.add_argument("--run-dir", type=Path, help="run directory (default: runs/JOB_ID)")
-    g.add_argument(
-        "--ckpt-dir", type=Path, help="checkpoint directory (default: RUN_DIR/checkpoints)"
-    )
+    ckpt_dir = "checkpoint directory (default: RUN_DIR/checkpoints)"
+    g.add_argument("--ckpt-dir", type=Path, help=ckpt_dir)
     g.add_argument("--ckpt-every-steps", type=int, default=50, help="checkpoint interval, steps")
     g.add_argument("--ckpt-every-s", type=float, default=0.0, help="checkpoint interval, seconds")
     g.add_argument("--ckpt-mode", choices=CKPT_MODES, default="sync", help="how DCP saves")
     g.add_argument("--ckpt-keep", type=int, default=3, help="committed checkpoints to keep")
-    g.add_argument(
-        "--final-ckpt",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="save a checkpoint after the last step",
-    )
-    g.add_argument(
-        "--resume",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="resume from the latest committed checkpoint",
-    )
+    _switch(g, "--final-ckpt", "save a checkpoint after the last step")
+    _switch(g, "--resume", "resume from the latest committed checkpoint")
 
+
+def _compile_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("compile")
-    g.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="torch.compile the dense and over arch",
-    )
-    g.add_argument(
-        "--compile-cache",
-        type=Path,
-        help="directory of saved compile artifacts: loaded at start, saved after compile",
-    )
-    g.add_argument(
-        "--fresh-local-cache",
-        action="store_true",
-        help="give each process an empty TORCHINDUCTOR_CACHE_DIR (a fresh host)",
-    )
+    _switch(g, "--compile", "torch.compile the dense and over arch")
+    cache = "directory of saved compile artifacts: loaded at start, saved after compile"
+    g.add_argument("--compile-cache", type=Path, help=cache)
+    fresh = "give each process an empty TORCHINDUCTOR_CACHE_DIR (a fresh host)"
+    g.add_argument("--fresh-local-cache", action="store_true", help=fresh)
 
+
+def _fault_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("fault injection")
     g.add_argument("--fail-at-step", type=int, help="inject a fault when this step starts")
     g.add_argument("--fail-kind", choices=FAIL_KINDS, default="exception", help="what fault")
     g.add_argument("--fail-rank", type=int, default=0, help="rank that faults")
     g.add_argument("--fail-attempt", type=int, default=0, help="attempt that faults (-1: every)")
-    g.add_argument(
-        "--watchdog-s",
-        type=float,
-        default=300.0,
-        help="end a process that made no progress for this long (0: off)",
-    )
+    watchdog = "end a process that made no progress for this long (0: off)"
+    g.add_argument("--watchdog-s", type=float, default=300.0, help=watchdog)
     g.add_argument(
         "--failure-teardown",
         choices=("abort", "destroy"),
@@ -260,22 +237,38 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
         "(waits for peers stuck in a collective: kept to measure what the exit watchdog saves)",
     )
 
+
+def _telemetry_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("telemetry")
     g.add_argument("--job-id", help="job id (default: $ETT_JOB_ID, else torchrun's run id)")
     g.add_argument("--model-name", help="model family, ett.model (default: $ETT_MODEL, else dlrm)")
     g.add_argument("--team", help="owning team, ett.team (default: $ETT_TEAM)")
-    g.add_argument(
-        "--window-s",
-        type=float,
-        default=semconv.DEFAULT_WINDOW_S,
-        help="train window span length (the collector's ETT_WINDOW_S must match)",
+    window = "train window span length (the collector's ETT_WINDOW_S must match)"
+    g.add_argument("--window-s", type=float, default=semconv.DEFAULT_WINDOW_S, help=window)
+    _switch(g, "--progress", "progress bar on rank 0")
+
+
+def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
+    """The ``ett train`` argument parser (also ``python -m trainer.train``): one group of options
+    each for the model, training, checkpoints, compile, fault injection and telemetry."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=(
+            "Train a TorchRec DLRM on synthetic click data, instrumented with ETT spans. "
+            "Launch under torchrun, e.g. `torchrun --nproc-per-node 2 --max-restarts 1 "
+            "-m trainer.train --steps 200`."
+        ),
+        formatter_class=HelpFormatter,
     )
-    g.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="progress bar on rank 0",
-    )
+    for add_options in (
+        _model_options,
+        _training_options,
+        _checkpoint_options,
+        _compile_options,
+        _fault_options,
+        _telemetry_options,
+    ):
+        add_options(p)
     return p
 
 
@@ -302,6 +295,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         value = getattr(a, name, None)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
+    if a.slow_s < 0:
+        parser.error("--slow-s must be >= 0")
     if a.data_stall_every < 0 or a.data_stall_s < 0:
         parser.error("--data-stall-every and --data-stall-s must be >= 0")
     if a.ckpt_every_steps < 0 or a.ckpt_every_s < 0:

@@ -2,7 +2,7 @@
 
 :func:`launch` runs ``python -m torch.distributed.run ... -m trainer.train`` and returns a
 :class:`Run` that reads the step logs and the checkpoint directory. Tests point the runs at a
-real ``ett serve`` (``tests/e2e/collector_process.py``).
+real ``ett serve`` (``tests/support/collector_process.py``).
 """
 
 from __future__ import annotations
@@ -88,11 +88,10 @@ def launch(
     """Run ``ett train ARGS`` under torchrun (a fresh job id, its run dir under ``workdir``)."""
     job_id = f"t-{uuid.uuid4().hex[:10]}"
     run_dir = Path(workdir) / job_id
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
-        "-m", "trainer.train", "--run-dir", str(run_dir), *args,
-    ]  # fmt: skip
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    workers = [f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}"]
+    train = ["-m", "trainer.train", "--run-dir", str(run_dir), *args]
+    cmd = [*torchrun, *workers, "--monitor-interval=0.2", *train]
     full_env = {
         **os.environ,
         "ETT_JOB_ID": job_id,

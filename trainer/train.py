@@ -1,7 +1,8 @@
 """``ett train``: an instrumented TorchRec DLRM trainer, launched by torchrun.
 
 Read top to bottom: start-up (each phase in its span), then the loop (fault injection, one step,
-progress, evaluation, checkpoints), then the end of the attempt. ``python -m trainer.train``
+progress, evaluation, checkpoints), then the end of the attempt (a failed one's in
+:mod:`trainer.ending`). ``python -m trainer.train``
 runs it too, so torchrun can launch it::
 
     torchrun --nproc-per-node 2 --max-restarts 1 -m trainer.train --steps 200 --no-compile
@@ -13,9 +14,7 @@ import functools
 import os
 import sys
 import time
-import traceback
 from dataclasses import dataclass
-from typing import Any, NoReturn
 
 import torch
 
@@ -33,9 +32,9 @@ from trainer.distributed import (
     broadcast_value,
     init_groups,
     reduce_in_flight,
-    shutdown,
     wait_in_barrier,
 )
+from trainer.ending import end_failed, log_failure, teardown
 from trainer.progress import Progress
 from trainer.steplog import StepLog
 from trainer.telemetry import open_session, timed_phase
@@ -194,35 +193,6 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
         bar.close()
 
 
-def teardown(
-    sess: ett.Session, log: StepLog, groups: Groups | None, failed: bool, mode: str
-) -> None:
-    """Tear down the process groups (after a failure: abort them, see
-    :func:`trainer.distributed.shutdown`), naming the phase for the library's exit watchdog and
-    logging how long it took."""
-    abort = failed and mode == "abort"
-    phase = "abort_process_groups" if abort else "destroy_process_group"
-    sess.exit_watchdog.phase(phase)
-    t0 = time.perf_counter()
-    shutdown(groups, failed=abort)
-    log.event("teardown", phase=phase, duration_s=round(time.perf_counter() - t0, 6))
-    sess.exit_watchdog.phase("exit")
-
-
-def leave(status: int, log: StepLog) -> NoReturn:
-    """Exit a failed rank now, skipping the interpreter's finalization: the process-group objects'
-    destructors would wait there for a collective that no peer will join (on gloo the rank's own
-    queued work, seen on 2 CPU ranks with a collective in flight; it holds the GIL, so not even
-    a Python watchdog thread runs). The failure is recorded and flushed by now."""
-    log.close()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    os._exit(status)
-
-
 def run(cfg: TrainConfig) -> int:
     """One attempt on this rank: start up, train, end; returns the exit status."""
     model.quiet_library_warnings()
@@ -235,14 +205,10 @@ def run(cfg: TrainConfig) -> int:
     log = StepLog(cfg.steplog_dir, rank=ident.rank, attempt=ident.attempt)
     log.event("start", pid=os.getpid(), world_size=ident.world_size, job_id=cfg.job_id)
 
-    def log_failure(cause: str, error: str, reason: str, **fields: Any) -> None:
-        log.event("failure", step=sess.current_step, cause=cause, error_type=error, **fields)
-        log.event("end", reason=reason)
-
     def on_hang(idle_s: float) -> None:
         cause = FailureCauseValues.UNKNOWN.value
         reason = EndReasonValues.FAILED.value
-        log_failure(cause, faults.WatchdogTimeout.__name__, reason)
+        log_failure(sess, log, cause, faults.WatchdogTimeout.__name__, reason)
         sess.failure(cause, error_type=faults.WatchdogTimeout.__name__)
         sess.end(reason=reason, cause=cause)
 
@@ -253,35 +219,7 @@ def run(cfg: TrainConfig) -> int:
         train_loop(job, watchdog.start())
     except BaseException as exc:
         watchdog.stop()
-        groups = job.groups if job is not None else None
-        # A rank whose collective failed because a peer vanished has nothing left to wait for
-        # (a persist in flight needs that peer too): it aborts its groups at once, before the
-        # library's end (persist wait, flush), so that torchrun, which stops the remaining
-        # ranks as soon as one exits, cannot stop it mid-flush with its groups still up. A rank
-        # that failed on its own first lets the library wait for its persists in flight.
-        abort_first = (
-            cfg.failure_teardown == "abort"
-            and not isinstance(exc, ett.Preempted)
-            and ett.is_peer_loss(exc)
-        )
-        if abort_first:
-            teardown(sess, log, groups, True, cfg.failure_teardown)
-        if isinstance(exc, ett.Preempted):  # the library recorded it and ended the attempt
-            cause = FailureCauseValues.PREEMPTION.value
-            log_failure(cause, type(exc).__name__, EndReasonValues.PREEMPTED.value)
-            status = exc.exit_status
-        else:
-            # The library's cause; a rank whose collective failed because a peer vanished says
-            # "unknown", so the peer's own report (or the collector's "killed") names it.
-            cause = ett.classify_failure(exc).value
-            reason = EndReasonValues.FAILED.value
-            log_failure(cause, type(exc).__name__, reason, peer_loss=ett.is_peer_loss(exc))
-            sess.fail(exc)  # ett.failure at the step in progress, the attempt ended failed
-            traceback.print_exception(exc)
-            status = 1
-        if not abort_first:
-            teardown(sess, log, groups, True, cfg.failure_teardown)
-        leave(status, log)
+        end_failed(exc, cfg, sess, log, job.groups if job is not None else None)
     watchdog.stop()
     with sess.shutdown(ShutdownStepValues.PG_TEARDOWN):
         teardown(sess, log, job.groups, False, cfg.failure_teardown)
