@@ -32,6 +32,7 @@ from typing import Any
 
 from . import semconv
 from ._compile import CompileTracker, cache_status
+from ._config import ddp_waits_enabled
 from ._errors import log_once
 from ._session import Session, span_sink, wait_sink
 from ._setup import current
@@ -41,6 +42,7 @@ __all__ = [
     "dcp_async_save",
     "dcp_load",
     "dcp_save",
+    "ddp_waits_enabled",
     "destroy_process_group",
     "init_cuda",
     "init_process_group",

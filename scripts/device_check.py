@@ -1,16 +1,22 @@
 """Compare the collector's figures for one job with the ranks' own step logs (device runs).
 
     python scripts/device_check.py REPORT.json STEPLOG_DIR [--window-s 2]
+        [--performance PERFORMANCE.json --slow-rank R]
 
 Prints one JSON object: the collector's figures beside the step logs' account, and the checks
 the issue asks for (first batch and TTR instants, unsaved within one window, checkpoint blocking
-within 10 %). Exit status 0 always: the figures are the result, a failed check is reported.
+within 10 %, each attempt's critical rank: the rank whose first batch came last). With
+``--performance`` (``GET /api/v1/jobs/{id}/performance`` of a run with ``--slow-rank R``): the
+straggler named is ``R``, its score within 10 % of the planted slowdown, and the ranks' step
+times equal (within 5 %). Exit status 0 always: the figures are the result, a failed check is
+reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +33,25 @@ def of(rows: list[dict[str, Any]], event: str, attempt: int) -> list[dict[str, A
 
 
 def blocking_from_log(rows: list[dict[str, Any]]) -> float:
-    """Per (attempt, step): the longest blocking over ranks (the ranks save together). Saves
-    after a rank's last step (the final checkpoint) are left out: the collector charges those to
-    the shutdown, not to ``checkpoint_blocking``."""
-    last_step: dict[tuple[int, int], float] = {}
+    """Per (attempt, step): the interval from the earliest start to the latest end of the
+    ranks' saves (ETT-SPEC: the ranks save together, a rank that saved first waits for the
+    others), cut at the attempt's end of training (its last step over ranks): a save after that
+    (the final checkpoint) is the shutdown's, not ``checkpoint_blocking``; one that a rank began
+    while a peer still stepped counts up to that peer's last step."""
+    trained: dict[int, float] = {}
     for r in rows:
         if r["event"] == "step":
-            key = (r["attempt"], r["rank"])
-            last_step[key] = max(last_step.get(key, 0.0), r["time"])
-    per: dict[tuple[int, int], float] = {}
+            trained[r["attempt"]] = max(trained.get(r["attempt"], 0.0), r["time"])
+    per: dict[tuple[int, int], tuple[float, float]] = {}
     for r in rows:
-        if r["event"] == "ckpt_save" and r["time"] < last_step.get((r["attempt"], r["rank"]), 0):
-            key = (r["attempt"], r["step"])
-            per[key] = max(per.get(key, 0.0), float(r["blocking_s"]))
-    return sum(per.values())
+        if r["event"] != "ckpt_save":
+            continue
+        start, end = r["time"] - float(r["blocking_s"]), r["time"]
+        lo, hi = per.get((r["attempt"], r["step"]), (start, end))
+        per[(r["attempt"], r["step"])] = (min(lo, start), max(hi, end))
+    return sum(
+        max(0.0, min(hi, trained.get(attempt, 0.0)) - lo) for (attempt, _), (lo, hi) in per.items()
+    )
 
 
 def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
@@ -74,7 +85,7 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
         checks["first_batch_0_diff_s"] = round(attempts[0]["first_batch"] - max(fb0), 3)
         starts = [r["time"] for r in of(rows, "start", 0)]
         out["log_start_to_first_batch_s"] = round(max(fb0) - min(starts), 3)
-    phases = {}
+    phases: dict[str, list[float]] = {}
     for r in rows:
         if r["event"] == "phase" and r["attempt"] == 0:
             phases.setdefault(r["phase"], []).append(round(float(r["duration_s"]), 3))
@@ -101,14 +112,20 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
             checks["ttr_within_window"] = abs(ttr - log_ttr) <= window_s
         resumed = [r["step"] for r in of(rows, "resume", 1)]
         if resumed:
-            snap = [r["time"] - r["blocking_s"] for r in of(rows, "ckpt_save", 0)
-                    if r["step"] == resumed[0]]  # fmt: skip
+            snap = [
+                r["time"] - r["blocking_s"]
+                for r in of(rows, "ckpt_save", 0)
+                if r["step"] == resumed[0]
+            ]
             last_step = max(r["time"] for r in of(rows, "step", 0))
-            # cut out of the lost time (ETT-SPEC section 3; docs/metrics.md): the restored
+            # cut out of the lost time (docs/metrics.md): the restored
             # save's own blocking and any later save's, and the waits for a batch (data
             # stalls) outside them: the union over ranks of those intervals after the snapshot
-            saves = [(r["time"] - r["blocking_s"], r["time"]) for r in of(rows, "ckpt_save", 0)
-                     if r["step"] >= resumed[0]]  # fmt: skip
+            saves = [
+                (r["time"] - r["blocking_s"], r["time"])
+                for r in of(rows, "ckpt_save", 0)
+                if r["step"] >= resumed[0]
+            ]
             stalls = [(r["time"] - r["duration_s"], r["time"]) for r in of(rows, "data_wait", 0)]
             if snap:
                 blocked = union_length(saves + stalls, min(snap), last_step)
@@ -129,18 +146,100 @@ def check(report: dict[str, Any], rows: list[dict[str, Any]], window_s: float) -
     return out
 
 
+def critical_checks(report: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per attempt: the collector's critical rank beside the step logs' (the rank whose first
+    batch came last). Ranks whose first batches lie within 10 ms of the last are a tie: any of
+    them agrees."""
+    out: dict[str, Any] = {}
+    for a in report.get("attempts") or []:
+        fb = {r["rank"]: r["time"] for r in of(rows, "first_batch", a["attempt"])}
+        if not fb or a.get("critical_rank") is None:
+            continue
+        last = max(fb.values())
+        tied = sorted(rank for rank, t in fb.items() if last - t <= 0.010)
+        out[f"critical_rank_{a['attempt']}"] = {"collector": a["critical_rank"], "log": tied}
+        out[f"critical_rank_{a['attempt']}_ok"] = a["critical_rank"] in tied
+    return out
+
+
+WARMUP_STEPS = 10
+"""Steps left out at the start of an attempt (start-up, the first window)."""
+
+
+def rank_steps(rows: list[dict[str, Any]]) -> dict[int, tuple[list[float], list[float]]]:
+    """Per rank, attempt 0's steps after :data:`WARMUP_STEPS`: each step's time (from the
+    previous step's end) and its own compute time: that less its wait for the batch and its
+    wait for the gradients, read as its ``backward_s`` less the shortest ``backward_s`` of that
+    step over ranks (the same backward work on every rank; the slowest rank waits least)."""
+    stalled = {(r["rank"], r["step"]): float(r["duration_s"]) for r in of(rows, "data_wait", 0)}
+    fastest: dict[int, float] = {}  # per step, the shortest backward over ranks: no wait in it
+    for r in of(rows, "step", 0):
+        if "backward_s" in r:
+            fastest[r["step"]] = min(fastest.get(r["step"], r["backward_s"]), r["backward_s"])
+    out: dict[int, tuple[list[float], list[float]]] = {}
+    for rank in sorted({r["rank"] for r in rows}):
+        steps = sorted(
+            (r for r in of(rows, "step", 0) if r["rank"] == rank), key=lambda r: r["step"]
+        )
+        dts, compute = [], []
+        for prev, row in zip(steps[WARMUP_STEPS - 1 :], steps[WARMUP_STEPS:], strict=False):
+            if "backward_s" not in row:
+                continue
+            dts.append(row["time"] - prev["time"])
+            waited = row["backward_s"] - fastest[row["step"]] + stalled.get((rank, row["step"]), 0)
+            compute.append(row["time"] - prev["time"] - waited)
+        out[rank] = (dts, compute)
+    return out
+
+
+def straggler_checks(perf: dict[str, Any], rows: list[dict[str, Any]], slow: int) -> dict[str, Any]:
+    """The straggler the collector names against the slowdown planted on rank ``slow``: the
+    planted factor is the slowed rank's median compute time per step over the median of the
+    other ranks' medians (the step logs' account)."""
+    per = {r: v for r, v in rank_steps(rows).items() if v[0]}
+    if slow not in per or len(per) < 2:
+        return {"straggler_error": f"no steady timed steps of rank {slow} and a peer"}
+    step_med = {r: statistics.median(v[0]) for r, v in per.items()}
+    comp_med = {r: statistics.median(v[1]) for r, v in per.items()}
+    others = statistics.median([c for r, c in comp_med.items() if r != slow])
+    planted = comp_med[slow] / others
+    named = perf.get("straggler") or {}
+    out: dict[str, Any] = {
+        "slow_rank": slow,
+        "log_step_s_per_rank": {r: round(v, 4) for r, v in step_med.items()},
+        "log_compute_s_per_rank": {r: round(v, 4) for r, v in comp_med.items()},
+        "log_planted_factor": round(planted, 3),
+        "straggler": named or None,
+        "ideal_step_s": perf.get("ideal_step_s"),
+        "step_times_equal": max(step_med.values()) / min(step_med.values()) - 1 <= 0.05,
+        "straggler_rank_ok": named.get("rank") == slow,
+    }
+    if named.get("score") is not None:
+        out["straggler_score_ratio"] = round(named["score"] / planted, 3)
+        out["straggler_score_within_10pct"] = abs(named["score"] / planted - 1) <= 0.10
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", type=Path)
     p.add_argument("steplog_dir", type=Path)
     p.add_argument("--window-s", type=float, default=2.0)
+    p.add_argument("--performance", type=Path, help="the job's performance JSON")
+    p.add_argument("--slow-rank", type=int, default=-1, help="the rank slowed on purpose")
     a = p.parse_args()
     try:
         report = json.loads(a.report.read_text())
+        perf = json.loads(a.performance.read_text()) if a.performance else None
     except (OSError, ValueError) as exc:
         print(json.dumps({"error": f"no report: {exc}"}))
         return 0
-    print(json.dumps(check(report, events(a.steplog_dir), a.window_s), indent=1, default=str))
+    rows = events(a.steplog_dir)
+    out = check(report, rows, a.window_s)
+    out["checks"].update(critical_checks(report, rows))
+    if perf is not None and a.slow_rank >= 0:
+        out["checks"].update(straggler_checks(perf, rows, a.slow_rank))
+    print(json.dumps(out, indent=1, default=str))
     return 0
 
 

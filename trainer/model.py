@@ -17,6 +17,7 @@ checkpoint of either can be published the same way.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -99,15 +100,29 @@ class TrainModel:
     sparse_optimizer: torch.optim.Optimizer | None
     """``ddp`` only: SGD on the tables (``dmp`` fuses it into the backward pass)."""
     loss_fn: nn.Module
+    slow_s: float = 0.0
+    """Seconds of sleep in each forward (``--slow-s`` on the ``--slow-rank``; 0: none)."""
+    timed_backward: bool = False
+    """Time each ``loss.backward()`` into :attr:`backward_s`, the device synchronised before
+    and after it (``--slow-rank``: the step log's own account of the wait for the gradients)."""
+    backward_s: float = 0.0
+    """The last step's ``loss.backward()`` in seconds, when :attr:`timed_backward`."""
 
     def train_step(self, batch: Batch) -> torch.Tensor:
         """One forward, backward and optimizer step; returns the (detached) loss."""
         logits = self.wrapped(batch.dense_features, batch.sparse_features).squeeze(-1)
         loss = self.loss_fn(logits, batch.labels)
+        if self.slow_s:  # a planted straggler, after DDP's buffer broadcast at the forward's
+            time.sleep(self.slow_s)  # start: the others wait in the gradient all-reduce
         self.dense_optimizer.zero_grad(set_to_none=True)
         if self.sparse_optimizer is not None:
             self.sparse_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.timed_backward:
+            t0 = _synced_clock(loss)
+            loss.backward()
+            self.backward_s = _synced_clock(loss) - t0
+        else:
+            loss.backward()
         self.dense_optimizer.step()
         if self.sparse_optimizer is not None:
             self.sparse_optimizer.step()
@@ -133,6 +148,13 @@ class TrainModel:
         else:
             self.dlrm.load_state_dict(state["model"])
         self.dense_optimizer.load_state_dict(state["optim"])
+
+
+def _synced_clock(t: torch.Tensor) -> float:
+    """``time.perf_counter()`` once ``t``'s device has finished its queued work."""
+    if t.is_cuda:
+        torch.cuda.synchronize(t.device)
+    return time.perf_counter()
 
 
 def _dense_optimizer(params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:

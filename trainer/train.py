@@ -74,6 +74,7 @@ def start_up(cfg: TrainConfig, ident: Identity, sess: ett.Session, log: StepLog)
         with timed_phase(sess, log, "sharding_plan"):
             plan, sharders = model.plan_sharding(dlrm, device, groups.default)
             tm = model.shard_dmp(dlrm, device, groups.default, plan, sharders, cfg.lr)
+    time_the_loop(tm, cfg, ident, sess)
     ckpt = Checkpointer(
         cfg.checkpoint_dir,
         mode=cfg.ckpt_mode,
@@ -110,6 +111,20 @@ def start_up(cfg: TrainConfig, ident: Identity, sess: ett.Session, log: StepLog)
         data = SyntheticClicks(cfg.model, cfg.batch_size, seed=cfg.seed, rank=ident.rank)
         data.batch(0)  # the first batch's cost belongs here, not to the first step
     return Job(cfg, ident, sess, log, groups, tm, ckpt, data, start or 0, device)
+
+
+def time_the_loop(
+    tm: model.TrainModel, cfg: TrainConfig, ident: Identity, sess: ett.Session
+) -> None:
+    """Time each step's wait for the gradient all-reduce (``ett.window.wait_s``: the straggler
+    figures) on the ``ddp`` path, and plant the slowdown of ``--slow-rank``, whose run also
+    times each backward for the step log (``backward_s``: its own account of the wait)."""
+    wrapped = isinstance(tm.wrapped, torch.nn.parallel.DistributedDataParallel)
+    if wrapped and torch_hooks.ddp_waits_enabled():  # ETT_DDP_WAITS=0: DDP's own reduction, untimed
+        torch_hooks.time_ddp_waits(tm.wrapped, session=sess)
+    if cfg.slow_rank >= 0:
+        tm.timed_backward = True
+        tm.slow_s = cfg.slow_s if ident.rank == cfg.slow_rank else 0.0
 
 
 def checkpoint_due(job: Job, step: int, last_time: float) -> bool:
@@ -175,7 +190,8 @@ def train_loop(job: Job, watchdog: faults.Watchdog) -> None:
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
             sess.step(samples=cfg.batch_size)
-            log.event("step", step=step, loss=round(loss, 6))
+            timed = {"backward_s": round(job.model.backward_s, 6)} if cfg.slow_rank >= 0 else {}
+            log.event("step", step=step, loss=round(loss, 6), **timed)
             watchdog.beat()
             done = step + 1  # steps trained so far: the step number of a checkpoint taken now
             if cfg.eval_every and done % cfg.eval_every == 0:
