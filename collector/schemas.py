@@ -1,5 +1,5 @@
 """The read vocabulary: the JSON shapes of a job, an attempt, a segment, a job row and a lost-time
-row (ETT-SPEC section 5), and the functions that make them.
+row (docs/metrics.md, "What a user can ask"), and the functions that make them.
 
 One module, so the HTTP API, the CLI, the stored summaries, the dashboard and Grafana read the same
 names. Pure: it imports only the domain's model (no I/O, no SQL, no HTTP), so views may import it.

@@ -137,8 +137,11 @@ class AuthSettings:
     def environment(self) -> dict[str, str]:
         """The ``ETT_<SCOPE>_TOKENS_FILE`` variables of the token files (for worker processes;
         tokens given directly are in the environment already)."""
-        return {f"ETT_{s.name}_TOKENS_FILE": str(src.file)
-                for s, src in self.scopes.items() if src.file is not None}  # fmt: skip
+        return {
+            f"ETT_{s.name}_TOKENS_FILE": str(src.file)
+            for s, src in self.scopes.items()
+            if src.file is not None
+        }
 
     @property
     def enabled(self) -> bool:
@@ -235,6 +238,9 @@ class TlsSettings:
 
     def environment(self) -> dict[str, str]:
         """The ``ETT_TLS_*`` variables that give these settings (for worker processes)."""
-        pairs = (("ETT_TLS_CERT", self.cert), ("ETT_TLS_KEY", self.key),
-                 ("ETT_TLS_CLIENT_CA", self.client_ca))  # fmt: skip
+        pairs = (
+            ("ETT_TLS_CERT", self.cert),
+            ("ETT_TLS_KEY", self.key),
+            ("ETT_TLS_CLIENT_CA", self.client_ca),
+        )
         return {name: str(value) for name, value in pairs if value is not None}

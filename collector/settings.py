@@ -5,12 +5,17 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ett import semconv
 
 from .security import AuthSettings, SecurityConfigError, TlsSettings
+
+if TYPE_CHECKING:
+    from .alerts.settings import AlertSettings
 
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -38,6 +43,12 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
 
+
+ENV_MIN_FREE_BYTES = "ETT_READY_MIN_FREE_BYTES"
+DEFAULT_MIN_FREE_BYTES = 1024 * 1024
+"""Free bytes below which the SQLite database's disk is not ready (``api/_readiness.py``): small,
+so that a small dedicated disk is not refused early (a batch that does not fit is caught by the
+failed write instead)."""
 
 DEFAULT_RAW_WINDOW_RETENTION_S = 600.0
 """Raw heartbeat windows kept per job before they are folded into runs (the store's default)."""
@@ -73,6 +84,23 @@ def raw_window_retention_s() -> float | None:
     if not value >= 0 or value == float("inf"):
         raise ConfigError(
             f"ETT_RAW_WINDOW_RETENTION_S must be a finite number >= 0 or 'keep', got {raw!r}"
+        )
+    return value
+
+
+def min_free_bytes_from_env() -> int:
+    """``ETT_READY_MIN_FREE_BYTES`` (bytes, ``0``: off), else :data:`DEFAULT_MIN_FREE_BYTES`.
+    Raises ConfigError with a one-line reason for a value that is not a whole number >= 0."""
+    raw = os.environ.get(ENV_MIN_FREE_BYTES, "").strip()
+    if not raw:
+        return DEFAULT_MIN_FREE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(
+            f"{ENV_MIN_FREE_BYTES}={raw!r}: write a whole number of bytes >= 0 (0: no check)"
         )
     return value
 
@@ -156,31 +184,42 @@ def default_db_url() -> str:
     return f"sqlite:///{ett_home() / 'collector.db'}"
 
 
-def _float_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a number") from exc
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
-def _seconds_env(name: str, default: float) -> float:
-    """A finite number of seconds, 0 or more, from ``name`` (``default`` when unset)."""
-    raw = os.environ.get(name, "").strip()
+def _number_env(
+    name: str, default: float, *, strip: bool, what: str, ok: Callable[[float], bool], rule: str
+) -> float:
+    """A number from ``name`` (``default`` when unset or empty, after ``strip``): refused,
+    naming the variable, when it is not ``what`` or ``ok`` says no (``must be {rule}``)."""
+    raw = os.environ.get(name, "")
+    if strip:
+        raw = raw.strip()
     if raw == "":
         return default
     try:
         value = float(raw)
     except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from exc
-    if not 0 <= value < float("inf"):
-        raise ConfigError(f"{name} must be a finite number >= 0, got {raw!r}")
+        raise ConfigError(f"{name}={raw!r} is not {what}") from exc
+    if not ok(value):
+        raise ConfigError(f"{name} must be {rule}, got {raw!r}")
     return value
+
+
+def _float_env(name: str, default: float) -> float:
+    """A positive number from ``name`` (``default`` when unset)."""
+    return _number_env(
+        name, default, strip=False, what="a number", ok=lambda v: not v <= 0, rule="positive"
+    )
+
+
+def _seconds_env(name: str, default: float) -> float:
+    """A finite number of seconds, 0 or more, from ``name`` (``default`` when unset)."""
+    return _number_env(
+        name,
+        default,
+        strip=True,
+        what="a number of seconds",
+        ok=lambda v: 0 <= v < float("inf"),
+        rule="a finite number >= 0",
+    )
 
 
 def _count_env(name: str, default: int) -> int:
@@ -210,7 +249,9 @@ class Settings:
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
     ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
-    (:data:`RETENTION_DEFAULTS`, :func:`retention_from_env`)."""
+    (:data:`RETENTION_DEFAULTS`, :func:`retention_from_env`), ``ETT_READY_MIN_FREE_BYTES``
+    (:func:`min_free_bytes_from_env`), ``ETT_PRUNE_ON_LOW_DISK``; ``ETT_HOST`` and ``ETT_PORT``
+    only in worker processes (:meth:`for_worker`)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -259,6 +300,31 @@ class Settings:
     """Scoped tokens and the wrong-token ban (``ETT_WRITE_TOKENS``... :mod:`.security`)."""
     tls: TlsSettings = field(default_factory=TlsSettings.from_env)
     """HTTPS (``ETT_TLS_CERT``, ``ETT_TLS_KEY``, ``ETT_TLS_CLIENT_CA``; :mod:`.security`)."""
+    min_free_bytes: int = field(default_factory=min_free_bytes_from_env)
+    """Free bytes below which the SQLite database is not ready (0: no check)."""
+    prune_on_low_disk: bool = field(
+        default_factory=lambda: (
+            os.environ.get("ETT_PRUNE_ON_LOW_DISK", "").strip().lower() in ("1", "true", "yes")
+        )
+    )
+    """``ETT_PRUNE_ON_LOW_DISK=1`` (off by default): while the SQLite database's disk is short
+    of space, prune ended jobs' raw spans, then their runs, oldest first, past the retention
+    periods, until it is not (``write/_disk_prune.py``); figures stay."""
+    alerts: AlertSettings | None = None
+    """The alert evaluator's settings (``ett serve --alert-*``); None: from the ``ETT_ALERT_*``
+    variables when the app is built (:class:`ett_collector.alerts.settings.AlertSettings`)."""
+
+    @classmethod
+    def for_worker(cls) -> Settings:
+        """A worker process's settings: what ``ett serve --workers N`` handed over in the
+        environment (``ETT_HOST``, ``ETT_PORT`` and every variable above)."""
+        from .alerts.settings import AlertSettings
+
+        return cls(
+            host=os.environ.get("ETT_HOST", "127.0.0.1"),
+            port=int(os.environ.get("ETT_PORT", "4318")),
+            alerts=AlertSettings.from_env(),
+        )
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:

@@ -80,7 +80,7 @@ _N = TypeVar("_N", int, float)
 
 @dataclass(frozen=True)
 class Identity:
-    """The attempt and rank a process speaks for (ETT-SPEC section 2 resource attributes)."""
+    """The attempt and rank a process speaks for (docs/metrics.md, "The spans it reads")."""
 
     job_id: str
     attempt: int

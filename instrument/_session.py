@@ -1,4 +1,4 @@
-"""The session: one attempt of one rank, and one method per span of ETT-SPEC section 2.
+"""The session: one attempt of one rank, and one method per span of docs/metrics.md.
 
 It owns the attempt span, the hot-loop counters and their windows, the end, and the exit
 watchdog; spans go out through its :class:`~ett._emitter.SpanEmitter`, persist spans

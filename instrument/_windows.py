@@ -11,7 +11,7 @@ not at the next poll.
 Decision (heartbeat): a window is emitted only when at least one step completed since the last
 one. While the loop runs, that is one window per ``window_s``: the heartbeat. A loop that stops
 stepping (a hang before an NCCL timeout, a long eval) emits no window, so the collector's
-``progress(a)`` stays at the last real step, which is what ETT-SPEC section 3 needs to charge a
+``progress(a)`` stays at the last real step, which is what docs/metrics.md needs to charge a
 hang to ``failure`` rather than to training; liveness during an eval or a checkpoint comes from
 that span when it ends, and a silent rank is shown *presumed dead* after three windows.
 """

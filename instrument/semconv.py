@@ -1,4 +1,4 @@
-"""The ETT span vocabulary (ETT-SPEC section 2, semantic conventions v1).
+"""The ETT span vocabulary (semantic conventions v1; docs/metrics.md, "The spans it reads").
 
 This module is the only place in the project that spells an ``ett.`` wire string. The collector,
 the trainer, the dashboards and the tests import these names. Standard library only.
@@ -120,14 +120,14 @@ def startup_phase(span_name: str) -> str | None:
 # --- the heartbeat contract between emitter and collector -------------------------------------
 
 DEFAULT_WINDOW_S: Final = 10.0
-"""Seconds of one ``ett.train.window`` unless configured (ETT-SPEC section 2): how often a
+"""Seconds of one ``ett.train.window`` unless configured (docs/metrics.md): how often a
 training rank emits its heartbeat, and the collector's unit of silence. Both sides default to it
 (``ett.init(window_s=...)``, ``ett train --window-s``, the collector's ``ETT_WINDOW_S``);
 a job emitting other windows needs a collector configured to match."""
 
 PRESUMED_DEAD_WINDOWS: Final = 3
 """An attempt with no end reason and no span for more than this many windows is *presumed dead*
-(ETT-SPEC section 3): the collector shows it so until its next span arrives."""
+(docs/metrics.md): the collector shows it so until its next span arrives."""
 
 
 # --- span attributes -----------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def shutdown_component(step: str) -> str:
 
 
 BARRIER_PHASES: Final = frozenset({StartupPhaseValues.RENDEZVOUS, StartupPhaseValues.PG_INIT})
-"""Start-up phases that are barriers whatever their attributes (ETT-SPEC v1.1): no rank leaves
+"""Start-up phases that are barriers whatever their attributes (docs/metrics.md): no rank leaves
 them before every rank has entered them. Any other phase is one when its span has
 ``ett.barrier`` = true."""
 

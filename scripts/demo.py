@@ -1,7 +1,7 @@
 """`make demo`: the whole system on its embedded SQLite default, as far as it is built.
 
 1. starts the collector (`ett serve`) with a fresh data folder in .ett-demo/;
-2. sends it the ETT-SPEC worked example through opentelemetry-sdk's OTLP/HTTP exporter and
+2. sends it the worked example of docs/metrics.md through opentelemetry-sdk's OTLP/HTTP exporter and
    prints the report the collector computed;
 3. runs the instrumented TorchRec trainer under torchrun, 2 ranks on the CPU, with an injected
    failure and a restart, and prints that job's report;
@@ -99,8 +99,17 @@ def _run_trainer(url: str) -> str | None:
         "--fail-attempt 0"
     ).split()
     launcher = "--standalone --nproc-per-node 2 --max-restarts 1".split()
-    cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "trainer.train",
-           "--run-dir", str(run_dir), *trainer_args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *launcher,
+        "-m",
+        "trainer.train",
+        "--run-dir",
+        str(run_dir),
+        *trainer_args,
+    ]
     print("$ torchrun " + " ".join(cmd[3:]), flush=True)
     log_path = HOME / "trainer.log"
     print(f"(the ranks' output, tracebacks of the injected failure included: {log_path})")

@@ -16,7 +16,7 @@ CAUSES: Final = ("exception", "oom", "nccl_timeout", "hardware", "preemption", "
 ``killed`` sends nothing more, so the collector infers the cause)."""
 
 BARRIER_PHASES: Final = frozenset({"rendezvous", "pg_init"})
-"""Start-up phases no rank leaves before every rank has entered (ETT-SPEC section 2)."""
+"""Start-up phases no rank leaves before every rank has entered (docs/metrics.md, "Words")."""
 
 COMPILE_PHASE: Final = "compile"
 LOAD_PHASE: Final = "checkpoint_load"

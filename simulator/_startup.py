@@ -2,10 +2,10 @@
 
 Each rank runs the profile's phases one after another from the allocation instant. A barrier
 phase (``pg_init``, ``rendezvous``) is left by every rank at one instant: the last rank's arrival
-plus the barrier's own work. So the planted critical path is known by construction (ETT-SPEC
-section 3, v1.1): before each barrier the path follows the rank that arrived last, the barrier's
-work is its own component, and after the last barrier it follows the rank whose first batch is
-latest.
+plus the barrier's own work. So the planted critical path is known by construction
+(docs/metrics.md, "The start-up critical path (v1.1)"): before each barrier the path follows the
+rank that arrived last, the barrier's work is its own component, and after the last barrier it
+follows the rank whose first batch is latest.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def _critical_path(
     barriers: list[_Barrier],
     cur: list[int],
 ) -> list[Interval]:
-    """``[alloc, first]`` charged as ETT-SPEC v1.1 says, from what was planted."""
+    """``[alloc, first]`` charged along docs/metrics.md's critical path, from what was planted."""
     out: list[Interval] = []
     for i, (enter, leave, arrivals, comp) in enumerate(barriers):
         tied = [r for r, t in enumerate(arrivals) if t == enter]

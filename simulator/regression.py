@@ -13,7 +13,7 @@ model (or team), is drawn as usual and multiplied by ``K``:
 - ``failure``: the failure rate (failures per training hour times K);
 - ``step``: the step time of every rank (a slow model: K times fewer steps, and samples, per
   second of training; a job's steps take K times longer, so it trains longer); not a component
-  of ETT-SPEC, and it stretches no span (``_pace.py``).
+  of docs/metrics.md, and it stretches no span (``_pace.py``).
 
 Several regressions multiply. ``factor`` is > 0 (below 1 is an improvement).
 """
@@ -30,7 +30,7 @@ from ._flag_words import number, read_words, require_words
 from .profile import Profile, ProfileError
 
 COMPONENTS = (*(c.value for c in sc.ComponentValues), "step")
-"""Components a regression may name: ETT-SPEC's, and ``step``, the step time itself."""
+"""Components a regression may name: docs/metrics.md's, and ``step``, the step time itself."""
 
 _KEYS = ("model", "team", "component", "factor", "at")
 FORMAT = '"model=M component=C factor=K at=ISO" (or team=T instead of model=M)'

@@ -1,4 +1,4 @@
-"""Ground truth: the figures of each job, from what the simulator planted (ETT-SPEC section 3).
+"""Ground truth: the figures of each job, from what the simulator planted (docs/metrics.md).
 
 Computed from the planted intervals of :mod:`ett_simulator._plan` (the start-up charged along the
 critical path the simulator built, the cut-outs it planted, the checkpoint the next attempt

@@ -169,8 +169,9 @@ class PostgresServer:
     def _pg_ctl(self, *args: str) -> None:
         """``pg_ctl`` on this cluster, logging to ``server.log``, waiting up to 60 s."""
         log = str(self.root / "server.log")
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", log, "-w", "-t",
-                  "60", *args)  # fmt: skip
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", log, "-w", "-t", "60", *args
+        )
 
     def halt(self) -> None:
         """Stop the server cleanly (``-m fast``: sessions end, acknowledged commits stay), to

@@ -22,6 +22,7 @@ from ._state import Alert, AlertState, advance
 from .rules import WINDOWS, RuleSet
 
 
+# kept alike: Finding (_conditions.py) is a live condition, Firing its replayed outcome
 @dataclass(frozen=True)
 class Firing:
     """One alert that would have fired."""
@@ -94,10 +95,18 @@ def replay(
             if a.fired_at is not None:
                 fired[(a.rule, a.key, a.fired_at)] = a
     out = [
-        Firing(a.rule, a.labels, a.fired_at or 0.0, a.resolved_at, a.value, a.baseline, a.jobs,
-               a.annotations.get("description", descriptions.get(a.identity, "")))
+        Firing(
+            rule=a.rule,
+            labels=a.labels,
+            fired_at=a.fired_at or 0.0,
+            resolved_at=a.resolved_at,
+            value=a.value,
+            baseline=a.baseline,
+            jobs=a.jobs,
+            description=a.annotations.get("description", descriptions.get(a.identity, "")),
+        )
         for a in fired.values()
-    ]  # fmt: skip
+    ]
     out.sort(key=lambda f: (f.fired_at, f.rule, sorted(f.labels.items())))
     return out
 

@@ -38,7 +38,41 @@ class Finding:
     @property
     def key(self) -> str:
         """The identity of the alert: its labels, canonical."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+        return alert_key(self.labels)
+
+
+OpenAlert = tuple[Mapping[str, str], Mapping[str, Any]]
+"""``(labels, figures)`` of a pending or firing alert of a rule."""
+
+
+def labels_of(rule: Rule, key: str, component: str) -> dict[str, str]:
+    """The labels of one alert of ``rule``: its group ``key`` and ``component``."""
+    return {
+        "rule": rule.name,
+        rule.by.value: key,
+        "component": component,
+        "severity": rule.severity,
+    }
+
+
+def alert_key(labels: Mapping[str, str]) -> str:
+    """The canonical key of a label set (:attr:`Finding.key`)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def held_open(rule: Rule, labels: Mapping[str, str], figures: Mapping[str, Any]) -> Finding:
+    """An open alert whose group has too few jobs to test now (no evidence that the change is
+    gone): kept, with the figures it was last found with."""
+    kept = dict(figures)
+    return Finding(
+        rule=rule,
+        labels=dict(labels),
+        value=float(kept.get("recent_value") or 0.0),
+        baseline=kept.get("baseline_value"),
+        jobs=tuple(kept.get("jobs") or ()),
+        description=str(kept["description"]),
+        figures=kept,
+    )
 
 
 def _rate(seconds: float, wall: float) -> float:
@@ -78,18 +112,15 @@ def evaluate(
     """The findings of ``rule`` at ``t``. ``live`` False (the backtest) skips live-only kinds.
     ``active``: the pending and firing alerts before ``t`` by ``(rule, key)`` (the regression
     kind keeps an open incident's baseline and onset in its ``figures``)."""
+    mine: dict[str, OpenAlert] = {
+        key: (alert.labels, alert.figures)
+        for (name, key), alert in (active or {}).items()
+        if name == rule.name
+    }
     if rule.kind is Kind.REGRESSION:
-        from ._detect import detect
+        from ._detect import detect  # _detect imports this module
 
-        mine = {
-            key: (alert.labels, alert.figures)
-            for (name, key), alert in (active or {}).items()
-            if name == rule.name
-        }
-        return [
-            Finding(rule, labels, value, baseline, jobs, desc, figures)
-            for labels, value, baseline, jobs, desc, figures in detect(rule, fleet, t, mine)
-        ]
+        return detect(rule, fleet, t, mine)
     if rule.kind is Kind.ETT_SLO_BURN:
         from ._burn import findings  # _burn imports this module (Finding)
 
@@ -99,9 +130,7 @@ def evaluate(
 
         if rule.kind is Kind.STRAGGLER:
             return straggler_findings(rule, fleet, t)
-        return throughput_findings(rule, fleet, t, {
-            key: (alert.labels, alert.figures)
-            for (name, key), alert in (active or {}).items() if name == rule.name})  # fmt: skip
+        return throughput_findings(rule, fleet, t, mine)
     if rule.kind is Kind.PRESUMED_DEAD:
         return _presumed_dead(rule, fleet) if live else []
     if rule.kind is Kind.RESTART_STORM:
@@ -116,91 +145,129 @@ def evaluate(
     return out
 
 
-def _labels(rule: Rule, key: str, component: str) -> dict[str, str]:
-    return {
-        "rule": rule.name,
-        rule.by.value: key,
-        "component": component,
-        "severity": rule.severity,
-    }
+@dataclass(frozen=True)
+class _Window:
+    """One group of a windowed kind at ``t``: its sums over the recent window and the
+    baseline before it."""
+
+    rule: Rule
+    fleet: Fleet
+    key: str
+    t: float
+    recent: WindowSums
+    base: WindowSums
+
+    def members(self) -> list[JobFacts]:
+        """The group's jobs of the recent window."""
+        return self.fleet.members(self.rule.by, self.key, self.t, self.rule.window_s)
+
+    def figures(self, **more: Any) -> dict[str, Any]:
+        """The figures every windowed finding carries, then ``more``."""
+        return {
+            "recent_jobs": self.recent.jobs,
+            "baseline_jobs": self.base.jobs,
+            "window": self.rule.window,
+            "baseline_window": self.rule.baseline,
+            **more,
+        }
 
 
 def _regression(
     rule: Rule, fleet: Fleet, key: str, t: float, recent: WindowSums, base: WindowSums
 ) -> list[Finding]:
-    by = rule.by.value
-
-    def members() -> list[JobFacts]:
-        return fleet.members(rule.by, key, t, rule.window_s)
-
-    common = {"recent_jobs": recent.jobs, "baseline_jobs": base.jobs, "window": rule.window,
-              "baseline_window": rule.baseline}  # fmt: skip
+    w = _Window(rule, fleet, key, t, recent, base)
     if rule.kind is Kind.ETT_REGRESSION:
-        now_ett, then_ett = _ett(recent), _ett(base)
-        fired = False
-        if rule.drop_points is not None and _enough(rule, recent, base):
-            fired = now_ett < then_ett - rule.drop_points / 100.0
-        if rule.slo_pct is not None:
-            fired = fired or now_ett < rule.slo_pct / 100.0
-        if not fired:
-            return []
-        comp, grow = _top_component(recent, base)
-        jobs = _worst(members(), lambda j: -(j.productive / j.wall if j.wall > 0 else 1.0))
-        baseline = then_ett if base.wall > 0 else None
-        desc = (
-            f"ETT of {by} {key} over the last {rule.window} is {100 * now_ett:.1f}% "
-            + (f"against {100 * then_ett:.1f}% before it ({rule.baseline} baseline)"
-               if baseline is not None else "(no baseline)")
-            + (f", SLO {rule.slo_pct:g}%" if rule.slo_pct is not None else "")
-            + f"; lost time grew most in {comp} (+{grow:.0f} s per job-hour)"
-        )  # fmt: skip
-        figures = {**common, "ett_pct": 100 * now_ett,
-                   "baseline_ett_pct": None if baseline is None else 100 * then_ett,
-                   "component_increase_s_per_hour": grow}  # fmt: skip
-        return [Finding(rule, _labels(rule, key, comp), now_ett, baseline, jobs, desc, figures)]
+        return _ett_drop(w)
     if not _enough(rule, recent, base):
         return []
     if rule.kind is Kind.COMPONENT_REGRESSION:
-        out = []
-        for comp in rule.components:
-            now_r = _rate(recent.lost.get(comp, 0.0), recent.wall)
-            then_r = _rate(base.lost.get(comp, 0.0), base.wall)
-            if not _grew(rule, now_r, then_r):
-                continue
-            jobs = _worst(members(), lambda j, c=comp: j.lost.get(c, 0.0) / max(j.wall, 1e-9))
-            desc = (
-                f"{comp} lost {now_r:.0f} s per job-hour of {by} {key} over the last "
-                f"{rule.window}, against {then_r:.0f} s before it ({rule.baseline} baseline)"
-            )
-            figures = {**common, "rate_s_per_hour": now_r, "baseline_s_per_hour": then_r}
-            out.append(Finding(rule, _labels(rule, key, comp), now_r, then_r, jobs, desc, figures))
-        return out
+        return _component_rise(w)
     if rule.kind is Kind.TTS_REGRESSION:
-        if recent.tts_n < 1 or base.tts_n < 1:
-            return []
-        now_m, then_m = recent.tts_sum / recent.tts_n, base.tts_sum / base.tts_n
-        if not _grew(rule, now_m, then_m):
-            return []
-        comp, _ = _top_component(recent, base)
-        jobs = _worst(members(), lambda j: j.tts or 0.0)
+        return _tts_rise(w)
+    return _blocking_rise(w)
+
+
+def _ett_drop(w: _Window) -> list[Finding]:
+    rule, recent, base = w.rule, w.recent, w.base
+    now_ett, then_ett = _ett(recent), _ett(base)
+    fired = False
+    if rule.drop_points is not None and _enough(rule, recent, base):
+        fired = now_ett < then_ett - rule.drop_points / 100.0
+    if rule.slo_pct is not None:
+        fired = fired or now_ett < rule.slo_pct / 100.0
+    if not fired:
+        return []
+    comp, grow = _top_component(recent, base)
+    jobs = _worst(w.members(), lambda j: -(j.productive / j.wall if j.wall > 0 else 1.0))
+    baseline = then_ett if base.wall > 0 else None
+    against = (
+        f"against {100 * then_ett:.1f}% before it ({rule.baseline} baseline)"
+        if baseline is not None
+        else "(no baseline)"
+    )
+    slo = f", SLO {rule.slo_pct:g}%" if rule.slo_pct is not None else ""
+    desc = (
+        f"ETT of {rule.by.value} {w.key} over the last {rule.window} is {100 * now_ett:.1f}% "
+        f"{against}{slo}; lost time grew most in {comp} (+{grow:.0f} s per job-hour)"
+    )
+    figures = w.figures(
+        ett_pct=100 * now_ett,
+        baseline_ett_pct=None if baseline is None else 100 * then_ett,
+        component_increase_s_per_hour=grow,
+    )
+    return [Finding(rule, labels_of(rule, w.key, comp), now_ett, baseline, jobs, desc, figures)]
+
+
+def _component_rise(w: _Window) -> list[Finding]:
+    rule, recent, base = w.rule, w.recent, w.base
+    out = []
+    for comp in rule.components:
+        now_r = _rate(recent.lost.get(comp, 0.0), recent.wall)
+        then_r = _rate(base.lost.get(comp, 0.0), base.wall)
+        if not _grew(rule, now_r, then_r):
+            continue
+        jobs = _worst(w.members(), lambda j, c=comp: j.lost.get(c, 0.0) / max(j.wall, 1e-9))
         desc = (
-            f"mean time to start of {by} {key} over the last {rule.window} is {now_m:.0f} s "
-            f"against {then_m:.0f} s before it ({rule.baseline} baseline); lost time grew "
-            f"most in {comp}"
+            f"{comp} lost {now_r:.0f} s per job-hour of {rule.by.value} {w.key} over the last "
+            f"{rule.window}, against {then_r:.0f} s before it ({rule.baseline} baseline)"
         )
-        figures = {**common, "tts_mean_s": now_m, "baseline_tts_mean_s": then_m}
-        return [Finding(rule, _labels(rule, key, comp), now_m, then_m, jobs, desc, figures)]
-    # checkpoint blocking
+        figures = w.figures(rate_s_per_hour=now_r, baseline_s_per_hour=then_r)
+        labels = labels_of(rule, w.key, comp)
+        out.append(Finding(rule, labels, now_r, then_r, jobs, desc, figures))
+    return out
+
+
+def _tts_rise(w: _Window) -> list[Finding]:
+    rule, recent, base = w.rule, w.recent, w.base
+    if recent.tts_n < 1 or base.tts_n < 1:
+        return []
+    now_m, then_m = recent.tts_sum / recent.tts_n, base.tts_sum / base.tts_n
+    if not _grew(rule, now_m, then_m):
+        return []
+    comp, _ = _top_component(recent, base)
+    jobs = _worst(w.members(), lambda j: j.tts or 0.0)
+    desc = (
+        f"mean time to start of {rule.by.value} {w.key} over the last {rule.window} is "
+        f"{now_m:.0f} s against {then_m:.0f} s before it ({rule.baseline} baseline); lost "
+        f"time grew most in {comp}"
+    )
+    figures = w.figures(tts_mean_s=now_m, baseline_tts_mean_s=then_m)
+    return [Finding(rule, labels_of(rule, w.key, comp), now_m, then_m, jobs, desc, figures)]
+
+
+def _blocking_rise(w: _Window) -> list[Finding]:
+    rule, recent, base = w.rule, w.recent, w.base
     now_r, then_r = _rate(recent.blocking, recent.wall), _rate(base.blocking, base.wall)
     if not _grew(rule, now_r, then_r):
         return []
-    jobs = _worst(members(), lambda j: j.blocking / max(j.wall, 1e-9))
+    jobs = _worst(w.members(), lambda j: j.blocking / max(j.wall, 1e-9))
     desc = (
-        f"checkpoints blocked training {now_r:.0f} s per job-hour for {by} {key} over the last "
-        f"{rule.window}, against {then_r:.0f} s before it ({rule.baseline} baseline)"
+        f"checkpoints blocked training {now_r:.0f} s per job-hour for {rule.by.value} {w.key} "
+        f"over the last {rule.window}, against {then_r:.0f} s before it ({rule.baseline} "
+        "baseline)"
     )
-    figures = {**common, "rate_s_per_hour": now_r, "baseline_s_per_hour": then_r}
-    labels = _labels(rule, key, rule.component or "checkpoint")
+    figures = w.figures(rate_s_per_hour=now_r, baseline_s_per_hour=then_r)
+    labels = labels_of(rule, w.key, rule.component or "checkpoint")
     return [Finding(rule, labels, now_r, then_r, jobs, desc, figures)]
 
 
@@ -217,7 +284,7 @@ def _presumed_dead(rule: Rule, fleet: Fleet) -> list[Finding]:
             continue
         jobs = tuple(j.job_id for j in sorted(dead, key=lambda j: j.end)[:SHOWN_JOBS])
         desc = f"{len(dead)} job(s) of {rule.by.value} {key} presumed dead (no span for 3 windows)"
-        labels = _labels(rule, key, rule.component or "failure")
+        labels = labels_of(rule, key, rule.component or "failure")
         out.append(Finding(rule, labels, float(len(dead)), None, jobs, desc, {"jobs": len(dead)}))
     return out
 
@@ -232,6 +299,6 @@ def _restart_storm(rule: Rule, fleet: Fleet, t: float) -> list[Finding]:
             f"job {who} of {rule.by.value} {key} restarted {n} times in the last {rule.window} "
             f"(more than {rule.max_restarts})"
         )
-        labels = _labels(rule, key, rule.component or "failure")
+        labels = labels_of(rule, key, rule.component or "failure")
         out.append(Finding(rule, labels, float(n), None, (who,), desc, {"restarts": n}))
     return out

@@ -38,7 +38,9 @@ from typing import Any
 
 from ett_collector.domain.model import JobState
 
+from ._conditions import Finding, OpenAlert, alert_key, held_open, labels_of
 from ._fleet import Fleet, JobFacts
+from ._lognormal import LogBaseline
 from ._stats import (
     RankBaseline,
     benjamini_hochberg,
@@ -84,13 +86,14 @@ class Test:
     """A key of :data:`UNITS`: what one job's value is."""
 
 
-def _hours(j: JobFacts) -> float:
+def _wall_hours(j: JobFacts) -> float:
+    """The job's wall time in hours."""
     return j.wall / 3600.0
 
 
 def _rate_of(component: str) -> Callable[[JobFacts], float]:
     def rate(j: JobFacts) -> float:
-        return j.lost.get(component, 0.0) / max(_hours(j), 1e-9)
+        return j.lost.get(component, 0.0) / max(_wall_hours(j), 1e-9)
 
     return rate
 
@@ -104,7 +107,7 @@ def _seconds_of(component: str) -> Callable[[JobFacts], float]:
 
 def _pooled(jobs: Sequence[JobFacts], component: str) -> float:
     """Lost seconds of ``component`` per job-hour over ``jobs``."""
-    wall = sum(_hours(j) for j in jobs)
+    wall = sum(_wall_hours(j) for j in jobs)
     return sum(j.lost.get(component, 0.0) for j in jobs) / wall if wall > 0 else 0.0
 
 
@@ -139,8 +142,10 @@ def weighted_scan(ps: Sequence[float], sizes: Sequence[int]) -> tuple[float, int
         return min(1.0, ps[0]), sizes[0]
     share = (1.0 - WHOLE_WINDOW_WEIGHT) / (len(sizes) - 1)
     weights = [share] * (len(sizes) - 1) + [WHOLE_WINDOW_WEIGHT]
-    p, k = min(((q / w, n) for q, w, n in zip(ps, weights, sizes, strict=True)),
-               key=lambda pk: (pk[0], -pk[1]))  # fmt: skip
+    p, k = min(
+        ((q / w, n) for q, w, n in zip(ps, weights, sizes, strict=True)),
+        key=lambda pk: (pk[0], -pk[1]),
+    )
     return min(1.0, p), k
 
 
@@ -159,12 +164,18 @@ def _scanned(
 
 
 def _component_test(
-    rule: Rule, key: str, c: str, recent: Sequence[JobFacts], base: Sequence[JobFacts],
-    until: float, scan: bool,
-) -> Test | None:  # fmt: skip
+    rule: Rule,
+    key: str,
+    c: str,
+    recent: Sequence[JobFacts],
+    base: Sequence[JobFacts],
+    until: float,
+    scan: bool,
+) -> Test | None:
     """The rank test of component ``c`` of the recent jobs against the baseline's (scanned over
     the newest suffixes when ``scan``): seconds per job-hour of the training jobs, seconds per
-    job of the standalone ones (``publish``)."""
+    job of the standalone ones (``publish``). With ``test: lognormal`` the predictive t-test of
+    the log values instead, scanned from one job, where :meth:`LogBaseline.fits`."""
     trained = c != PUBLISH  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
@@ -180,27 +191,46 @@ def _component_test(
         then = sum(map(value_of, bj)) / len(bj)
         population = "publishing"
     ys = [value_of(j) for j in bj]
-    ranks = RankBaseline(ys)
     newest = sorted(rj, key=lambda j: (j.end, j.job_id), reverse=True)
     xs = [value_of(j) for j in newest]
-    sizes = suffix_sizes(len(newest), rule.min_jobs) if scan else [len(newest)]
-    p, k = weighted_scan(ranks.scan(xs, sizes), sizes)
+    lognormal = rule.test == "lognormal" and LogBaseline.fits(ys, xs)
+    tester = LogBaseline(ys) if lognormal else RankBaseline(ys)
+    least = LogBaseline.least if lognormal else rule.min_jobs
+    sizes = suffix_sizes(len(newest), least) if scan else [len(newest)]
+    p, k = weighted_scan(tester.scan(xs, sizes), sizes)
     part, mine = newest[:k], xs[:k]
     if trained:
         now = _pooled(part, c)
-        extra = sum((j.lost.get(c, 0.0) - then * _hours(j)) * j.gpus for j in part)
+        extra = sum((j.lost.get(c, 0.0) - then * _wall_hours(j)) * j.gpus for j in part)
     else:
         now = sum(mine) / k
         extra = sum((x - then) * j.gpus for x, j in zip(mine, part, strict=True))
     varies = min(min(ys), *mine) < max(max(ys), *mine)
-    return Test(key, c, p, extra / 3600.0 / days, _ratio(now, then), now, then,
-                tuple(reversed(part)), tuple(bj), until, value_of, varies, population)  # fmt: skip
+    return Test(
+        key=key,
+        component=c,
+        p=p,
+        excess_gpu_h_per_day=extra / 3600.0 / days,
+        ratio=_ratio(now, then),
+        recent_value=now,
+        baseline_value=then,
+        recent=tuple(reversed(part)),
+        baseline=tuple(bj),
+        baseline_until=until,
+        value_of=value_of,
+        varies=varies,
+        population=population,
+    )
 
 
 def _failure_test(
-    rule: Rule, key: str, recent: Sequence[JobFacts], base: Sequence[JobFacts], until: float,
+    rule: Rule,
+    key: str,
+    recent: Sequence[JobFacts],
+    base: Sequence[JobFacts],
+    until: float,
     scan: bool,
-) -> Test | None:  # fmt: skip
+) -> Test | None:
     rj = [j for j in recent if j.trained]
     bj = [j for j in base if j.trained]
     if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
@@ -221,8 +251,21 @@ def _failure_on(
     t1 = sum(j.productive for j in rj) / 3600.0
     t0 = sum(j.productive for j in bj) / 3600.0
     if t1 <= 0:  # a suffix of jobs that never trained: no exposure, no evidence
-        return Test(key, FAILURE, 1.0, 0.0, 1.0, 0.0, k0 / t0, tuple(rj), tuple(bj), until,
-                    lambda j: 0.0, False, "failures")  # fmt: skip
+        return Test(
+            key=key,
+            component=FAILURE,
+            p=1.0,
+            excess_gpu_h_per_day=0.0,
+            ratio=1.0,
+            recent_value=0.0,
+            baseline_value=k0 / t0,
+            recent=tuple(rj),
+            baseline=tuple(bj),
+            baseline_until=until,
+            value_of=lambda j: 0.0,
+            varies=False,
+            population="failures",
+        )
     r1, r0 = k1 / t1, k0 / t0
     cost_jobs = bj if k0 else rj
     failures = k0 if k0 else k1
@@ -230,20 +273,21 @@ def _failure_on(
     per_failure = gpu_s / failures if failures else 0.0
     excess = (k1 - r0 * t1) * per_failure / 3600.0 / (rule.window_s / DAY)
     p = poisson_rate_greater(k1, t1, k0, t0)
-    return Test(key, FAILURE, p, excess, _ratio(r1, r0), r1, r0, tuple(rj), tuple(bj), until,
-                lambda j: j.failures / max(j.productive / 3600.0, 1e-9), k1 + k0 > 0,
-                "failures")  # fmt: skip
-
-
-def labels_of(rule: Rule, key: str, component: str) -> dict[str, str]:
-    """The labels of one incident (its identity with the rule's name)."""
-    return {"rule": rule.name, rule.by.value: key, "component": component,
-            "severity": rule.severity}  # fmt: skip
-
-
-def alert_key(labels: Mapping[str, str]) -> str:
-    """The canonical key of a label set (as :attr:`Finding.key`)."""
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return Test(
+        key=key,
+        component=FAILURE,
+        p=p,
+        excess_gpu_h_per_day=excess,
+        ratio=_ratio(r1, r0),
+        recent_value=r1,
+        baseline_value=r0,
+        recent=tuple(rj),
+        baseline=tuple(bj),
+        baseline_until=until,
+        value_of=lambda j: j.failures / max(j.productive / 3600.0, 1e-9),
+        varies=k1 + k0 > 0,
+        population="failures",
+    )
 
 
 def _ended(jobs: Sequence[JobFacts]) -> list[JobFacts]:
@@ -299,11 +343,13 @@ def _onset(test: Test) -> float:
     return max(start, before)
 
 
-def when(t: float) -> str:
+def utc_minute(t: float) -> str:
+    """Instant ``t`` as ``YYYY-MM-DD HH:MM UTC`` (an alert's onset)."""
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _size(ratio: float) -> str:
+def _growth(ratio: float) -> str:
+    """A recent-to-baseline ratio as the alert says it (``2.5×``; ``new`` without a baseline)."""
     return "new (none before)" if math.isinf(ratio) else f"{ratio:.1f}×"
 
 
@@ -319,7 +365,7 @@ def _annotations(test: Test) -> dict[str, Any]:
         return sum(values) / len(values) if values else None
 
     def blocking_rate(jobs: Sequence[JobFacts]) -> float | None:
-        wall = sum(_hours(j) for j in jobs)
+        wall = sum(_wall_hours(j) for j in jobs)
         return sum(j.blocking for j in jobs) / wall if wall > 0 else None
 
     r_tts = [j.tts for j in rj if j.tts is not None]
@@ -350,10 +396,6 @@ def _showing(test: Test) -> list[JobFacts]:
     return above or ranked
 
 
-Incident = tuple[dict[str, str], float, float | None, tuple[str, ...], str, dict[str, Any]]
-"""``(labels, value, baseline, jobs, description, figures)`` of one incident at one instant."""
-
-
 RESTART_COSTS = frozenset(
     {"scheduler", "runtime", "comms", "model", "sharding", "data", "checkpoint", "compile"}
 )
@@ -362,36 +404,31 @@ group's failure rate is up, their rise is a consequence of the extra restarts, a
 the failure incident rather than an incident of its own."""
 
 
-def _merge_restart_costs(rule: Rule, incidents: list[Incident]) -> list[Incident]:
+def _merge_restart_costs(rule: Rule, incidents: list[Finding]) -> list[Finding]:
     by = rule.by.value
-    failing = {i[0][by]: i for i in incidents if i[0]["component"] == FAILURE}
-    out: list[Incident] = []
+    failing = {i.labels[by] for i in incidents if i.labels["component"] == FAILURE}
+    out: list[Finding] = []
     also: dict[str, list[str]] = {}
     for inc in incidents:
-        labels = inc[0]
+        labels = inc.labels
         group = labels[by]
         if group in failing and labels["component"] in RESTART_COSTS:
-            excess = float(inc[5].get("excess_gpu_hours_per_day") or 0.0)
+            excess = float(inc.figures.get("excess_gpu_hours_per_day") or 0.0)
             also.setdefault(group, []).append(f"{labels['component']} +{excess:.1f} GPU-h/day")
             continue
         out.append(inc)
     for n, inc in enumerate(out):
-        group = inc[0][by]
-        if inc[0]["component"] == FAILURE and group in also:
-            labels, value, baseline, jobs, desc, figures = inc
-            note = "; with the restarts' costs: " + ", ".join(also[group])
-            figures = {**figures, "restart_costs": also[group], "description": desc + note}
-            out[n] = (labels, value, baseline, jobs, desc + note, figures)
+        group = inc.labels[by]
+        if inc.labels["component"] == FAILURE and group in also:
+            desc = inc.description + "; with the restarts' costs: " + ", ".join(also[group])
+            figures = {**inc.figures, "restart_costs": also[group], "description": desc}
+            out[n] = replace(inc, description=desc, figures=figures)
     return out
 
 
-OpenIncident = tuple[Mapping[str, str], Mapping[str, Any]]
-"""``(labels, figures)`` of a pending or firing alert of the rule."""
-
-
 def detect(
-    rule: Rule, fleet: Fleet, t: float, open_incidents: Mapping[str, OpenIncident]
-) -> list[Incident]:
+    rule: Rule, fleet: Fleet, t: float, open_incidents: Mapping[str, OpenAlert]
+) -> list[Finding]:
     """The incidents of ``rule`` holding at ``t``: ``(labels, value, baseline, jobs,
     description, figures)`` each. ``open_incidents``: this rule's open (pending or firing)
     alerts by alert key; an open incident keeps its baseline and onset."""
@@ -405,7 +442,7 @@ def detect(
     # p-value would otherwise loosen every other test's threshold for as long as it lasts
     fresh = [x for x in tests if (x.key, x.component) not in frozen and x.varies]
     q_of = dict(zip(map(id, fresh), benjamini_hochberg([x.p for x in fresh]), strict=True))
-    out: list[Incident] = []
+    out: list[Finding] = []
     for test in tests:
         q = q_of.get(id(test), test.p)
         labels = labels_of(rule, test.key, test.component)
@@ -426,21 +463,17 @@ def detect(
     for key, (labels, figures) in open_incidents.items():
         if key in tested or "description" not in figures:
             continue
-        # too few recent (or baseline) jobs to test now: no evidence that the change is gone
-        kept = dict(figures)
-        out.append((dict(labels), float(kept.get("recent_value") or 0.0),
-                    kept.get("baseline_value"), tuple(kept.get("jobs") or ()),
-                    str(kept["description"]), kept))  # fmt: skip
+        out.append(held_open(rule, labels, figures))  # too few recent or baseline jobs now
     return out
 
 
-def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: float) -> Incident:
+def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: float) -> Finding:
     """The alert of a change that holds: its description, jobs and figures."""
     jobs = tuple(j.job_id for j in _showing(test)[:SHOWN_JOBS])
     unit = UNITS[test.population]
     desc = (
-        f"{test.component} of {rule.by.value} {test.key}: {_size(test.ratio)} since "
-        f"{when(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
+        f"{test.component} of {rule.by.value} {test.key}: {_growth(test.ratio)} since "
+        f"{utc_minute(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
         f"({test.recent_value:.3g} against {test.baseline_value:.3g} {unit}; "
         f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs in the last {rule.window} "
         f"against {len(test.baseline)} before)"
@@ -468,4 +501,12 @@ def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: f
         "baseline_window": rule.baseline,
         **notes,
     }
-    return labels, test.recent_value, test.baseline_value, jobs, desc, figures
+    return Finding(
+        rule=rule,
+        labels=labels,
+        value=test.recent_value,
+        baseline=test.baseline_value,
+        jobs=jobs,
+        description=desc,
+        figures=figures,
+    )

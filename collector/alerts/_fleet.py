@@ -10,14 +10,14 @@ this way without rescanning the fleet.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from sqlalchemy import Engine, text
+from typing import TYPE_CHECKING, Any
 
 from .rules import COMPONENTS, GroupKey
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 UNKNOWN = "unknown"
 """The label value of a job without a model or team."""
@@ -44,7 +44,20 @@ class Straggling:
 
 
 @dataclass(frozen=True, slots=True)
-class JobFacts:
+class Seconds:
+    """The seconds the alerts sum: of one job (:class:`JobFacts`) or of a window's jobs
+    (:class:`WindowSums`)."""
+
+    wall: float
+    productive: float
+    idle: float
+    failure: float
+    blocking: float
+    unsaved: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts(Seconds):
     """What the alerts need of one job (from its stored summary)."""
 
     job_id: str
@@ -53,12 +66,6 @@ class JobFacts:
     state: str
     alloc: float
     end: float
-    wall: float
-    productive: float
-    idle: float
-    failure: float
-    blocking: float
-    unsaved: float
     tts: float | None
     ttr: tuple[float, ...] = ()
     causes: dict[str, int] = field(default_factory=dict)
@@ -136,40 +143,30 @@ def _loop(facts: Any) -> dict[str, Any]:
         "throughput": None if rate is None else float(rate),
         "loop_rank_s": float(facts.get("loop_rank_s") or 0.0),
         "stragglers": tuple(
-            Straggling(int(s["attempt"]), int(s["rank"]), float(s["score"]),
-                       tuple((float(r), int(n)) for r, n in s.get("ratios") or ()))
+            Straggling(
+                attempt=int(s["attempt"]),
+                rank=int(s["rank"]),
+                score=float(s["score"]),
+                ratios=tuple((float(r), int(n)) for r, n in s.get("ratios") or ()),
+            )
             for s in facts.get("stragglers") or ()
         ),
-    }  # fmt: skip
+    }
 
 
 def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:
-    """Facts of every computed job whose end is after ``since`` (None: all), by end."""
-    sql = "SELECT summary FROM job_figures"
-    params: dict[str, Any] = {}
-    if since is not None:
-        sql += ' WHERE "end" > :since'
-        params["since"] = since
-    sql += ' ORDER BY "end", job_id'
-    with engine.connect() as conn:
-        rows = [r[0] for r in conn.execute(text(sql), params)]
-    if not rows:
-        return []
-    summaries = json.loads("[" + ",".join(rows) + "]")
-    return [facts_from_summary(s) for s in summaries]
+    """:func:`ett_collector.alerts._reads.load_facts` (kept here for the modules that import it
+    from the fleet model; the read itself lives beside the service)."""
+    from ._reads import load_facts as read  # lazy: the fleet model imports no storage
+
+    return read(engine, since)
 
 
 @dataclass(frozen=True, slots=True)
-class WindowSums:
-    """Sums over the jobs of one group in one window."""
+class WindowSums(Seconds):
+    """Sums over the jobs of one group in one window (every figure of :data:`SUMMED`)."""
 
     jobs: int
-    wall: float
-    productive: float
-    idle: float
-    failure: float
-    blocking: float
-    unsaved: float
     tts_sum: float
     tts_n: float
     lost: dict[str, float]
@@ -177,16 +174,16 @@ class WindowSums:
     def minus(self, other: WindowSums) -> WindowSums:
         """These sums less ``other``'s (the baseline is the long window less the recent one)."""
         return WindowSums(
-            self.jobs - other.jobs,
-            self.wall - other.wall,
-            self.productive - other.productive,
-            self.idle - other.idle,
-            self.failure - other.failure,
-            self.blocking - other.blocking,
-            self.unsaved - other.unsaved,
-            self.tts_sum - other.tts_sum,
-            self.tts_n - other.tts_n,
-            {c: self.lost.get(c, 0.0) - other.lost.get(c, 0.0) for c in COMPONENTS},
+            jobs=self.jobs - other.jobs,
+            wall=self.wall - other.wall,
+            productive=self.productive - other.productive,
+            idle=self.idle - other.idle,
+            failure=self.failure - other.failure,
+            blocking=self.blocking - other.blocking,
+            unsaved=self.unsaved - other.unsaved,
+            tts_sum=self.tts_sum - other.tts_sum,
+            tts_n=self.tts_n - other.tts_n,
+            lost={c: self.lost.get(c, 0.0) - other.lost.get(c, 0.0) for c in COMPONENTS},
         )
 
 
@@ -217,15 +214,8 @@ class _Group:
 
         return WindowSums(
             jobs=k - i,
-            wall=s("wall"),
-            productive=s("productive"),
-            idle=s("idle"),
-            failure=s("failure"),
-            blocking=s("blocking"),
-            unsaved=s("unsaved"),
-            tts_sum=s("tts_sum"),
-            tts_n=s("tts_n"),
             lost={c: s(f"lost:{c}") for c in COMPONENTS},
+            **{name: s(name) for name in SUMMED},
         )
 
     def members(self, lo: float, hi: float) -> list[JobFacts]:

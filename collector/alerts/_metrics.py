@@ -87,63 +87,84 @@ class FleetMetrics(Collector):
         pairs: dict[tuple[str, str], list[JobFacts]] = {}
         for j in jobs:
             pairs.setdefault((j.model, j.team), []).append(j)
-        g = {name: GaugeMetricFamily(f"ett_fleet_{name}", doc, labels=_PAIR)
-             for name, doc, _ in (*_GAUGES, *_RATIOS)}  # fmt: skip
-        g["job_restarts_max"] = GaugeMetricFamily(
+        out = _Families()
+        for (model, team), members in sorted(pairs.items()):
+            for window, length in WINDOWS.items():
+                inside = [j for j in members if t - length < j.end <= t]
+                out.add_window([model, team, window], inside, t, length)
+            for state in ("running", "presumed_dead"):
+                count = sum(1 for j in members if j.state == state)
+                out.live.add_metric([model, team, state], count)
+        return out.all()
+
+
+class _Families:
+    """The families of one scrape, filled one (model, team, window) at a time."""
+
+    def __init__(self) -> None:
+        self.gauges = {
+            name: GaugeMetricFamily(f"ett_fleet_{name}", doc, labels=_PAIR)
+            for name, doc, _ in (*_GAUGES, *_RATIOS)
+        }
+        self.restarts_max = GaugeMetricFamily(
             "ett_fleet_job_restarts_max",
             "The most restarts of one job in the window (attempts allocated in it).",
             labels=_PAIR,
         )
-        lost = GaugeMetricFamily(
+        self.lost = GaugeMetricFamily(
             "ett_fleet_lost_seconds",
             "Idle + failure seconds of the window's jobs by component.",
             labels=[*_PAIR, "component"],
         )
-        causes = GaugeMetricFamily(
-            "ett_fleet_failures", "Failed attempts of the window's jobs by cause.",
+        self.causes = GaugeMetricFamily(
+            "ett_fleet_failures",
+            "Failed attempts of the window's jobs by cause.",
             labels=[*_PAIR, "cause"],
-        )  # fmt: skip
-        tts = HistogramMetricFamily(
+        )
+        self.tts = HistogramMetricFamily(
             "ett_fleet_tts_seconds", "Time to start of the window's jobs.", labels=_PAIR
         )
-        ttr = HistogramMetricFamily(
-            "ett_fleet_ttr_seconds", "Time to recover of the window's jobs' failures.",
+        self.ttr = HistogramMetricFamily(
+            "ett_fleet_ttr_seconds",
+            "Time to recover of the window's jobs' failures.",
             labels=_PAIR,
-        )  # fmt: skip
-        live = GaugeMetricFamily(
-            "ett_fleet_live_jobs", "Jobs running or presumed dead now.",
+        )
+        self.live = GaugeMetricFamily(
+            "ett_fleet_live_jobs",
+            "Jobs running or presumed dead now.",
             labels=["model", "team", "state"],
-        )  # fmt: skip
-        for (model, team), members in sorted(pairs.items()):
-            for window, length in WINDOWS.items():
-                inside = [j for j in members if t - length < j.end <= t]
-                labels = [model, team, window]
-                sums = {attr: sum(getattr(j, attr) for j in inside)
-                        for _, _, attr in _GAUGES if attr}  # fmt: skip
-                g["jobs"].add_metric(labels, len(inside))
-                for name, _, attr in _GAUGES[1:]:
-                    assert attr is not None
-                    g[name].add_metric(labels, sums[attr])
-                for name, _, attr in _RATIOS:
-                    g[name].add_metric(labels, sums[attr] / sums["wall"] if sums["wall"] else 0.0)
-                g["job_restarts_max"].add_metric(
-                    labels, max((sum(1 for a in j.restarts if t - length < a <= t)
-                                 for j in inside), default=0),
-                )  # fmt: skip
-                for comp in COMPONENTS:
-                    lost.add_metric([*labels, comp], sum(j.lost.get(comp, 0.0) for j in inside))
-                counted: dict[str, int] = {}
-                for j in inside:
-                    for cause, n in j.causes.items():
-                        key = cause if cause in CAUSES else "unknown"
-                        counted[key] = counted.get(key, 0) + n
-                for cause, n in sorted(counted.items()):
-                    causes.add_metric([*labels, cause], n)
-                _histogram(tts, labels, [j.tts for j in inside if j.tts is not None])
-                _histogram(ttr, labels, [x for j in inside for x in j.ttr])
-            for state in ("running", "presumed_dead"):
-                live.add_metric([model, team, state], sum(1 for j in members if j.state == state))
-        return [*g.values(), lost, causes, tts, ttr, live]
+        )
+
+    def add_window(
+        self, labels: list[str], inside: list[JobFacts], t: float, length: float
+    ) -> None:
+        """The series of the jobs ``inside`` the window ``(t - length, t]`` of one pair."""
+        g = self.gauges
+        sums = {attr: sum(getattr(j, attr) for j in inside) for _, _, attr in _GAUGES if attr}
+        g["jobs"].add_metric(labels, len(inside))
+        for name, _, attr in _GAUGES[1:]:
+            assert attr is not None
+            g[name].add_metric(labels, sums[attr])
+        for name, _, attr in _RATIOS:
+            g[name].add_metric(labels, sums[attr] / sums["wall"] if sums["wall"] else 0.0)
+        restarts = (sum(1 for a in j.restarts if t - length < a <= t) for j in inside)
+        self.restarts_max.add_metric(labels, max(restarts, default=0))
+        for comp in COMPONENTS:
+            self.lost.add_metric([*labels, comp], sum(j.lost.get(comp, 0.0) for j in inside))
+        counted: dict[str, int] = {}
+        for j in inside:
+            for cause, n in j.causes.items():
+                key = cause if cause in CAUSES else "unknown"
+                counted[key] = counted.get(key, 0) + n
+        for cause, n in sorted(counted.items()):
+            self.causes.add_metric([*labels, cause], n)
+        _histogram(self.tts, labels, [j.tts for j in inside if j.tts is not None])
+        _histogram(self.ttr, labels, [x for j in inside for x in j.ttr])
+
+    def all(self) -> list[GaugeMetricFamily | HistogramMetricFamily]:
+        """The families in exposition order."""
+        gauges = [*self.gauges.values(), self.restarts_max]
+        return [*gauges, self.lost, self.causes, self.tts, self.ttr, self.live]
 
 
 def _histogram(family: HistogramMetricFamily, labels: list[str], values: list[float]) -> None:

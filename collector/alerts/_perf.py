@@ -32,10 +32,10 @@ component ``straggler``, naming the jobs and ranks (worst first); value: the hig
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import NamedTuple
 
-from ._conditions import SHOWN_JOBS, Finding
-from ._detect import alert_key, labels_of, suffix_sizes, weighted_scan, when
+from ._conditions import SHOWN_JOBS, Finding, OpenAlert, alert_key, held_open, labels_of
+from ._detect import suffix_sizes, utc_minute, weighted_scan
 from ._fleet import Fleet, JobFacts
 from ._stats import RankBaseline, benjamini_hochberg
 from .rules import Rule
@@ -44,20 +44,32 @@ DAY = 86400.0
 STEP = "step"
 STRAGGLER = "straggler"
 
-OpenAlert = tuple[Mapping[str, str], Mapping[str, Any]]
-"""``(labels, figures)`` of a pending or firing alert of the rule."""
-
 
 def _samples(jobs: Sequence[JobFacts]) -> list[JobFacts]:
     return [j for j in jobs if j.state != "running" and j.throughput and j.loop_rank_s > 0]
 
 
-def _test(
+class _ThroughputTest(NamedTuple):
+    """The throughput test of one group."""
+
+    p: float
+    tested: list[JobFacts]
+    """The tested recent jobs, oldest first."""
+    now: float
+    """Their throughput (samples/s per rank, weighted by loop seconds)."""
+    then: float
+    """The baseline jobs' throughput."""
+    excess: float
+    """GPU-hours a day lost to the drop."""
+    onset: float
+    """The later of the first tested job's start and the end of the job before it."""
+
+
+def _throughput_test(
     rule: Rule, recent: list[JobFacts], base: list[JobFacts], scan: bool
-) -> tuple[float, list[JobFacts], float, float, float, float] | None:
-    """``(p, tested jobs oldest first, recent throughput, baseline throughput, excess GPU-h a
-    day, onset)`` of one group, or None with too few jobs; the onset is the later of the first
-    tested job's start and the end of the job before it."""
+) -> _ThroughputTest | None:
+    """The throughput test of one group's recent jobs against its baseline's, or None with
+    too few jobs."""
     if len(recent) < rule.min_jobs or len(base) < rule.min_baseline_jobs:
         return None
     weight = sum(j.loop_rank_s for j in base)
@@ -74,15 +86,19 @@ def _test(
     lost = sum(j.loop_rank_s * (1.0 - (j.throughput or 0.0) / then) for j in part)
     before = newest[k].end if k < len(newest) else max(j.end for j in base)
     onset = max(part[0].alloc, before)
-    return p, part, now, then, lost / 3600.0 / (rule.window_s / DAY), onset
+    excess = lost / 3600.0 / (rule.window_s / DAY)
+    return _ThroughputTest(p=p, tested=part, now=now, then=then, excess=excess, onset=onset)
 
 
 def throughput_findings(
     rule: Rule, fleet: Fleet, t: float, open_alerts: Mapping[str, OpenAlert]
 ) -> list[Finding]:
     """The throughput regressions of ``rule`` at ``t`` (see the module docstring)."""
-    frozen = {alert_key(labels): float(f["baseline_until"]) for labels, f in open_alerts.values()
-              if "baseline_until" in f}  # fmt: skip
+    frozen = {
+        alert_key(labels): float(f["baseline_until"])
+        for labels, f in open_alerts.values()
+        if "baseline_until" in f
+    }
     length = rule.baseline_s - rule.window_s
     tests = []
     for key in fleet.groups(rule.by):
@@ -90,11 +106,11 @@ def throughput_findings(
         until = frozen.get(alert_key(labels), t - rule.window_s)
         recent = _samples(fleet.members(rule.by, key, t, rule.window_s))
         base = _samples(fleet.members(rule.by, key, until, length))
-        found = _test(rule, recent, base, alert_key(labels) not in frozen)
+        found = _throughput_test(rule, recent, base, alert_key(labels) not in frozen)
         if found is not None:
             tests.append((labels, until, found))
     fresh = [i for i, (labels, _, _) in enumerate(tests) if alert_key(labels) not in frozen]
-    qs = dict(zip(fresh, benjamini_hochberg([tests[i][2][0] for i in fresh]), strict=True))
+    qs = dict(zip(fresh, benjamini_hochberg([tests[i][2].p for i in fresh]), strict=True))
     out: list[Finding] = []
     for i, (labels, until, (p, part, now, then, excess, start)) in enumerate(tests):
         prior = open_alerts.get(alert_key(labels))
@@ -109,25 +125,32 @@ def throughput_findings(
         jobs = tuple(j.job_id for j in worst)
         desc = (
             f"throughput of {rule.by.value} {labels[rule.by.value]}: {now:.4g} samples/s per "
-            f"rank against {then:.4g} ({now / then:.2f}x) since {when(onset)}, "
+            f"rank against {then:.4g} ({now / then:.2f}x) since {utc_minute(onset)}, "
             f"+{excess:.1f} GPU-hours/day (p = {p:.2g}, q = {qs.get(i, p):.2g}; {len(part)} "
             f"jobs in the last {rule.window})"
         )
-        figures = {"description": desc, "jobs": list(jobs), "onset": onset,
-                   "baseline_until": until, "p": p, "q": qs.get(i, p), "ratio": now / then,
-                   "excess_gpu_hours_per_day": excess, "recent_value": now,
-                   "baseline_value": then, "unit": "samples/s per rank",
-                   "recent_jobs": len(part), "window": rule.window,
-                   "baseline_window": rule.baseline}  # fmt: skip
+        figures = {
+            "description": desc,
+            "jobs": list(jobs),
+            "onset": onset,
+            "baseline_until": until,
+            "p": p,
+            "q": qs.get(i, p),
+            "ratio": now / then,
+            "excess_gpu_hours_per_day": excess,
+            "recent_value": now,
+            "baseline_value": then,
+            "unit": "samples/s per rank",
+            "recent_jobs": len(part),
+            "window": rule.window,
+            "baseline_window": rule.baseline,
+        }
         out.append(Finding(rule, labels, now, then, jobs, desc, figures))
     tested = {alert_key(labels) for labels, _, _ in tests}
     for key, (was, seen) in open_alerts.items():
         if key in tested or "description" not in seen:
-            continue  # too few jobs to test now: no evidence that the change is gone
-        kept: dict[str, Any] = dict(seen)
-        out.append(Finding(rule, dict(was), float(kept.get("recent_value") or 0.0),
-                           kept.get("baseline_value"), tuple(kept.get("jobs") or ()),
-                           str(kept["description"]), kept))  # fmt: skip
+            continue
+        out.append(held_open(rule, was, seen))  # too few jobs to test now
     return out
 
 
@@ -146,16 +169,19 @@ def straggler_findings(rule: Rule, fleet: Fleet, t: float) -> list[Finding]:
         hits.sort(key=lambda h: (-h[0], -h[1], h[2], h[3]))
         shown = hits[:SHOWN_JOBS]
         jobs = tuple(dict.fromkeys(h[2] for h in shown))
-        named = "; ".join(f"rank {r} of {j} (attempt {a}): {sc:.2f}x in {n} windows"
-                          for n, sc, j, a, r in shown)  # fmt: skip
+        named = "; ".join(
+            f"rank {r} of {j} (attempt {a}): {sc:.2f}x in {n} windows" for n, sc, j, a, r in shown
+        )
         desc = (
             f"{len(hits)} straggler(s) in jobs of {rule.by.value} {key} that ended in the last "
             f"{rule.window}, computing at least {rule.min_score:g}x the other ranks per step in "
             f"{rule.min_windows}+ windows: {named}"
         )
-        figures = {"description": desc, "jobs": list(jobs), "stragglers": [
+        stragglers = [
             {"job_id": j, "attempt": a, "rank": r, "score": sc, "windows": n}
-            for n, sc, j, a, r in shown]}  # fmt: skip
+            for n, sc, j, a, r in shown
+        ]
+        figures = {"description": desc, "jobs": list(jobs), "stragglers": stragglers}
         value = max(h[1] for h in hits)
         out.append(Finding(rule, labels_of(rule, key, STRAGGLER), value, None, jobs, desc, figures))
     return out

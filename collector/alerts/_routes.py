@@ -23,8 +23,8 @@ from .settings import AlertSettings
 def alerts_answer(store: AlertStore, state: str | None, limit: str | None) -> tuple[int, Any]:
     """Status and body of ``GET /api/v1/alerts?state=&limit=``."""
     if state is not None and state not in STATES:
-        return 400, {"error": f"state must be one of {', '.join(STATES)}; got {state!r}",
-                     "status": 400}  # fmt: skip
+        error = f"state must be one of {', '.join(STATES)}; got {state!r}"
+        return 400, {"error": error, "status": 400}
     try:
         n = 500 if limit is None else int(limit)
     except ValueError:
@@ -47,7 +47,7 @@ def install(
     Raises:
         RulesError, AlertConfigError: on a bad rules file or setting (nothing is installed).
     """
-    settings = settings or AlertSettings()
+    settings = settings or AlertSettings.from_env()
     rules = settings.load()
     service = AlertService(
         engine,

@@ -7,7 +7,6 @@ Alertmanager delays nothing else: ingest, reads and evaluation go on, and the al
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
@@ -16,7 +15,8 @@ from sqlalchemy import Engine
 from ..write.periodic import Periodic
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
-from ._fleet import Fleet, load_facts
+from ._fleet import Fleet
+from ._reads import load_facts
 from ._state import Alert, advance
 from ._store import AlertStore
 from .rules import WINDOWS, RuleSet
@@ -43,15 +43,13 @@ class AlertService:
         self.store = AlertStore(engine)
         self.engine = engine
         self.rules = rules
-        self.interval_s = interval_s
-        self.alertmanager_url = alertmanager_url
-        self.dashboard_url = dashboard_url
         self.clock = clock
-        self._leader = leader
-        self._stop = threading.Event()
-        self._deliver_now = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self.interval_s = interval_s
         self._eval = Periodic("ett-alerts-eval", self._evaluate_tick, interval_s, log, leader)
+        self.dashboard_url = dashboard_url
+        self.alertmanager_url = alertmanager_url
+        self._send = Periodic("ett-alerts-send", self._send_tick, min(interval_s, 5.0), log, leader)
+        """Delivery, every few seconds and at once when alerts change (:meth:`Periodic.wake`)."""
         self.backoff = Backoff()
 
     def evaluate_once(self, t: float | None = None) -> list[Alert]:
@@ -66,7 +64,7 @@ class AlertService:
         changed = advance(active, findings, t, self.dashboard_url)
         self.store.save(changed)
         if any(a.state.value in ("firing", "resolved") for a in changed):
-            self._deliver_now.set()
+            self._send.wake()
         return changed
 
     def deliver_once(self, now: float | None = None) -> int:
@@ -89,44 +87,30 @@ class AlertService:
     def start(self) -> None:
         """Start the evaluation thread (and the delivery thread with an Alertmanager URL)."""
         self._eval.start()
-        if self._threads or not self.alertmanager_url:
-            return
-        self._stop.clear()
-        th = threading.Thread(target=self._run_send, name="ett-alerts-send", daemon=True)
-        th.start()
-        self._threads.append(th)
+        if self.alertmanager_url:
+            self._send.start()
 
     def stop(self) -> None:
         """Stop both threads and wait for them."""
         self._eval.stop()
-        self._stop.set()
-        self._deliver_now.set()
-        for th in self._threads:
-            th.join(timeout=30)
-        self._threads = []
-
-    def _is_leader(self) -> bool:
-        return self._leader is None or self._leader()
+        self._send.stop()
 
     def _evaluate_tick(self) -> None:
         self.evaluate_once()
 
-    def _run_send(self) -> None:
-        while not self._stop.is_set():
-            self._deliver_now.wait(timeout=min(self.interval_s, 5.0))
-            self._deliver_now.clear()
-            if self._stop.is_set() or not self._is_leader():
-                continue
-            if self._stop.wait(self.backoff.delay()):
-                break
-            try:
-                self.deliver_once()
-                self.backoff.succeeded()
-            except DeliveryError as exc:
-                self.backoff.failed()
-                log.warning("alert delivery failed (retry in %.0f s): %s",
-                            self.backoff.delay(), exc)  # fmt: skip
-                self._deliver_now.set()
-            except Exception:
-                self.backoff.failed()
-                log.exception("alert delivery failed")
+    def _send_tick(self) -> None:
+        """One delivery after the backoff's delay; a failure makes the next tick come at once
+        (it waits the longer delay in turn)."""
+        if self._send.stopping.wait(self.backoff.delay()):
+            return
+        try:
+            self.deliver_once()
+            self.backoff.succeeded()
+        except DeliveryError as exc:
+            self.backoff.failed()
+            delay = self.backoff.delay()
+            log.warning("alert delivery failed (retry in %.0f s): %s", delay, exc)
+            self._send.wake()
+        except Exception:
+            self.backoff.failed()
+            log.exception("alert delivery failed")

@@ -58,33 +58,34 @@ STATES = tuple(s.value for s in AlertState if s is not AlertState.INACTIVE)
 _ACTIVE = (AlertState.PENDING.value, AlertState.FIRING.value)
 
 
-def _num(v: float | None) -> float | None:
+def _finite_or_none(v: float | None) -> float | None:
     """NaN and infinities are stored as NULL (JSON and SQL both dislike them)."""
     return None if v is None or v != v or v in (float("inf"), float("-inf")) else v
 
 
-def _row(a: Alert) -> dict[str, Any]:
+def _alert_row(a: Alert) -> dict[str, Any]:
     return {
         "rule": a.rule,
         "alert_key": a.key,
         "state": a.state.value,
         "labels": json.dumps(a.labels, sort_keys=True),
         "annotations": json.dumps(a.annotations, sort_keys=True),
-        "value": _num(a.value),
-        "baseline": _num(a.baseline),
+        "value": _finite_or_none(a.value),
+        "baseline": _finite_or_none(a.baseline),
         "jobs": json.dumps(list(a.jobs)),
-        "figures": json.dumps({k: _num(v) if isinstance(v, float) else v
-                               for k, v in a.figures.items()}),
+        "figures": json.dumps(
+            {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in a.figures.items()}
+        ),
         "active_since": a.active_since,
         "fired_at": a.fired_at,
         "resolved_at": a.resolved_at,
         "last_eval": a.last_eval,
         "sent_at": a.sent_at,
         "resolved_sent": a.resolved_sent,
-    }  # fmt: skip
+    }
 
 
-def _alert(r: Any) -> Alert:
+def _alert_of_row(r: Any) -> Alert:
     return Alert(
         rule=r.rule,
         key=r.alert_key,
@@ -115,7 +116,7 @@ class AlertStore:
         """Pending and firing alerts by ``(rule, key)``."""
         q = select(alerts).where(alerts.c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
-            return {(a.rule, a.key): a for a in map(_alert, conn.execute(q))}
+            return {(a.rule, a.key): a for a in map(_alert_of_row, conn.execute(q))}
 
     def save(self, changed: Iterable[Alert]) -> None:
         """Write one evaluation's changes in one transaction (inactive ones are deleted)."""
@@ -123,11 +124,11 @@ class AlertStore:
             for a in changed:
                 if a.id is None:
                     if a.state is not AlertState.INACTIVE:
-                        conn.execute(insert(alerts).values(**_row(a)))
+                        conn.execute(insert(alerts).values(**_alert_row(a)))
                 elif a.state is AlertState.INACTIVE:
                     conn.execute(delete(alerts).where(alerts.c.id == a.id))
                 else:
-                    row = _row(a)
+                    row = _alert_row(a)
                     del row["sent_at"], row["resolved_sent"]  # owned by the delivery
                     conn.execute(update(alerts).where(alerts.c.id == a.id).values(**row))
 
@@ -138,19 +139,17 @@ class AlertStore:
             q = q.where(alerts.c.state == state)
         q = q.order_by(alerts.c.last_eval.desc(), alerts.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
-            return [_alert(r) for r in conn.execute(q)]
+            return [_alert_of_row(r) for r in conn.execute(q)]
 
     def outbox(self, now: float, resend_s: float) -> list[Alert]:
         """Alerts Alertmanager should hear about now: firing ones not sent within ``resend_s``
         and resolved ones whose resolution it has not accepted."""
-        q = select(alerts).where(
-            ((alerts.c.state == AlertState.FIRING.value)
-             & ((alerts.c.sent_at.is_(None)) | (alerts.c.sent_at <= now - resend_s)))
-            | ((alerts.c.state == AlertState.RESOLVED.value)
-               & (alerts.c.resolved_sent.is_(False)))
-        ).order_by(alerts.c.id)  # fmt: skip
+        unsent = alerts.c.sent_at.is_(None) | (alerts.c.sent_at <= now - resend_s)
+        firing = (alerts.c.state == AlertState.FIRING.value) & unsent
+        resolved = (alerts.c.state == AlertState.RESOLVED.value) & alerts.c.resolved_sent.is_(False)
+        q = select(alerts).where(firing | resolved).order_by(alerts.c.id)
         with self.engine.connect() as conn:
-            return [_alert(r) for r in conn.execute(q)]
+            return [_alert_of_row(r) for r in conn.execute(q)]
 
     def mark_sent(self, sent: Iterable[Alert], now: float) -> None:
         """Record that Alertmanager accepted ``sent``."""

@@ -110,30 +110,43 @@ def _extend_serve(serve: argparse.ArgumentParser) -> None:
 def _serve_with_alerts(
     serve: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
-    """``serve``, after the alert options are in the environment and the rules load cleanly:
-    a bad rules file stops the service before it starts, with the rule and field named."""
+    """``serve``, once the alert options laid over the environment make settings whose rules
+    load cleanly: a bad rules file stops the service before it starts, with the rule and field
+    named. The settings travel on as ``args.alert_settings`` (into the collector's
+    ``Settings.alerts``: ``ett_collector.commands._serve_security.apply``)."""
 
     def run(args: argparse.Namespace) -> int:
-        from .rules import RulesError, parse_duration
+        from .rules import RulesError
         from .settings import AlertConfigError, AlertSettings
 
-        for attr, env in _SERVE_ENV.items():
-            value = getattr(args, attr, None)
-            if value is None:
-                continue
-            if attr == "alert_interval":
-                try:
-                    value = str(parse_duration(value))
-                except ValueError as exc:
-                    raise CliError(f"--alert-interval {exc}", exit_code=2) from None
-            os.environ[env] = value
+        given = _serve_options(args)
         try:
-            AlertSettings().load()
+            settings = AlertSettings.from_env({**os.environ, **given})
+            settings.load()
         except (RulesError, AlertConfigError) as exc:
             raise CliError(f"alert rules: {exc}", exit_code=2) from None
+        args.alert_settings = settings
         return serve(args)
 
     return run
+
+
+def _serve_options(args: argparse.Namespace) -> dict[str, str]:
+    """The alert options given to ``ett serve``, keyed by the variable each stands for."""
+    from .rules import parse_duration
+
+    given: dict[str, str] = {}
+    for attr, env in _SERVE_ENV.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if attr == "alert_interval":
+            try:
+                value = str(parse_duration(value))
+            except ValueError as exc:
+                raise CliError(f"--alert-interval {exc}", exit_code=2) from None
+        given[env] = value
+    return given
 
 
 def _store(db: str | None) -> Any:
@@ -234,8 +247,8 @@ def _backtest(args: argparse.Namespace) -> int:
     firings = backtest(store.engine, rules, since, until, step)
     quality = None
     if planted is not None:
-        from ._fleet import load_facts
         from ._quality import score
+        from ._reads import load_facts
         from .rules import REGRESSION_KINDS
 
         scored = {r.name for r in rules.rules if r.kind in REGRESSION_KINDS}
@@ -248,12 +261,13 @@ def _backtest(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     skipped = [r.name for r in rules.enabled() if not r.replayable]
-    print(f"{len(firings)} alert(s) would have fired between {_when(since)} and {_when(until)}"
-          + (f" (not replayed: {', '.join(skipped)})" if skipped else ""))  # fmt: skip
+    window = f"between {_when(since)} and {_when(until)}"
+    not_replayed = f" (not replayed: {', '.join(skipped)})" if skipped else ""
+    print(f"{len(firings)} alert(s) would have fired {window}{not_replayed}")
     for f in firings:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k != "rule")
-        print(f"  {_when(f.fired_at)} .. {_when(f.resolved_at) if f.resolved_at else 'firing'}"
-              f"  {f.rule}  {labels}\n      {f.description}")  # fmt: skip
+        ended = _when(f.resolved_at) if f.resolved_at else "firing"
+        print(f"  {_when(f.fired_at)} .. {ended}  {f.rule}  {labels}\n      {f.description}")
     if quality is not None:
         _print_quality(quality, args.truth)
     return 0
@@ -289,9 +303,11 @@ def _print_quality(q: Any, path: str) -> None:
         return "-" if v is None else format(v, fmt)
 
     print(f"\nagainst the regressions planted in {path}:")
-    print(f"  regression firings {q.firings}: {q.true_firings} name a planted regression, "
-          f"{q.false_firings} do not ({num(q.false_per_day, '.3f')} false firings per day "
-          f"over {q.days:.1f} days)")  # fmt: skip
+    print(
+        f"  regression firings {q.firings}: {q.true_firings} name a planted regression, "
+        f"{q.false_firings} do not ({num(q.false_per_day, '.3f')} false firings per day "
+        f"over {q.days:.1f} days)"
+    )
     print(f"  precision {num(q.precision)}   recall {num(q.recall)}")
     for d in q.detections:
         p = d.planted

@@ -103,8 +103,10 @@ def _costly_and_steep(rule: Rule, excess: str, now: str, then: str) -> str:
     value), its recent rate is more than :data:`RATIO` times the baseline's, with the job
     counts."""
     g = rule.by.value
-    return (f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
-            f" and on ({g}) ({_counts(rule, g)}))")  # fmt: skip
+    return (
+        f"(({excess} >= {rule.min_gpu_hours_per_day:g}) and ({now} > {RATIO:g} * {then})"
+        f" and on ({g}) ({_counts(rule, g)}))"
+    )
 
 
 def _component_condition(rule: Rule, components: list[str]) -> str:
@@ -175,29 +177,39 @@ def expression(rule: Rule) -> str:
         ett_r, ett_b = f"({prod_r} / {wall_r})", f"({prod_b} / {wall_b})"
         conds = []
         if rule.drop_points is not None:
-            conds.append(f"(({ett_r} < {ett_b} - {rule.drop_points / 100:g}) and on ({g}) "
-                         f"{_counts(rule, g)})")  # fmt: skip
+            conds.append(
+                f"(({ett_r} < {ett_b} - {rule.drop_points / 100:g}) and on ({g}) "
+                f"{_counts(rule, g)})"
+            )
         if rule.slo_pct is not None:
             recent_jobs = _s("jobs", rule.window, g)
-            conds.append(f"(({ett_r} < {rule.slo_pct / 100:g}) and on ({g}) "
-                         f"({recent_jobs} >= {rule.min_jobs}))")  # fmt: skip
+            conds.append(
+                f"(({ett_r} < {rule.slo_pct / 100:g}) and on ({g}) "
+                f"({recent_jobs} >= {rule.min_jobs}))"
+            )
         return f"{_top_component(rule)} and on ({g}) ({' or '.join(conds)})"
     if rule.kind is Kind.COMPONENT_REGRESSION:
         comps = "|".join(rule.components)
         now, then = _rate("lost_seconds", rule, f"{g}, component", f'component=~"{comps}"')
-        return (f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
-                f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})")  # fmt: skip
+        return (
+            f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
+            f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})"
+        )
     if rule.kind is Kind.TTS_REGRESSION:
         sum_r, sum_b = _recent_base("tts_seconds_sum", rule, g)
         n_r, n_b = _recent_base("tts_seconds_count", rule, g)
         now, then = f"({sum_r} / {n_r})", f"({sum_b} / {n_b})"
-        cond = (f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
-                f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})")  # fmt: skip
+        cond = (
+            f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
+            f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})"
+        )
         return f"{_top_component(rule)} and on ({g}) ({cond})"
     if rule.kind is Kind.CHECKPOINT_BLOCKING_REGRESSION:
         now, then = _rate("checkpoint_blocking_seconds", rule, g)
-        return (f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
-                f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})")  # fmt: skip
+        return (
+            f"({now} > {then} * {1 + rule.increase_pct / 100:g}) and ({now} - {then} >= "
+            f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})"
+        )
     if rule.kind is Kind.PRESUMED_DEAD:
         return f'sum by ({g}) (ett_fleet_live_jobs{{state="presumed_dead"}}) >= {rule.min_jobs}'
     most = f'max by ({g}) (ett_fleet_job_restarts_max{{window="{rule.window}"}})'
@@ -252,8 +264,9 @@ def prometheus_rule(rule: Rule) -> dict[str, Any]:
     elif rule.kind in _loop_promql.KINDS:
         desc = _loop_promql.description(rule)
     else:
-        desc = _DESCRIPTIONS[rule.kind].format(g=rule.by.value, w=rule.window, b=rule.baseline,
-                                               k=f"{RATIO:g}")  # fmt: skip
+        desc = _DESCRIPTIONS[rule.kind].format(
+            g=rule.by.value, w=rule.window, b=rule.baseline, k=f"{RATIO:g}"
+        )
     annotations = {"summary": rule.summary or desc, "description": desc}
     note = approximation_note(rule)
     if note:

@@ -40,7 +40,7 @@ WINDOWS: dict[str, float] = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0}
 """The rolling windows of the fleet metrics and of the rules, in seconds."""
 
 COMPONENTS: tuple[str, ...] = tuple(c.value for c in ComponentValues)
-"""The components a lost second is charged to (ETT-SPEC section 1)."""
+"""The components a lost second is charged to (docs/metrics.md, "Words")."""
 
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
@@ -96,7 +96,7 @@ class Kind(StrEnum):
     ranks. Component ``straggler`` (``_perf.py``)."""
 
 
-REGRESSION_KINDS: frozenset[Kind] = frozenset(
+BASELINE_KINDS: frozenset[Kind] = frozenset(
     {
         Kind.REGRESSION,
         Kind.ETT_REGRESSION,
@@ -104,9 +104,11 @@ REGRESSION_KINDS: frozenset[Kind] = frozenset(
         Kind.TTS_REGRESSION,
         Kind.CHECKPOINT_BLOCKING_REGRESSION,
         Kind.THROUGHPUT_REGRESSION,
-        Kind.STRAGGLER,
     }
 )
+"""The kinds that compare the recent ``window`` with a longer ``baseline`` window."""
+
+REGRESSION_KINDS: frozenset[Kind] = BASELINE_KINDS | {Kind.STRAGGLER}
 """The kinds that report regressions (what a truth file's planted regressions score; not
 presumed dead, restart storms or SLO burn)."""
 
@@ -131,7 +133,7 @@ _FIELDS: dict[Kind, set[str]] = {
     Kind.RESTART_STORM: _COMMON | {"window", "max_restarts"},
     Kind.REGRESSION: _COMMON
     | _REGRESSION
-    | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p"},
+    | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p", "test"},
     Kind.ETT_SLO_BURN: _COMMON
     | {"objective_pct", "long_window", "short_window", "burn_rate", "min_jobs"},
     Kind.THROUGHPUT_REGRESSION: _COMMON
@@ -176,6 +178,9 @@ class Rule:
     resolve_p: float = 0.1
     """An open regression incident resolves when its uncorrected p-value against the baseline
     it was found against rises above this (hysteresis)."""
+    test: str = "rank"
+    """The regression kind's per-job test of a component: ``rank`` (Mann-Whitney) or
+    ``lognormal`` (a predictive t-test of the log values, the rank test where a value is 0)."""
     objective_pct: float | None = None
     """The ETT objective (SLO burn); its error budget is ``100 - objective_pct`` points."""
     long_window: str = "24h"
@@ -463,6 +468,10 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
         return key, float(value)
     if key == "min_gpu_hours_per_day":
         return key, _number(value, 0.0, None)
+    if key == "test":
+        if value not in ("rank", "lognormal"):
+            raise ValueError(f"must be rank or lognormal, got {value!r}")
+        return key, value
     if key == "min_score":
         if not _number(value) > 1.0:
             raise ValueError(f"must be a ratio above 1, got {value!r}")
@@ -474,15 +483,7 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
 
 def _check_rule(rule: Rule) -> None:
     """Checks across fields."""
-    regression = rule.kind in (
-        Kind.REGRESSION,
-        Kind.ETT_REGRESSION,
-        Kind.COMPONENT_REGRESSION,
-        Kind.TTS_REGRESSION,
-        Kind.CHECKPOINT_BLOCKING_REGRESSION,
-        Kind.THROUGHPUT_REGRESSION,
-    )
-    if regression and rule.baseline_s <= rule.window_s:
+    if rule.kind in BASELINE_KINDS and rule.baseline_s <= rule.window_s:
         raise _FieldError(
             "baseline", f"must be longer than window ({rule.window}), got {rule.baseline}"
         )
@@ -497,13 +498,18 @@ def _check_burn(rule: Rule) -> None:
         if getattr(rule, needed) is None:
             raise _FieldError(needed, "an ett_slo_burn needs objective_pct and burn_rate")
     if WINDOWS[rule.short_window] >= WINDOWS[rule.long_window]:
-        raise _FieldError("short_window", f"must be shorter than long_window "
-                          f"({rule.long_window}), got {rule.short_window}")  # fmt: skip
+        raise _FieldError(
+            "short_window",
+            f"must be shorter than long_window ({rule.long_window}), got {rule.short_window}",
+        )
     most = 100.0 / (100.0 - (rule.objective_pct or 0.0))
     if (rule.burn_rate or 0.0) >= most:
-        raise _FieldError("burn_rate", f"must be below {most:g}, the burn rate of an ETT of 0% "
-                          f"against a {rule.objective_pct:g}% objective (at or above it the rule "
-                          f"can never fire), got {rule.burn_rate:g}")  # fmt: skip
+        raise _FieldError(
+            "burn_rate",
+            f"must be below {most:g}, the burn rate of an ETT of 0% against a "
+            f"{rule.objective_pct:g}% objective (at or above it the rule can never fire), "
+            f"got {rule.burn_rate:g}",
+        )
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The alerts' configuration in one place: typed, from ``ETT_*`` environment variables.
 
 ``ett serve --alert-rules FILE --alert-interval 30s --alertmanager URL --dashboard-url URL``
-puts its flags into these variables before the server (or its worker processes) start.
+lays its flags over these variables, in the collector's one ``Settings`` (``alerts``); worker
+processes get them back through the environment.
 
 - ``ETT_ALERT_RULES``: a rules file overriding the defaults (``default_rules.yml``);
 - ``ETT_ALERT_INTERVAL_S``: seconds between evaluations (default 30);
@@ -15,7 +16,8 @@ puts its flags into these variables before the server (or its worker processes) 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ._service import DEFAULT_DASHBOARD_URL, DEFAULT_INTERVAL_S
 from .rules import RulesError, RuleSet, load_rules
@@ -25,8 +27,14 @@ class AlertConfigError(ValueError):
     """Bad alert configuration: the service refuses to start and says why."""
 
 
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
+RULES, INTERVAL = "ETT_ALERT_RULES", "ETT_ALERT_INTERVAL_S"
+ALERTMANAGER, DASHBOARD = "ETT_ALERTMANAGER_URL", "ETT_DASHBOARD_URL"
+METRICS_CACHE = "ETT_METRICS_CACHE_S"
+DEFAULT_METRICS_CACHE_S = 5.0
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
     if not raw:
         return default
     try:
@@ -40,21 +48,14 @@ def _seconds(name: str, default: float) -> float:
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """Everything the evaluator and the fleet metrics need."""
+    """Everything the evaluator and the fleet metrics need (:meth:`from_env` reads the
+    variables; ``ett serve`` lays its options over them)."""
 
-    rules_path: str | None = field(
-        default_factory=lambda: os.environ.get("ETT_ALERT_RULES") or None
-    )
-    interval_s: float = field(
-        default_factory=lambda: _seconds("ETT_ALERT_INTERVAL_S", DEFAULT_INTERVAL_S)
-    )
-    alertmanager_url: str | None = field(
-        default_factory=lambda: os.environ.get("ETT_ALERTMANAGER_URL") or None
-    )
-    dashboard_url: str = field(
-        default_factory=lambda: os.environ.get("ETT_DASHBOARD_URL") or DEFAULT_DASHBOARD_URL
-    )
-    metrics_cache_s: float = field(default_factory=lambda: _seconds("ETT_METRICS_CACHE_S", 5.0))
+    rules_path: str | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+    alertmanager_url: str | None = None
+    dashboard_url: str = DEFAULT_DASHBOARD_URL
+    metrics_cache_s: float = DEFAULT_METRICS_CACHE_S
 
     def __post_init__(self) -> None:
         for name, url in (
@@ -65,6 +66,31 @@ class AlertSettings:
                 raise AlertConfigError(
                     f"the {name} URL must start with http:// or https://: {url!r}"
                 )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> AlertSettings:
+        """From the ``ETT_ALERT_*`` variables of ``env`` (unset or empty: the defaults).
+
+        Raises:
+            AlertConfigError: naming the variable.
+        """
+        return cls(
+            rules_path=env.get(RULES) or None,
+            interval_s=_seconds(env, INTERVAL, DEFAULT_INTERVAL_S),
+            alertmanager_url=env.get(ALERTMANAGER) or None,
+            dashboard_url=env.get(DASHBOARD) or DEFAULT_DASHBOARD_URL,
+            metrics_cache_s=_seconds(env, METRICS_CACHE, DEFAULT_METRICS_CACHE_S),
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The variables that give a worker process these settings (``ett serve --workers``)."""
+        env = {INTERVAL: repr(self.interval_s), DASHBOARD: self.dashboard_url}
+        env[METRICS_CACHE] = repr(self.metrics_cache_s)
+        if self.rules_path is not None:
+            env[RULES] = self.rules_path
+        if self.alertmanager_url is not None:
+            env[ALERTMANAGER] = self.alertmanager_url
+        return env
 
     def load(self) -> RuleSet:
         """The rules in force.

@@ -158,24 +158,24 @@ class Guard:
         address = (scope.get("client") or ("?", 0))[0]
         wait = self.bans.banned_for(address)
         if wait is not None:
-            return self._refuse(Refusal(429, "too many wrong tokens from this address; retry "
-                                        "later", "banned", wait))  # fmt: skip
+            message = "too many wrong tokens from this address; retry later"
+            return self._refuse(Refusal(429, message, reason="banned", retry_after_s=wait))
         if credentials_in_url(scope.get("query_string", b"")):
             self.bans.failed(address)
-            return self._refuse(Refusal(401, "credentials are not accepted in the URL: send "
-                                        "Authorization: Bearer TOKEN", "url"))  # fmt: skip
+            message = "credentials are not accepted in the URL: send Authorization: Bearer TOKEN"
+            return self._refuse(Refusal(401, message, reason="url"))
         token = bearer(scope["headers"])
         if token is None:
-            return self._refuse(Refusal(401, "missing bearer token (Authorization: Bearer TOKEN)",
-                                        "missing"))  # fmt: skip
+            message = "missing bearer token (Authorization: Bearer TOKEN)"
+            return self._refuse(Refusal(401, message, reason="missing"))
         scopes = self.keyring.scopes(token)
         if not scopes:
             self.bans.failed(address)
             return self._refuse(Refusal(401, "wrong bearer token", "wrong"))
         if need not in scopes:
             names = "/".join(sorted(s.value for s in scopes))
-            return self._refuse(Refusal(403, f"this is a {names} token; this route needs a "
-                                        f"{need.value} token", "forbidden"))  # fmt: skip
+            message = f"this is a {names} token; this route needs a {need.value} token"
+            return self._refuse(Refusal(403, message, reason="forbidden"))
         return None
 
     def _refuse(self, refusal: Refusal) -> Refusal:
@@ -231,7 +231,8 @@ def _json_error(status: int, message: str) -> bytes:
     return json.dumps({"error": message, "status": status}).encode()
 
 
-def guard_for(full_token: str | None, auth: AuthSettings, on_refusal: Callable[[str], None],
-              ) -> Guard:  # fmt: skip
+def guard_for(
+    full_token: str | None, auth: AuthSettings, on_refusal: Callable[[str], None]
+) -> Guard:
     """The guard of a collector with these settings."""
     return Guard(Keyring(full_token, auth), Bans(auth.max_failures, auth.ban_s), on_refusal)

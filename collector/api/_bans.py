@@ -63,8 +63,11 @@ class Bans:
                 if record.banned_until <= now:
                     log.warning(
                         "address %s sent %d wrong tokens in %.0f s: refused for %.0f s",
-                        address, record.failures, now - record.first, self.ban_s,
-                    )  # fmt: skip
+                        address,
+                        record.failures,
+                        now - record.first,
+                        self.ban_s,
+                    )
                 record.banned_until = now + self.ban_s
             while len(self._records) > MAX_ADDRESSES:
                 self._records.popitem(last=False)

@@ -66,8 +66,8 @@ def leader_lock_for(db_url: str) -> LeaderLock:
 SWITCH_INTERVAL_S = 0.0005
 """The server process's GIL switch interval (Python's default is 5 ms). A recompute is pure
 Python; every read and ingest step that releases the GIL (each database call) waits up to one
-interval to get it back from it, many times per request. Measured with 50 readers while one big
-job streams in (``bench_recompute.py``): GET p95 628 -> 432 ms and POST p95 1.12 -> 0.90 s."""
+interval to get it back from it, many times per request. What 0.5 ms bought, measured with
+``bench_recompute.py``: docs/benchmarks.md, "Figures behind constants in the code"."""
 
 
 def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette:
@@ -88,13 +88,12 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
         on_failure=metrics.observe_recompute_failure,
     )
     app = create_app(settings, pipeline, metrics)
-    install_alerts(app, store.engine, metrics.register_shared, leader)
+    install_alerts(app, store.engine, metrics.register_shared, leader, settings.alerts)
     return app
 
 
 def app_from_env() -> Starlette:
-    """uvicorn's factory for worker processes (settings from ``ETT_*`` variables)."""
-    settings = Settings(
-        host=os.environ.get("ETT_HOST", "127.0.0.1"), port=int(os.environ.get("ETT_PORT", "4318"))
-    )
+    """uvicorn's factory for worker processes (settings from ``ETT_*`` variables: the one
+    hand-off through the environment, :meth:`Settings.for_worker`)."""
+    settings = Settings.for_worker()
     return build_app(settings, leader_lock_for(settings.db_url))

@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from ..settings import ConfigError
+from ..settings import DEFAULT_MIN_FREE_BYTES, ENV_MIN_FREE_BYTES, min_free_bytes_from_env
 
-ENV_MIN_FREE_BYTES = "ETT_READY_MIN_FREE_BYTES"
-DEFAULT_MIN_FREE_BYTES = 1024 * 1024
-"""Free bytes below which the database's disk is not ready: small, so that a small dedicated
-disk is not refused early (a batch that does not fit is caught by the failed write instead)."""
+__all__ = [
+    "DEFAULT_MIN_FREE_BYTES",
+    "ENV_MIN_FREE_BYTES",
+    "DiskWatch",
+    "min_free_bytes_from_env",  # the parse is Settings.min_free_bytes's (ett_collector.settings)
+    "sqlite_path",
+]
 
 RECOVERED_BYTES = 1024 * 1024
 """Free space the disk must gain after a failed write before readiness trusts it again."""
@@ -53,23 +57,6 @@ def sqlite_path(db_url: str) -> str | None:
     if database.startswith("file:"):  # a URI filename: file:PATH?mode=...
         database = database[len("file:") :].split("?", 1)[0]
     return os.path.abspath(database)
-
-
-def min_free_bytes_from_env() -> int:
-    """``ETT_READY_MIN_FREE_BYTES`` (bytes, ``0``: off), else :data:`DEFAULT_MIN_FREE_BYTES`.
-    Raises ConfigError with a one-line reason for a value that is not a whole number >= 0."""
-    raw = os.environ.get(ENV_MIN_FREE_BYTES, "").strip()
-    if not raw:
-        return DEFAULT_MIN_FREE_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(
-            f"{ENV_MIN_FREE_BYTES}={raw!r}: write a whole number of bytes >= 0 (0: no check)"
-        )
-    return value
 
 
 @dataclass(frozen=True)
@@ -95,6 +82,19 @@ class DiskWatch:
         self.min_free_bytes = min_free_bytes
         self._lock = threading.Lock()
         self._failure: _Failure | None = None
+        self.on_short: Callable[[], None] | None = None
+        """Called (it must not block) when a probe finds the disk short of space: the prune of
+        ``ETT_PRUNE_ON_LOW_DISK`` (``write/_disk_prune.py``) sets it."""
+
+    def free_bytes(self) -> int | None:
+        """Free bytes for this process on the database's file system (None: not watched)."""
+        disk = self._disk()
+        return None if disk is None else disk[0]
+
+    def short_of_space(self) -> bool:
+        """True while the disk is not ready for want of space: fewer than ``min_free_bytes``
+        free, or a write it refused as full and too little space gained since."""
+        return self._check()[1]
 
     def _disk(self) -> tuple[int, bool] | None:
         """(free bytes for this process, read-only) of the database's file system."""
@@ -123,22 +123,29 @@ class DiskWatch:
     def problem(self) -> str | None:
         """One line saying why the database's disk cannot take writes now; None when it can
         (or when nothing is watched)."""
+        reason, short = self._check()
+        if short and self.on_short is not None:
+            self.on_short()
+        return reason
+
+    def _check(self) -> tuple[str | None, bool]:
+        """:meth:`problem`'s line, and whether it is for want of space."""
         disk = self._disk()
         if disk is None or self.path is None:
-            return None
+            return None, False
         free, read_only = disk
         folder = os.path.dirname(self.path)
         if read_only:
-            return f"the file system holding {self.path} is read-only"
+            return f"the file system holding {self.path} is read-only", False
         if not os.access(folder, os.W_OK) or (
             os.path.exists(self.path) and not os.access(self.path, os.W_OK)
         ):
-            return f"this process may not write {self.path} or its directory"
+            return f"this process may not write {self.path} or its directory", False
         if free < self.min_free_bytes:
             return (
                 f"{free} bytes free on the disk of {self.path}, fewer than "
                 f"{ENV_MIN_FREE_BYTES}={self.min_free_bytes}"
-            )
+            ), True
         with self._lock:
             failure = self._failure
             if failure is not None and (
@@ -147,5 +154,9 @@ class DiskWatch:
             ):
                 self._failure = failure = None  # the disk changed since: try writes again
         if failure is not None:
-            return f"the last write failed ({failure.reason}) and the disk has not changed since"
-        return None
+            full = not failure.read_only and "full" in failure.reason.lower()
+            return (
+                f"the last write failed ({failure.reason}) and the disk has not changed since",
+                full,
+            )
+        return None, False

@@ -101,7 +101,21 @@ def checkpoint_rows(job: JobJSON) -> list[tuple[str, str]]:
 
 
 def print_report(job: JobJSON, console: Console) -> None:
-    """The ``ett report`` view of one job."""
+    """The ``ett report`` view of one job: its figures, lost time, attempts, performance."""
+    console.print(_figures_table(job))
+    lost = _lost_table(job)
+    if lost is not None:
+        console.print(lost)
+    console.print(_attempts_table(job))
+    perf = job.get("performance")  # issue 26: `ett report` adds it
+    if isinstance(perf, dict):
+        from ._render_performance import print_performance
+
+        print_performance(perf, console)
+
+
+def _figures_table(job: JobJSON) -> Table:
+    """The job's figures, one per row."""
     head = Table(title=f"Job {job['job_id']}", show_header=False, title_justify="left")
     head.add_column(style="bold")
     head.add_column()
@@ -139,22 +153,31 @@ def print_report(job: JobJSON, console: Console) -> None:
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
         head.add_row("figures as of", instant(job["computed_at"]) + note)
-    console.print(head)
+    return head
+
+
+def _lost_table(job: JobJSON) -> Table | None:
+    """Lost time by component, with a bar of its share of the wall time (None: none lost)."""
     lost = job["lost_by_component"]
-    if lost:
-        t = Table(title="Lost time by component", title_justify="left")
-        t.add_column("component")
-        t.add_column("lost", justify="right")
-        t.add_column("% of wall", justify="right")
-        t.add_column("")
-        for comp, secs in lost.items():
-            t.add_row(
-                comp,
-                duration(secs),
-                f"{100 * secs / job['wall_s']:.1f}%" if job["wall_s"] else "-",
-                _bar(secs, job["wall_s"]),
-            )
-        console.print(t)
+    if not lost:
+        return None
+    t = Table(title="Lost time by component", title_justify="left")
+    t.add_column("component")
+    t.add_column("lost", justify="right")
+    t.add_column("% of wall", justify="right")
+    t.add_column("")
+    for comp, secs in lost.items():
+        t.add_row(
+            comp,
+            duration(secs),
+            f"{100 * secs / job['wall_s']:.1f}%" if job["wall_s"] else "-",
+            _bar(secs, job["wall_s"]),
+        )
+    return t
+
+
+def _attempts_table(job: JobJSON) -> Table:
+    """One row per attempt; columns wrap between words, never cutting one."""
     headers = ("#", "allocated", "first batch", "end", "end reason", "cause", "rank")
     rows = [
         (
@@ -174,16 +197,21 @@ def print_report(job: JobJSON, console: Console) -> None:
         att.add_column(col, overflow="fold", min_width=min(max(map(len, words), default=1), 10))
     for row in rows:
         att.add_row(*row)
-    console.print(att)
-    perf = job.get("performance")  # issue 26: `ett report` adds it
-    if isinstance(perf, dict):
-        from ._render_performance import print_performance
-
-        print_performance(perf, console)
+    return att
 
 
-_JOB_COLUMNS = ("job", "state", "model", "team", "ended", "wall", "ETT", "idle", "failure",
-                "failures")  # fmt: skip
+_JOB_COLUMNS = (
+    "job",
+    "state",
+    "model",
+    "team",
+    "ended",
+    "wall",
+    "ETT",
+    "idle",
+    "failure",
+    "failures",
+)
 _RIGHT = frozenset(("wall", "ETT", "idle", "failure", "failures"))
 _DROPPED_WHEN_NARROW = ("team", "model", "ended", "wall", "idle", "failures", "failure")
 """Columns left out, in this order, while a terminal is too narrow for the table."""
@@ -209,8 +237,9 @@ def plain_table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
     widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
 
     def line(cells: dict[str, str]) -> str:
-        out = [cells[c].rjust(widths[c]) if c in _RIGHT else cells[c].ljust(widths[c])
-               for c in columns]  # fmt: skip
+        out = [
+            cells[c].rjust(widths[c]) if c in _RIGHT else cells[c].ljust(widths[c]) for c in columns
+        ]
         return "  ".join(out).rstrip()
 
     return "\n".join([line({c: c for c in columns}), *(line(r) for r in rows)])

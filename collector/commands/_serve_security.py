@@ -25,40 +25,46 @@ SECURITY_ENVIRONMENT = """\
 """
 
 
+_FILE_OPTION: dict[str, Any] = {"type": Path, "default": None, "metavar": "FILE"}
+"""What every file option of ``ett serve``'s credentials and TLS shares."""
+
+
 def add_options(serve: Any) -> None:
     """``--write-tokens``, ``--read-tokens``, ``--admin-tokens`` (files), ``--tls-cert``,
     ``--tls-key``, ``--tls-client-ca``."""
     for scope in Scope:
-        serve.add_argument(
-            f"--{scope.value}-tokens", type=Path, default=None, metavar="FILE",
-            help=f"file of {scope.value} tokens, one per line (or ETT_{scope.name}_TOKENS_FILE)",
-        )  # fmt: skip
-    serve.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
-                       help="PEM certificate chain: serve HTTPS (or ETT_TLS_CERT)")  # fmt: skip
-    serve.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
-                       help="the certificate's PEM key (or ETT_TLS_KEY)")  # fmt: skip
-    serve.add_argument("--tls-client-ca", type=Path, default=None, metavar="FILE",
-                       help="require client certificates signed by this CA bundle "
-                       "(or ETT_TLS_CLIENT_CA)")  # fmt: skip
+        text = f"file of {scope.value} tokens, one per line (or ETT_{scope.name}_TOKENS_FILE)"
+        serve.add_argument(f"--{scope.value}-tokens", **_FILE_OPTION, help=text)
+    text = "PEM certificate chain: serve HTTPS (or ETT_TLS_CERT)"
+    serve.add_argument("--tls-cert", **_FILE_OPTION, help=text)
+    serve.add_argument(
+        "--tls-key", **_FILE_OPTION, help="the certificate's PEM key (or ETT_TLS_KEY)"
+    )
+    text = "require client certificates signed by this CA bundle (or ETT_TLS_CLIENT_CA)"
+    serve.add_argument("--tls-client-ca", **_FILE_OPTION, help=text)
 
 
 def apply(args: argparse.Namespace, settings: Settings) -> Settings:
-    """``settings`` with the options given on the command line (over the environment's).
+    """``settings`` with the options given on the command line (over the environment's): the
+    credentials, TLS, and the alert settings the alerts part built from its options
+    (``args.alert_settings``, ``ett_collector.alerts.commands``).
 
     Raises:
         ConfigError: a file that cannot be read, a key without its certificate..."""
     auth = settings.auth.with_files({s: getattr(args, f"{s.value}_tokens") for s in Scope})
     tls = TlsSettings(
-        args.tls_cert or settings.tls.cert,
-        args.tls_key or settings.tls.key,
-        args.tls_client_ca or settings.tls.client_ca,
+        cert=args.tls_cert or settings.tls.cert,
+        key=args.tls_key or settings.tls.key,
+        client_ca=args.tls_client_ca or settings.tls.client_ca,
     )
-    return dataclasses.replace(settings, auth=auth, tls=tls)
+    alerts = getattr(args, "alert_settings", None) or settings.alerts
+    return dataclasses.replace(settings, auth=auth, tls=tls, alerts=alerts)
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:
-    """The variables that give worker processes these credential and TLS settings."""
-    return {**settings.auth.environment(), **settings.tls.environment()}
+    """The variables that give worker processes these credential, TLS and alert settings."""
+    alerts = settings.alerts.environment() if settings.alerts is not None else {}
+    return {**settings.auth.environment(), **settings.tls.environment(), **alerts}
 
 
 def scheme(settings: Settings) -> str:
@@ -74,9 +80,12 @@ def warn_if_open(settings: Settings) -> None:
         loopback = settings.host == "localhost"
     if loopback:
         return
-    missing = [what for what, ok in (("tokens", settings.token or settings.auth.enabled),
-                                     ("TLS", settings.tls.enabled)) if not ok]  # fmt: skip
+    has = {"tokens": bool(settings.token or settings.auth.enabled), "TLS": settings.tls.enabled}
+    missing = [what for what, ok in has.items() if not ok]
     if missing:
-        print(f"ett serve: warning: listening on {settings.host} without {' or '.join(missing)}: "
-              "anyone who can reach it may send or read; README 'Running a fleet's collector "
-              "safely'", file=sys.stderr)  # fmt: skip
+        print(
+            f"ett serve: warning: listening on {settings.host} without {' or '.join(missing)}: "
+            "anyone who can reach it may send or read; README 'Running a fleet's collector "
+            "safely'",
+            file=sys.stderr,
+        )

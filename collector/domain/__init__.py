@@ -1,5 +1,6 @@
 """The ETT math: spans in, segments and figures out. Pure functions over frozen dataclasses."""
 
+from ._activity import Activity, job_activity
 from ._checkpoints import checkpoints_of
 from ._figures import (
     DEFAULT_WINDOW_S,
@@ -9,12 +10,13 @@ from ._figures import (
     is_failed,
     job_state,
     lost_by_component,
-    summarize,
     ttr,
     tts,
     young_interval,
 )
+from ._summary import summarize
 from ._sweep import sweep
+from ._young import young_training
 from .model import (
     AttemptSummary,
     Category,
@@ -29,6 +31,7 @@ from .model import (
 
 __all__ = [
     "DEFAULT_WINDOW_S",
+    "Activity",
     "AttemptSummary",
     "Category",
     "CheckpointAdvice",
@@ -43,6 +46,7 @@ __all__ = [
     "checkpoints_of",
     "failure_cause",
     "is_failed",
+    "job_activity",
     "job_state",
     "lost_by_component",
     "summarize",
@@ -50,4 +54,5 @@ __all__ = [
     "ttr",
     "tts",
     "young_interval",
+    "young_training",
 ]

@@ -26,7 +26,7 @@ _REASON_RANK = {
 
 @dataclass(frozen=True, slots=True)
 class AttemptFacts:
-    """The instants ETT-SPEC section 3 defines for one attempt, before live-ness is applied."""
+    """The instants docs/metrics.md defines for one attempt, before live-ness is applied."""
 
     attempt: int
     spans: tuple[SpanRecord, ...]

@@ -1,6 +1,6 @@
 """What each span charges: the component a span names in start-up, training and shutdown.
 
-One function per part of an attempt (ETT-SPEC section 3 and its extensions in docs/metrics.md):
+One function per part of an attempt (the rules of docs/metrics.md):
 
 - start-up follows a rank's phases: ``ett.startup.<phase>``, and the spans that stand for a phase
   there (``ett.compile``, a standalone ``ett.publish``, a data stall, a user-named blocking event);

@@ -1,4 +1,4 @@
-"""Checkpoints of an attempt (ETT-SPEC section 3): blocking, snapshot and commit instants, the
+"""Checkpoints of an attempt (docs/metrics.md): blocking, snapshot and commit instants, the
 step the next attempt restored, where unsaved time starts, and per-save blocking statistics."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""ETT-SPEC section 3.1 (v1.1): the start-up critical path through barrier phases.
+"""The start-up critical path through barrier phases (docs/metrics.md, "The start-up critical
+path (v1.1)").
 
 A barrier phase (``rendezvous``, ``pg_init``, or any start-up phase whose span says
 ``ett.barrier`` = true) is one that no rank leaves before every rank has entered it. The time

@@ -1,6 +1,6 @@
 """Inside the loop: ideal step time, slow time, slow windows and the straggler rank (issue 26).
 
-Figures beside ETT-SPEC's, never in them (docs/metrics.md, "Inside the loop", has the formulas).
+Figures beside the ETT ones, never in them (docs/metrics.md, "Inside the loop", has the formulas).
 Pure: :class:`Point` values (a raw window, or a compacted bucket of a rank's windows) and the
 job's other spans in, a JSON-ready dict out.
 
@@ -161,7 +161,7 @@ def stragglers(
                     for r in sorted(scores, key=lambda r: (-scores[r], r))[:5]
                 ],
             }
-        )  # fmt: skip
+        )
     return out
 
 
@@ -203,9 +203,17 @@ def slow_windows(
             )
             lost = p.seconds - p.steps * ideal
             out.append(
-                {"attempt": a, "rank": r, "start": p.start, "end": p.end, "step_s": step,
-                 "ratio": round(step / ideal, 4), "lost_s": round(lost, 6), "overlaps": names}
-            )  # fmt: skip
+                {
+                    "attempt": a,
+                    "rank": r,
+                    "start": p.start,
+                    "end": p.end,
+                    "step_s": step,
+                    "ratio": round(step / ideal, 4),
+                    "lost_s": round(lost, 6),
+                    "overlaps": names,
+                }
+            )
     out.sort(key=lambda w: (-float(w["lost_s"]), float(w["start"])))  # type: ignore[arg-type]
     return out[:MAX_SLOW_WINDOWS]
 
@@ -250,7 +258,7 @@ def performance(
         "slow_windows": [],
         "stragglers": stragglers(ranks, stalled),
         "straggler_threshold": STRAGGLER_RATIO,
-    }  # fmt: skip
+    }
     if ideal:
         slow_s, loop_s = _slow(ranks, stalled, ideal)
         base = productive_s if productive_s else loop_s

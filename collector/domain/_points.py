@@ -44,11 +44,18 @@ def point_of_window(span: SpanRecord) -> Point | None:
     steps, seconds = last - first + 1, max(0.0, span.end - span.start)
     timed = type(wait) in (int, float)
     return Point(
-        span.attempt, span.rank, span.start, span.end, 1, steps,
-        samples if type(samples) is int else 0, seconds,
-        steps if timed else 0, seconds if timed else 0.0,
+        span.attempt,
+        span.rank,
+        span.start,
+        span.end,
+        1,
+        steps,
+        samples if type(samples) is int else 0,
+        seconds,
+        steps if timed else 0,
+        seconds if timed else 0.0,
         min(max(0.0, float(wait)), seconds) if timed else 0.0,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
 
 
 INTERRUPTED_SHARE = 0.05

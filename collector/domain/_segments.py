@@ -1,4 +1,5 @@
-"""ETT-SPEC section 3: the segments of one attempt (start-up, training, shutdown)."""
+"""The segments of one attempt (start-up, training, shutdown): docs/metrics.md, "Segments, in
+order"."""
 
 from __future__ import annotations
 
@@ -30,16 +31,8 @@ class TrainingResult:
     snapshot_intervals: list[float]
 
 
-def _follow(
-    attempt: int,
-    spans: Sequence[SpanRecord],
-    lo: float,
-    hi: float,
-    rank: int,
-    category: Category,
-) -> list[Segment]:
-    """``[lo, hi]`` attributed along ``rank``'s phases, split evenly where they overlap;
-    instants in no phase go to ``other``."""
+def _phases(spans: Sequence[SpanRecord], rank: int) -> list[tuple[float, float, str]]:
+    """``rank``'s start-up phases as ``(start, end, component)``."""
     phases: list[tuple[float, float, str]] = []
     for s in spans:
         if s.rank != rank:
@@ -47,10 +40,7 @@ def _follow(
         comp = phase_component(s)
         if comp is not None:
             phases.append((s.start, s.end, comp))
-    return [
-        Segment(attempt, a, b, category, SegmentKind.STARTUP, labels or (_OTHER,))
-        for a, b, labels in sweep(lo, hi, phases)
-    ]
+    return phases
 
 
 def startup_segments(
@@ -64,12 +54,21 @@ def startup_segments(
 ) -> list[Segment]:
     """Start-up ``[lo, hi]`` along the critical path (:func:`critical_path`) with ``rank`` the
     critical rank; with ``through_barriers`` False, the whole of it along ``rank``."""
+
+    def follow(a: float, b: float, along: int) -> list[Segment]:
+        """``[a, b]`` attributed along rank ``along``'s phases, split evenly where they
+        overlap; instants in no phase go to ``other``."""
+        return [
+            Segment(attempt, x, y, category, SegmentKind.STARTUP, labels or (_OTHER,))
+            for x, y, labels in sweep(a, b, _phases(spans, along))
+        ]
+
     if not through_barriers:
-        return _follow(attempt, spans, lo, hi, rank, category)
+        return follow(lo, hi, rank)
     out: list[Segment] = []
     for piece in critical_path(spans, lo, hi, rank):
         if piece.rank is not None:
-            out += _follow(attempt, spans, piece.start, piece.end, piece.rank, category)
+            out += follow(piece.start, piece.end, piece.rank)
         else:
             comp = piece.component or _OTHER
             out.append(

@@ -26,7 +26,7 @@ class Category(StrEnum):
 
 
 class SegmentKind(StrEnum):
-    """Which rule of ETT-SPEC section 3 produced a segment."""
+    """Which rule of docs/metrics.md, "Segments, in order", produced a segment."""
 
     STARTUP = "startup"
     TRAINING = "training"
@@ -124,7 +124,7 @@ class AttemptSummary:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointAdvice:
-    """Young's checkpoint interval advice (ETT-SPEC section 3)."""
+    """Young's checkpoint interval advice (docs/metrics.md, "Figures")."""
 
     interval_s: float | None
     optimal_interval_s: float | None
@@ -176,9 +176,9 @@ class TimeSplit:
 
 @dataclass(frozen=True, slots=True)
 class JobSummary(TimeSplit):
-    """Every figure of one job (ETT-SPEC sections 3 and 5): the :class:`TimeSplit` and the
-    fields below; ``ett_collector.schemas.job_json`` is its JSON object (``JobJSON``, whose
-    fields a unit test keeps equal to these)."""
+    """Every figure of one job (docs/metrics.md, "Figures" and "What a user can ask"): the
+    :class:`TimeSplit` and the fields below; ``ett_collector.schemas.job_json`` is its JSON
+    object (``JobJSON``, whose fields a unit test keeps equal to these)."""
 
     job_id: str
     state: JobState

@@ -1,8 +1,8 @@
 """Turning decoded spans into :class:`SpanRecord` values: identity, validation and counting.
 
 Both wire formats feed a :class:`SpanBatch`: once per resource (:meth:`SpanBatch.resource`),
-then once per span (:meth:`SpanBatch.add`). Identity follows ETT-SPEC section 2: resource
-attributes, overridden by span attributes.
+then once per span (:meth:`SpanBatch.add`). Identity follows docs/metrics.md,
+"The spans it reads": resource attributes, overridden by span attributes.
 """
 
 from __future__ import annotations

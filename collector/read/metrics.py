@@ -20,27 +20,24 @@ class CollectorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._shared: list[Collector] = []
-        self.requests = Counter(
+        # kept alike: one declaration per metric (each its own name, help and labels)
+        self.requests = self._counter(
             "ett_ingest_requests",
             "OTLP export requests by HTTP status code.",
-            ["code"],
-            registry=self.registry,
+            "code",
         )
-        self.spans = Counter(
+        self.spans = self._counter(
             "ett_ingest_spans",
             "Spans received, by outcome (accepted or rejected).",
-            ["outcome"],
-            registry=self.registry,
+            "outcome",
         )
-        self.unknown_span_names = Counter(
+        self.unknown_span_names = self._counter(
             "ett_ingest_unknown_span_names",
             "Accepted spans whose name is not in the ETT vocabulary (kept).",
-            registry=self.registry,
         )
-        self.unknown_attributes = Counter(
+        self.unknown_attributes = self._counter(
             "ett_ingest_unknown_attributes",
             "Attributes under the ett. namespace that are not in the vocabulary (kept).",
-            registry=self.registry,
         )
         self.recompute_seconds = Histogram(
             "ett_recompute_duration_seconds",
@@ -48,27 +45,28 @@ class CollectorMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
             registry=self.registry,
         )
-        self.auth_refusals = Counter(
+        self.auth_refusals = self._counter(
             "ett_auth_refusals",
             "Requests refused for their credentials, by reason: missing, wrong (not a valid "
             "token), forbidden (a valid token without the route's scope), url (a credential in "
             "the query string) or banned (an address past ETT_AUTH_MAX_FAILURES wrong tokens).",
-            ["reason"],
-            registry=self.registry,
+            "reason",
         )
-        self.recompute_failures = Counter(
+        self.recompute_failures = self._counter(
             "ett_recompute_failures",
             "Recomputes that raised (the job is marked failed with the reason until a new span).",
-            registry=self.registry,
         )
-        self.unfolded_windows = Counter(
+        self.unfolded_windows = self._counter(
             "ett_windows_unfolded",
             "Heartbeat windows that start where their rank's run ends yet could not be folded "
             "into it, by reason: steps_missing, steps_back (a step counter that went back) or "
             "attributes (another attribute changed); each is kept as a run of its own.",
-            ["reason"],
-            registry=self.registry,
+            "reason",
         )
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        """A counter of ``name`` on this registry, with ``labels``."""
+        return Counter(name, documentation, labels, registry=self.registry)
 
     def observe_recompute_failure(self, job_id: str, reason: str) -> None:
         """Count one failed recompute (job id and reason go to the log and the job, not to a

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..storage import _advice, _timeseries
 from .activity import activity
 from .query import NotFound, Query, QueryError, parse_instant
 
@@ -24,6 +23,7 @@ class Overview:
     def __init__(self, query: Query) -> None:
         self.query = query
 
+    # kept alike: the read API's parameters (text instants, checked here) mirror the query's
     def fleet(
         self,
         since: str | None = None,
@@ -49,15 +49,15 @@ class Overview:
         if limit < 0 or limit > 1000:
             raise QueryError("limit must be between 0 and 1000")
         try:
-            return _timeseries.fleet_overview(
-                self.query.store.engine, lo, hi, by, bucket, model, team, state, limit
+            return self.query.store.fleet_overview(
+                lo, hi, by=by, bucket=bucket, model=model, team=team, state=state, limit=limit
             )
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
 
     def facets(self) -> dict[str, list[str]]:
         """The models, teams and states a filter can choose from."""
-        out = _timeseries.facets(self.query.store.engine)
+        out = self.query.store.facets()
         out["states"] = list(_states())
         return out
 
@@ -66,7 +66,7 @@ class Overview:
     ) -> dict[str, Any]:
         """Checkpoint interval in use vs Young's optimum, per model (pooled) and per job."""
         lo = parse_instant(since, self.query.clock())
-        return _advice.checkpoint_advice(self.query.store.engine, lo, model, team)
+        return self.query.store.checkpoint_advice(lo, model, team)
 
     def activity(self, job_id: str) -> dict[str, list[dict[str, Any]]]:
         """The job's start-up phases per rank, checkpoints, restores, compiles and failures."""

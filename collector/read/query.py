@@ -1,4 +1,6 @@
-"""The one query layer behind the CLI, the HTTP read API and the dashboards (ETT-SPEC section 5).
+"""The one query layer behind the CLI, the HTTP read API and the dashboards.
+
+What they ask: docs/metrics.md, "What a user can ask".
 
 Freshness: reads never wait on a recompute. Lists (jobs, lost time) answer the stored figures at
 once; each job carries its ``computed_at``, and the pipeline's background worker keeps them fresh.
@@ -125,29 +127,29 @@ class Query:
         if self.recheck_s > 0:
             trusted = answers.trusted(job_id, self.recheck_s)
             if trusted is not None:
-                if trusted[0][0]:  # dirty: as job() does, make sure its recompute is under way
+                trusted_stamp, trusted_body = trusted
+                if trusted_stamp.dirty:  # as job() does, make sure its recompute is under way
                     self.pipeline.schedule(job_id, dirty=True)
-                return trusted[1]
+                return trusted_body
         token = answers.token()  # before the lookup: a change marked after it is not missed
         checked = answers.clock()
         stamp = self.store.figures_stamp(job_id)
-        if stamp is None or stamp[3] is None:  # unknown, or no figures yet: the plain read
+        if stamp is None or stamp.computed_at is None:  # unknown, or no figures: the plain read
             return encode(self.job(job_id))
         kept = answers.get(job_id, stamp, checked, token)
         if kept is not None:
-            if stamp[0]:  # dirty: as job() does, make sure its recompute is under way
+            if stamp.dirty:  # as job() does, make sure its recompute is under way
                 self.pipeline.schedule(job_id, dirty=True)
             return kept
         fresh, failure, job = self._stored(job_id)
         body = encode(self._answer(job_id, fresh, failure, job))
         assert job is not None  # figures are never removed
-        dirty, stamped_failure, _seq, computed_at, span_count, last_end = stamp
         if (
-            fresh is not dirty
-            and failure == stamped_failure
-            and job.get("computed_at") == computed_at
-            and job.get("span_count") == span_count
-            and job.get("last_span_end") == last_end
+            fresh is not stamp.dirty
+            and failure == stamp.failure
+            and job.get("computed_at") == stamp.computed_at
+            and job.get("span_count") == stamp.span_count
+            and job.get("last_span_end") == stamp.last_span_end
         ):  # what was read is what the stamp names (nothing saved in between): keep it
             answers.put(job_id, stamp, body, checked, token)
         return body

@@ -1,4 +1,4 @@
-"""Checkpoint interval advice across jobs and models (ETT-SPEC section 3, Young's interval),
+"""Checkpoint interval advice across jobs and models (docs/metrics.md, "Figures": Young's interval),
 read from the stored summaries: one query, one row per job, one row per model.
 
 A model's optimum pools its jobs: ``I* = sqrt(2·B·T/F)`` with ``B`` the mean blocking per
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from ett_collector.domain import young_interval
+from ett_collector.domain import young_interval, young_training
 from ett_collector.schemas import MIN_ADVICE_FAILURES, advice_ok
 from ett_collector.storage._tables import job_figures
 
@@ -22,12 +22,13 @@ def _job_row(summary: dict[str, Any]) -> dict[str, Any]:
     attempts = summary.get("attempts") or []
     ranks = max((len(a.get("ranks") or ()) for a in attempts), default=1) or 1
     failures = int(summary.get("failures") or 0)
-    optimal, mean_b = advice.get("optimal_interval_s"), advice.get("mean_blocking_s")
     # the training time T of Young's formula, recovered from the job's own optimum where it
-    # has one (I* = sqrt(2·B·T/F)); else its productive seconds
-    training = float(summary.get("productive_s") or 0.0)
-    if optimal and mean_b and failures:
-        training = optimal * optimal * failures / (2.0 * mean_b)
+    # has one; else its productive seconds
+    training = young_training(
+        advice.get("optimal_interval_s"), advice.get("mean_blocking_s"), failures
+    )
+    if training is None:
+        training = float(summary.get("productive_s") or 0.0)
     return {
         "job_id": summary["job_id"],
         "model": summary.get("model"),

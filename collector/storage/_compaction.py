@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from ett_collector.storage._runs import (
     runs_of_rows,
 )
 from ett_collector.storage._series import load_sql, not_replays, series_rows, upsert_sql
+from ett_collector.storage._sql import placeholders, quoted_columns
 
 log = logging.getLogger("ett_collector")
 
@@ -62,10 +63,6 @@ def _fetch(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return list(cursor.fetchall())
     finally:
         cursor.close()
-
-
-def _cols(columns: Iterable[str]) -> str:
-    return ", ".join(f'"{c}"' for c in columns)
 
 
 @dataclass(frozen=True)
@@ -96,10 +93,10 @@ class CompactionSql:
             ),
             take_raw=(
                 f"DELETE FROM spans WHERE job_id = {ph} AND start < {ph}"
-                f' AND name = {ph} AND "end" < {ph} RETURNING {_cols(SPAN_COLUMNS)}'
+                f' AND name = {ph} AND "end" < {ph} RETURNING {quoted_columns(SPAN_COLUMNS)}'
             ),
             runs_from=(
-                f"SELECT {_cols(RUN_COLUMNS)} FROM window_runs"
+                f"SELECT {quoted_columns(RUN_COLUMNS)} FROM window_runs"
                 f' WHERE job_id = {ph} AND "end" >= {ph}'
             ),
             delete_run=(
@@ -112,8 +109,8 @@ class CompactionSql:
                 f" AND start = {ph} AND trace_id = {ph} AND span_id = {ph}"
             ),
             insert_run=(
-                f"INSERT INTO window_runs ({_cols(RUN_COLUMNS)})"
-                f" VALUES ({', '.join([ph] * len(RUN_COLUMNS))})"
+                f"INSERT INTO window_runs ({quoted_columns(RUN_COLUMNS)})"
+                f" VALUES ({placeholders(ph, len(RUN_COLUMNS))})"
             ),
             delete_raw=(
                 f"DELETE FROM spans WHERE job_id = {ph} AND start = {ph} AND trace_id = {ph}"
@@ -121,7 +118,7 @@ class CompactionSql:
             ),
             uncount=f"UPDATE jobs SET span_count = span_count - {ph} WHERE job_id = {ph}",
             load_runs=(
-                f"SELECT {_cols(RUN_COLUMNS)} FROM window_runs WHERE job_id = {ph}"
+                f"SELECT {quoted_columns(RUN_COLUMNS)} FROM window_runs WHERE job_id = {ph}"
                 " ORDER BY attempt, rank, start"
             ),
             hold=(  # always writes the row: folds of one job at ingest take turns on it
@@ -325,12 +322,21 @@ class Compactor:
                     self._logged.clear()
                 self._logged.add(job_id)
                 log.warning(
-                    "job %s: a window of rank %d (attempt %d) at %.3f starts where the previous"
-                    " one ends but cannot be folded into its run (%s: steps %s..%s after %s);"
-                    " such windows are kept as runs of their own (ett_windows_unfolded_total)",
-                    job_id, b.rank, b.attempt, b.start, reason, b.step_first, b.step_last,
-                    a.step_last,
-                )  # fmt: skip
+                    "job %(job)s: a window of rank %(rank)d (attempt %(attempt)d) at %(start).3f"
+                    " starts where the previous one ends but cannot be folded into its run"
+                    " (%(reason)s: steps %(first)s..%(last)s after %(before)s); such windows are"
+                    " kept as runs of their own (ett_windows_unfolded_total)",
+                    {
+                        "job": job_id,
+                        "rank": b.rank,
+                        "attempt": b.attempt,
+                        "start": b.start,
+                        "reason": reason,
+                        "first": b.step_first,
+                        "last": b.step_last,
+                        "before": a.step_last,
+                    },
+                )
 
     def load_series(self, conn: Connection, job_id: str) -> list[Any]:
         """The job's ``window_series`` rows (``_series.SERIES_COLUMNS`` order)."""

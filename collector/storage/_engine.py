@@ -127,17 +127,26 @@ def give_back_pages(engine: Engine, stop: threading.Event, pause_s: float) -> in
             return 0
     given = 0
     while not stop.is_set():
-        raw = engine.raw_connection()
-        try:
-            driver: Any = raw.driver_connection  # sqlite3, in autocommit (see above)
-            free = int(driver.execute("PRAGMA freelist_count").fetchone()[0])
-            if free == 0:
-                return given
-            # each step of the pragma frees one page; sqlite3's execute() steps a statement
-            # without columns once, its executescript() to the end
-            driver.executescript(f"PRAGMA incremental_vacuum({VACUUM_STEP_PAGES})")
-        finally:
-            raw.close()
-        given += min(free, VACUUM_STEP_PAGES)
+        freed = vacuum_step(engine)
+        if freed == 0:
+            return given
+        given += freed
         stop.wait(pause_s)
     return given
+
+
+def vacuum_step(engine: Engine, pages: int = VACUUM_STEP_PAGES) -> int:
+    """SQLite with incremental auto-vacuum: give up to ``pages`` free pages of the file back to
+    the disk, in one write transaction; how many it gave (0: none were free)."""
+    raw = engine.raw_connection()
+    try:
+        driver: Any = raw.driver_connection  # sqlite3, in autocommit (see above)
+        free = int(driver.execute("PRAGMA freelist_count").fetchone()[0])
+        if free == 0:
+            return 0
+        # each step of the pragma frees one page; sqlite3's execute() steps a statement
+        # without columns once, its executescript() to the end
+        driver.executescript(f"PRAGMA incremental_vacuum({pages})")
+    finally:
+        raw.close()
+    return min(free, pages)

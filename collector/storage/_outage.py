@@ -34,8 +34,9 @@ of memory, too many connections), object not in prerequisite state (lock not ava
 operator intervention (admin shutdown, cannot connect now), system error (I/O)."""
 
 
-def is_passing(error: BaseException) -> bool:
-    """True when ``error`` is a database failure that retrying later can get past."""
+def is_transient_db_error(error: BaseException) -> bool:
+    """True when ``error`` is a database failure that retrying later can get past (an outage:
+    answered 503 with ``Retry-After``); False for a bug (answered 500)."""
     if isinstance(error, exc.TimeoutError):  # no pooled connection came free in time
         return True
     if not isinstance(error, exc.DBAPIError):

@@ -38,6 +38,7 @@ before it gives up until the next pass, so ingest never queues behind it for lon
 _NAME = re.compile(r"^spans_p(\d{8})$")
 
 
+# kept alike: commands/_target.Target has the same shape (a two-field record), no shared rule
 @dataclass(frozen=True)
 class Partition:
     """One day's partition of ``spans``: ``[lo, lo + 86400)``."""

@@ -47,8 +47,16 @@ from ett_collector.storage._retention_policy import (
     pruned_jobs,
 )
 
-__all__ = ["KEPT", "RUNS_GONE", "SPANS_GOING", "SPANS_GONE", "Policy", "Retention", "Tally",
-           "pruned_jobs"]  # fmt: skip
+__all__ = [
+    "KEPT",
+    "RUNS_GONE",
+    "SPANS_GOING",
+    "SPANS_GONE",
+    "Policy",
+    "Retention",
+    "Tally",
+    "pruned_jobs",
+]
 
 
 class Retention:
@@ -187,20 +195,25 @@ class Retention:
             tally.span_jobs += 1
             if not self._drain("spans", job_id, tally, "spans", stop, progress):
                 return
-            self._mark(job_id, SPANS_GONE, ", span_count = (SELECT COALESCE(SUM(\"count\"), 0)"
-                       f" FROM window_runs WHERE job_id = {ph})", (job_id,))  # fmt: skip
+            recount = (
+                ', span_count = (SELECT COALESCE(SUM("count"), 0)'
+                f" FROM window_runs WHERE job_id = {ph})"
+            )
+            self._mark(job_id, SPANS_GONE, recount, (job_id,))
             pruned = SPANS_GONE
         if pruned < RUNS_GONE and (runs_due or figures_due):
             tally.run_jobs += 1
             if not self._drain("window_runs", job_id, tally, "runs", stop, progress):
                 return
             series = self._has_series()
-            if series and not self._drain("window_series", job_id, tally, "series", stop,
-                                          progress, "bucket"):  # fmt: skip
+            if series and not self._drain(
+                "window_series", job_id, tally, "series", stop, progress, "bucket"
+            ):
                 return
             with self._writes.begin() as conn:
-                conn.exec_driver_sql(f"DELETE FROM window_compaction WHERE job_id = {ph}",
-                                     (job_id,))  # fmt: skip
+                conn.exec_driver_sql(
+                    f"DELETE FROM window_compaction WHERE job_id = {ph}", (job_id,)
+                )
             self._mark(job_id, RUNS_GONE, ", span_count = 0", ())
             pruned = RUNS_GONE
         if figures_due and pruned == RUNS_GONE:
@@ -217,9 +230,14 @@ class Retention:
                 f" WHERE pruned = {KEPT} AND job_id IN (SELECT j.job_id FROM jobs j"
                 f' JOIN job_figures f ON f.job_id = j.job_id WHERE f."end" < {ph}'
                 f" AND f.state <> {ph} AND j.dirty = {ph} AND j.last_seen < {ph})",
-                (now, self._cutoffs(now)[0], JobState.RUNNING.value, False,
-                 now - self.policy.quiet_s),
-            )  # fmt: skip
+                (
+                    now,
+                    self._cutoffs(now)[0],
+                    JobState.RUNNING.value,
+                    False,
+                    now - self.policy.quiet_s,
+                ),
+            )
 
     def _mark(self, job_id: str, level: int, more: str, args: tuple[object, ...]) -> None:
         ph = self._ph

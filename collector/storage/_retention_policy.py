@@ -74,8 +74,11 @@ class Tally:
             f"{self.alerts:,} resolved alert(s)",
         ]
         if self.partitions:
-            parts.insert(1, f"{self.partitions:,} day partition(s) of spans dropped "
-                         f"(about {self.partition_rows:,} spans)")  # fmt: skip
+            parts.insert(
+                1,
+                f"{self.partitions:,} day partition(s) of spans dropped "
+                f"(about {self.partition_rows:,} spans)",
+            )
         return "; ".join(parts)
 
 

@@ -6,7 +6,7 @@ own may write ``last``, a last step exclusive, or skip steps: only a step that g
 a run). Such a chain is stored as one ``window_runs`` row and given to the domain as one window
 record spanning ``[first start, last end]``, with the first window's ids and attributes, the
 last window's ``ett.step.last``, the summed ``ett.samples`` and ``count`` (the windows it stands
-for). Every rule of ETT-SPEC section 3 that reads windows reads only the latest end
+for). Every rule of docs/metrics.md that reads windows reads only the latest end
 (``progress(a)``, ``end(a)``, liveness), the earliest start, the ranks and the attributes other
 than the three counters, so the figures from runs equal the figures from the raw windows; a
 break in time, a step going back or any other attribute changed starts a new run, so every gap
@@ -100,9 +100,16 @@ class Run:
     def of(cls, record: SpanRecord) -> Run:
         """The run of one window record (or of a stored run)."""
         run = cls.of_attrs(
-            record.job_id, record.attempt, record.rank, record.trace_id, record.span_id,
-            record.start, record.end, record.count, dict(record.attributes),
-        )  # fmt: skip
+            job_id=record.job_id,
+            attempt=record.attempt,
+            rank=record.rank,
+            trace_id=record.trace_id,
+            span_id=record.span_id,
+            start=record.start,
+            end=record.end,
+            count=record.count,
+            attrs=dict(record.attributes),
+        )
         run.base = record
         return run
 
@@ -122,9 +129,20 @@ class Run:
         """The run of one window; ``attrs`` is taken over (its counters popped)."""
         first, last, samples, others, raw = window_parts(attrs)
         return cls(
-            job_id, attempt, rank, trace_id, span_id, start, end, first, last, samples,
-            count, others, raw,
-        )  # fmt: skip
+            job_id=job_id,
+            attempt=attempt,
+            rank=rank,
+            trace_id=trace_id,
+            span_id=span_id,
+            start=start,
+            end=end,
+            step_first=first,
+            step_last=last,
+            samples=samples,
+            count=count,
+            others=others,
+            raw=raw,
+        )
 
     def continued_by(self, nxt: Run) -> bool:
         """True when ``nxt`` starts where this run ends, its steps do not go back
@@ -184,9 +202,17 @@ class Run:
         if b is not None and self.count == b.count and self.end == b.end:
             return b
         return SpanRecord(
-            self.trace_id, self.span_id, WINDOW, self.start, self.end, self.job_id,
-            self.attempt, self.rank, self._attrs(True), self.count,
-        )  # fmt: skip
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            name=WINDOW,
+            start=self.start,
+            end=self.end,
+            job_id=self.job_id,
+            attempt=self.attempt,
+            rank=self.rank,
+            attributes=self._attrs(True),
+            count=self.count,
+        )
 
     def key(self) -> tuple[int, int, float, str, str]:
         """The ``window_runs`` key but the job: (attempt, rank, start, trace id, span id)."""
@@ -196,10 +222,19 @@ class Run:
         """The run's ``window_runs`` row (:data:`RUN_COLUMNS` order): the first window's
         attributes without ``ett.step.last`` and ``ett.samples``, which its columns hold."""
         return (
-            self.job_id, self.attempt, self.rank, self.start, self.trace_id, self.span_id,
-            self.end, self.step_first, self.step_last, self.samples, self.count,
+            self.job_id,
+            self.attempt,
+            self.rank,
+            self.start,
+            self.trace_id,
+            self.span_id,
+            self.end,
+            self.step_first,
+            self.step_last,
+            self.samples,
+            self.count,
             encode_json(self._attrs(False)),
-        )  # fmt: skip
+        )
 
 
 WindowParts = tuple[

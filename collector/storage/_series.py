@@ -1,7 +1,7 @@
 """The step-time series of folded windows: what compaction keeps of each window's performance.
 
 A window run (``_runs.py``) keeps a rank's first and last step and its summed samples, which
-is all ETT-SPEC section 3 reads; the step time, throughput and compute time of each window
+is all the rules of docs/metrics.md read; the step time, throughput and compute time of each window
 (docs/metrics.md, "Inside the loop") would be gone. So compaction, in the transaction that
 folds raw windows into runs, adds each window it folds (never a replay: one lying inside a
 stored run) to ``window_series``: per (attempt, rank) and bucket of :data:`SERIES_S` seconds
@@ -21,6 +21,7 @@ from ett import semconv as sc
 from ett_collector.domain._points import Point, point_of_window
 from ett_collector.domain.model import SpanRecord
 from ett_collector.storage._runs import Run
+from ett_collector.storage._sql import placeholders, quoted_columns
 
 SERIES_S = 60.0
 """Seconds of one ``window_series`` bucket (a fixed resolution: 1440 rows per rank and day)."""
@@ -45,18 +46,20 @@ _SUMMED = SERIES_COLUMNS[4:]
 
 def upsert_sql(ph: str) -> str:
     """Insert a bucket, or add to the stored one (SQLite and PostgreSQL alike)."""
-    cols = ", ".join(f'"{c}"' for c in SERIES_COLUMNS)
+    cols = quoted_columns(SERIES_COLUMNS)
     adds = ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED)
     return (
-        f"INSERT INTO window_series ({cols}) VALUES ({', '.join([ph] * len(SERIES_COLUMNS))})"
+        f"INSERT INTO window_series ({cols}) VALUES ({placeholders(ph, len(SERIES_COLUMNS))})"
         f" ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET {adds}"
     )
 
 
 def load_sql(ph: str) -> str:
     """A job's buckets, by (attempt, rank, bucket)."""
-    cols = ", ".join(f'"{c}"' for c in SERIES_COLUMNS)
-    return f"SELECT {cols} FROM window_series WHERE job_id = {ph} ORDER BY attempt, rank, bucket"
+    return (
+        f"SELECT {quoted_columns(SERIES_COLUMNS)} FROM window_series WHERE job_id = {ph}"
+        " ORDER BY attempt, rank, bucket"
+    )
 
 
 def _steps(w: Run) -> int:

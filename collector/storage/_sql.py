@@ -7,14 +7,20 @@ compilation). The same text serves SQLite (3.24+) and PostgreSQL: ``ON CONFLICT`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ett_collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
 
 
-def _cols(columns: Sequence[str]) -> str:
+def quoted_columns(columns: Iterable[str]) -> str:
+    """``columns`` as a quoted SQL list: ``"a", "b"`` (``"end"`` is a reserved word)."""
     return ", ".join(f'"{c}"' for c in columns)
+
+
+def placeholders(ph: str, n: int) -> str:
+    """``n`` positional placeholders ``ph`` as a SQL list: ``?, ?, ?``."""
+    return ", ".join([ph] * n)
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Statements:
         ph = "?" if paramstyle == "qmark" else "%s"
 
         def marks(n: int) -> str:
-            return ", ".join([ph] * n)
+            return placeholders(ph, n)
 
         upsert_job = (
             "INSERT INTO jobs (job_id, model, team, dirty, dirty_seq, span_count, dirty_since,"
@@ -51,8 +57,8 @@ class Statements:
         return cls(
             ph=ph,
             insert_spans=(
-                f"INSERT INTO spans ({_cols(SPAN_COLUMNS)}) VALUES ({marks(len(SPAN_COLUMNS))})"
-                " ON CONFLICT DO NOTHING"
+                f"INSERT INTO spans ({quoted_columns(SPAN_COLUMNS)})"
+                f" VALUES ({marks(len(SPAN_COLUMNS))}) ON CONFLICT DO NOTHING"
             ),
             # new spans: one more dirty_seq, dirty (since the first time it went dirty), count
             touch_jobs=(
@@ -90,16 +96,16 @@ class Statements:
             ),
             delete_segments=f"DELETE FROM segments WHERE job_id = {ph}",
             insert_segments=(
-                f"INSERT INTO segments ({_cols(SEGMENT_COLUMNS)})"
+                f"INSERT INTO segments ({quoted_columns(SEGMENT_COLUMNS)})"
                 f" VALUES ({marks(len(SEGMENT_COLUMNS))})"
             ),
             upsert_figures=(
-                f"INSERT INTO job_figures ({_cols(FIGURE_COLUMNS)})"
+                f"INSERT INTO job_figures ({quoted_columns(FIGURE_COLUMNS)})"
                 f" VALUES ({marks(len(FIGURE_COLUMNS))})"
                 f" ON CONFLICT (job_id) DO UPDATE SET {updates}"
             ),
             load_spans=(
-                f"SELECT {_cols(SPAN_COLUMNS)} FROM spans WHERE job_id = {ph}"
+                f"SELECT {quoted_columns(SPAN_COLUMNS)} FROM spans WHERE job_id = {ph}"
                 " ORDER BY start, trace_id, span_id"
             ),
             get_segments=(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Engine, func, select, true
 from sqlalchemy.exc import DBAPIError
@@ -20,12 +20,12 @@ from ett_collector.schemas import (
     JOB_ROW_FIELDS,
     JobJSON,
     JobRowJSON,
-    LostTimeJSON,
     SegmentJSON,
 )
-from ett_collector.storage import _fleet_cells, _lost_time, _migrate
+from ett_collector.storage import _fleet_cells, _migrate
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from ett_collector.storage._engine import make_engine
+from ett_collector.storage._fleet_reads import FleetReads
 from ett_collector.storage._job_locks import JobLocks
 from ett_collector.storage._live_fold import fold_rows
 from ett_collector.storage._rows import (
@@ -41,9 +41,23 @@ from ett_collector.storage._runs import WINDOW, with_window_rows
 from ett_collector.storage._sql import Statements
 from ett_collector.storage._tables import job_figures, jobs
 
-FiguresStamp = tuple[bool, str | None, int, float | None, int | None, float | None]
-""":meth:`Store.figures_stamp`: ``(dirty, failure, computed_seq, computed_at, span_count,
-last_span_end)`` of one job."""
+
+class FiguresStamp(NamedTuple):
+    """:meth:`Store.figures_stamp`: what identifies one job's stored figures (the read cache's
+    key); the last three None while the job has no figures."""
+
+    dirty: bool
+    """The job has spans its figures do not include yet."""
+    failure: str | None
+    """Why its last recompute failed (None: it did not)."""
+    computed_seq: int
+    """The ``dirty_seq`` its figures were computed at."""
+    computed_at: float | None
+    """When its stored summary was computed."""
+    span_count: int | None
+    """The spans its figures were computed from."""
+    last_span_end: float | None
+    """The end of the newest span they include."""
 
 
 LOOP_FACTS = "loop_facts"
@@ -59,12 +73,13 @@ def _without_loop_facts(job: JobJSON) -> JobJSON:
     return job
 
 
-class Store:
+class Store(FleetReads):
     """Storage of spans, jobs, figures and segments behind one SQLAlchemy engine.
 
     ``url`` is ``sqlite:///path.db`` (the folder is created) or
     ``postgresql+psycopg://user@host:port/db``. Thread-safe: each call takes its own connection
     from the pool. Call :meth:`upgrade` once before use (``ett db upgrade`` and service start do).
+    Its reads across jobs (fleet, advice, lost time, summaries) are those of :class:`FleetReads`.
 
     ``raw_window_retention_s``: how long (on each job's own span clock) heartbeat windows stay
     raw before they are folded into runs (``collector/storage/_compaction.py``); None keeps every
@@ -344,9 +359,8 @@ class Store:
         return bool(dirty), failure, out
 
     def figures_stamp(self, job_id: str) -> FiguresStamp | None:
-        """What identifies one job's read answer, by one indexed lookup without its summary:
-        ``(dirty, failure, computed_seq, computed_at, span_count, last_span_end)``, the last
-        three None while the job has no figures; None for an unknown job.
+        """What identifies one job's read answer, by one indexed lookup without its summary
+        (:class:`FiguresStamp`); None for an unknown job.
 
         Every save of figures writes a new ``computed_at`` (the instant its summary was
         computed at) and ``computed_seq`` in one transaction, and no two saves of one job run
@@ -367,7 +381,7 @@ class Store:
             cursor.close()
             if pg:
                 driver.autocommit = False
-        except dialect.loaded_dbapi.Error as err:  # as SQLAlchemy raises it (is_passing reads it)
+        except dialect.loaded_dbapi.Error as err:  # raised as SQLAlchemy would
             dbapi.invalidate()  # never back to the pool in an unknown state
             if dialect.is_disconnect(err, driver, None):  # as SQLAlchemy does: every pooled
                 self._engine.dispose(close=False)  # connection is as dead, open new ones
@@ -380,7 +394,14 @@ class Store:
         if row is None:
             return None
         dirty, failure, seq, computed_at, span_count, last_end = row
-        return (bool(dirty), failure, int(seq), computed_at, span_count, last_end)
+        return FiguresStamp(
+            dirty=bool(dirty),
+            failure=failure,
+            computed_seq=int(seq),
+            computed_at=computed_at,
+            span_count=span_count,
+            last_span_end=last_end,
+        )
 
     def list_jobs(
         self,
@@ -411,19 +432,6 @@ class Store:
         """The job's stored segments in ``schemas.segment_json()`` form, by start time."""
         with self._engine.connect() as conn:
             return segments_from_rows(conn.exec_driver_sql(self._sql.get_segments, (job_id,)))
-
-    def lost_time(
-        self, group_by: str, since: float | None = None, until: float | None = None
-    ) -> list[LostTimeJSON]:
-        """Idle and failure seconds by ``group_by`` (component, job, model or team), clipped to
-        ``[since, until]``: rows ``{key, idle_s, failure_s, lost_s}``, largest ``lost_s`` first.
-
-        Raises:
-            ValueError: for another ``group_by``.
-        """
-        _lost_time.lost_time_query(group_by, since, until)  # validate before connecting
-        with self._engine.connect() as conn:
-            return _lost_time.lost_time(conn, group_by, since, until, self._sql.ph)
 
     def job_ids(self) -> list[str]:
         """Every job seen, sorted."""

@@ -66,6 +66,16 @@ LOST_GROUP_COLUMNS: dict[str, str] = {
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 """Every table of the collector."""
 
+
+def _job_ref(*, primary_key: bool = False) -> Column[str]:
+    """A ``job_id`` column referring to ``jobs`` (its rows are deleted with their job): the key,
+    or else a non-null column."""
+    fk = ForeignKey("jobs.job_id", ondelete="CASCADE")
+    if primary_key:
+        return Column("job_id", String(), fk, primary_key=True)
+    return Column("job_id", String(), fk, nullable=False)
+
+
 spans = Table(
     "spans",
     metadata,
@@ -90,6 +100,7 @@ It also clusters a job's spans in time order for :meth:`Store.load_spans`. A rep
 byte-identical (same job and start), so it still conflicts; a span id repeated with a different
 start is kept, and ``load_spans`` drops such repeats."""
 
+# kept alike: each table spells its own columns (alike in shape only; the migrations match)
 jobs = Table(
     "jobs",
     metadata,
@@ -123,12 +134,7 @@ collector's clock."""
 job_figures = Table(
     "job_figures",
     metadata,
-    Column(
-        "job_id",
-        String(),
-        ForeignKey("jobs.job_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    _job_ref(primary_key=True),
     Column("state", String(), nullable=False),
     Column("model", String()),
     Column("team", String()),
@@ -159,12 +165,7 @@ job_figures = Table(
 segments = Table(
     "segments",
     metadata,
-    Column(
-        "job_id",
-        String(),
-        ForeignKey("jobs.job_id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    _job_ref(),
     Column("seg", Integer, nullable=False),
     Column("part", Integer, nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -260,12 +261,7 @@ the steps, seconds and wait (``collector/storage/_series.py``)."""
 job_totals = Table(
     "job_totals",
     metadata,
-    Column(
-        "job_id",
-        String(),
-        ForeignKey("jobs.job_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    _job_ref(primary_key=True),
     Column("model", String()),
     Column("team", String()),
     Column("state", String(), nullable=False),
@@ -284,12 +280,7 @@ contributes exactly these to it."""
 job_cells = Table(
     "job_cells",
     metadata,
-    Column(
-        "job_id",
-        String(),
-        ForeignKey("jobs.job_id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    _job_ref(),
     Column("grain", Integer, nullable=False),
     Column("t", Double, nullable=False),
     Column("category", String(32), nullable=False),

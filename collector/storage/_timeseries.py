@@ -69,83 +69,71 @@ def fleet_overview(
     if by not in FLEET_BY:
         raise ValueError(f"by must be one of {', '.join(FLEET_BY)}; got {by!r}")
     size = bucket_seconds(since, until, bucket)
-    series: dict[tuple[float, str | None], dict[str, Any]] = {}
-    lost: dict[tuple[float, str], list[float]] = {}
-
-    def add(t: float, mdl: str | None, tm: str | None, category: str, component: str | None,
-            seconds: float, gpu_s: float) -> None:  # fmt: skip
-        key = mdl if by == "model" else tm if by == "team" else None
-        row = series.setdefault(
-            (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
-        )
-        row[f"{category}_s"] += seconds
-        if category == Category.PRODUCTIVE.value:
-            return
-        cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
-        cell[0 if category == Category.IDLE.value else 1] += seconds
-        cell[2] += gpu_s
-
+    tally = _Tally(by)
     with engine.connect() as conn:
         cells = CellScan(conn, model, team, state)
-        edges = []
+        edges: list[FleetScan] = []
         for grain, a, b in pieces(since, until, size):
             if grain:  # whole hours or days: the rollup
-                k = math.floor(a / size)
-                one = k * size if grain < size and b <= (k + 1) * size else None  # one bucket
-                for t, mdl, tm, category, component, seconds, gpu_s in cells.cells(
-                    grain, a, b, one
-                ):
-                    at = float(math.floor(float(t) / size) * size)
-                    add(
-                        at,
-                        mdl or None,
-                        tm or None,
-                        category,
-                        component or None,
-                        float(seconds),
-                        float(gpu_s),
-                    )
-                continue
-            ids = cells.overlapping(a, b)  # a partial hour: the segments of its few jobs
-            if not ids:
-                continue
-            scan = FleetScan(conn, a, b, size, model, team, state, ids)
-            edges.append(scan)
-            for t, mdl, tm, category, component, ranks, seconds in scan.in_buckets():
-                add(
-                    float(t),
-                    mdl,
-                    tm,
-                    category,
-                    component,
-                    float(seconds),
-                    float(seconds) * float(ranks),
-                )
-            for a2, b2, category, component, share, mdl, tm, ranks in scan.crossing_rows():
-                for t, seconds in _split(a2, b2, size):
-                    add(
-                        t,
-                        mdl,
-                        tm,
-                        category,
-                        component,
-                        seconds * share,
-                        seconds * share * float(ranks),
-                    )
+                _add_rollup(tally, cells, grain, a, b, size)
+            elif ids := cells.overlapping(a, b):  # a partial hour: the segments of its few jobs
+                scan = FleetScan(conn, a, b, size, model, team, state, ids)
+                _add_edge(tally, scan, size)
+                edges.append(scan)
         worst = _worst(cells, edges, since, until, size, max(limit, 0))
-    by_component: dict[str, list[float]] = {}
-    for (_, comp), (idle, failure, gpu) in lost.items():
-        total = by_component.setdefault(comp, [0.0, 0.0, 0.0])
-        total[0] += idle
-        total[1] += failure
-        total[2] += gpu
     return {
         "since": since,
         "until": until,
         "bucket_s": size,
         "by": by,
-        "series": [_pcts(series[k]) for k in sorted(series, key=lambda k: (k[0], k[1] or ""))],
-        "lost_by_component": [
+        "series": tally.series_rows(),
+        "lost_by_component": tally.lost_rows(),
+        "components": tally.component_rows(),
+        "worst_jobs": worst,
+    }
+
+
+class _Tally:
+    """The window's sums, in the order the pieces are read: per ``(bucket, key)`` productive,
+    idle and failure seconds; per ``(bucket, component)`` idle and failure seconds and lost
+    GPU-seconds (``key``: the model or team ``by`` names, None for the whole fleet)."""
+
+    def __init__(self, by: str) -> None:
+        self.by = by
+        self.series: dict[tuple[float, str | None], dict[str, Any]] = {}
+        self.lost: dict[tuple[float, str], list[float]] = {}
+
+    def add(
+        self,
+        t: float,
+        mdl: str | None,
+        tm: str | None,
+        category: str,
+        component: str | None,
+        seconds: float,
+        gpu_s: float,
+    ) -> None:
+        """``seconds`` of ``category`` in bucket ``t``; idle and failure ones also by component,
+        with their ``gpu_s`` (component None: ``other``)."""
+        key = mdl if self.by == "model" else tm if self.by == "team" else None
+        row = self.series.setdefault(
+            (t, key), {"t": t, "key": key, "productive_s": 0.0, "idle_s": 0.0, "failure_s": 0.0}
+        )
+        row[f"{category}_s"] += seconds
+        if category == Category.PRODUCTIVE.value:
+            return
+        cell = self.lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
+        cell[0 if category == Category.IDLE.value else 1] += seconds
+        cell[2] += gpu_s
+
+    def series_rows(self) -> list[dict[str, Any]]:
+        """The series by bucket, then key, with ``wall_s`` and the percentages."""
+        keys = sorted(self.series, key=lambda k: (k[0], k[1] or ""))
+        return [_pcts(self.series[k]) for k in keys]
+
+    def lost_rows(self) -> list[dict[str, Any]]:
+        """Lost time per bucket and component, in that order; GPU-hours = GPU-seconds / 3600."""
+        return [
             {
                 "t": t,
                 "component": comp,
@@ -153,9 +141,18 @@ def fleet_overview(
                 "failure_s": v[1],
                 "lost_gpu_h": v[2] / 3600.0,
             }
-            for (t, comp), v in sorted(lost.items())
-        ],
-        "components": [
+            for (t, comp), v in sorted(self.lost.items())
+        ]
+
+    def component_rows(self) -> list[dict[str, Any]]:
+        """Lost time per component over the window, largest lost GPU-hours first."""
+        by_component: dict[str, list[float]] = {}
+        for (_, comp), (idle, failure, gpu) in self.lost.items():
+            total = by_component.setdefault(comp, [0.0, 0.0, 0.0])
+            total[0] += idle
+            total[1] += failure
+            total[2] += gpu
+        return [
             {
                 "component": comp,
                 "idle_s": v[0],
@@ -164,9 +161,32 @@ def fleet_overview(
                 "lost_gpu_h": v[2] / 3600.0,
             }
             for comp, v in sorted(by_component.items(), key=lambda kv: (-kv[1][2], kv[0]))
-        ],
-        "worst_jobs": worst,
-    }
+        ]
+
+
+def _add_rollup(tally: _Tally, cells: CellScan, grain: int, a: float, b: float, size: int) -> None:
+    """Whole hours or days ``[a, b]`` from the rollup's cells, each in its bucket (all of it in
+    one bucket when the piece lies inside one)."""
+    k = math.floor(a / size)
+    one = k * size if grain < size and b <= (k + 1) * size else None  # one bucket
+    for t, mdl, tm, category, component, seconds, gpu_s in cells.cells(grain, a, b, one):
+        at = float(math.floor(float(t) / size) * size)
+        tally.add(
+            at, mdl or None, tm or None, category, component or None, float(seconds), float(gpu_s)
+        )
+
+
+def _add_edge(tally: _Tally, scan: FleetScan, size: int) -> None:
+    """A partial hour from its segments: those inside one bucket as summed by the database,
+    those across buckets split here (GPU-seconds = seconds x ranks)."""
+    for t, mdl, tm, category, component, ranks, seconds in scan.in_buckets():
+        tally.add(
+            float(t), mdl, tm, category, component, float(seconds), float(seconds) * float(ranks)
+        )
+    for a, b, category, component, share, mdl, tm, ranks in scan.crossing_rows():
+        for t, seconds in _split(a, b, size):
+            part = seconds * share
+            tally.add(t, mdl, tm, category, component, part, part * float(ranks))
 
 
 def pieces(since: float, until: float, size: int) -> list[tuple[int, float, float]]:

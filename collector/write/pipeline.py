@@ -30,7 +30,7 @@ from math import inf
 from ett import semconv
 
 from ..domain import SpanRecord, summarize
-from ..storage import Store, is_passing
+from ..storage import Store, is_transient_db_error
 from ._job_loop import job_loop_facts
 from .periodic import Periodic
 
@@ -152,7 +152,7 @@ class Pipeline:
         flight, mine = self._claim(job_id)
         if not mine:
             return flight.result()
-        return self._fly(job_id, only_dirty, flight)
+        return self._run_claimed_recompute(job_id, only_dirty, flight)
 
     def schedule(self, job_id: str, dirty: bool | None = None) -> bool:
         """Without waiting: True when the job's stored figures include every acknowledged span
@@ -174,7 +174,10 @@ class Pipeline:
             self._read_slots.release()
             return False
         threading.Thread(
-            target=self._fly_slot, args=(job_id, flight), name="ett-read-recompute", daemon=True
+            target=self._recompute_for_reader_in_slot,
+            args=(job_id, flight),
+            name="ett-read-recompute",
+            daemon=True,
         ).start()
         return False
 
@@ -212,7 +215,7 @@ class Pipeline:
         flight, mine = self._claim(job_id)
         if mine:
             threading.Thread(
-                target=self._fly_logged,
+                target=self._recompute_for_reader,
                 args=(job_id, flight),
                 name="ett-read-recompute",
                 daemon=True,
@@ -229,33 +232,37 @@ class Pipeline:
             self._flights[job_id] = flight
             return flight, True
 
-    def _fly(self, job_id: str, only_dirty: bool, flight: Future[Outcome]) -> Outcome:
+    def _run_claimed_recompute(
+        self, job_id: str, only_dirty: bool, flight: Future[Outcome]
+    ) -> Outcome:
         """Run the claimed recompute and settle ``flight`` with its answer (or its error)."""
         try:
             outcome = self._locked_recompute(job_id, only_dirty)
         except BaseException as exc:
-            self._land(job_id)
+            self._forget_flight(job_id)
             flight.set_exception(exc)
             raise
-        self._land(job_id)
+        self._forget_flight(job_id)
         flight.set_result(outcome)
         return outcome
 
-    def _fly_logged(self, job_id: str, flight: Future[Outcome]) -> None:
-        """A reader's flight: recompute the job if it is still dirty."""
+    def _recompute_for_reader(self, job_id: str, flight: Future[Outcome]) -> None:
+        """A reader's flight, in a thread of its own: recompute the job if it is still dirty
+        (an error is logged, and raised to the flight's waiters)."""
         try:
-            self._fly(job_id, True, flight)
+            self._run_claimed_recompute(job_id, True, flight)
         except Exception:
             log.exception("recompute of job %r failed", job_id)
 
-    def _fly_slot(self, job_id: str, flight: Future[Outcome]) -> None:
-        """:meth:`_fly_logged` in one of the reads' :data:`READ_FLIGHTS` slots."""
+    def _recompute_for_reader_in_slot(self, job_id: str, flight: Future[Outcome]) -> None:
+        """:meth:`_recompute_for_reader` in one of the reads' :data:`READ_FLIGHTS` slots."""
         try:
-            self._fly_logged(job_id, flight)
+            self._recompute_for_reader(job_id, flight)
         finally:
             self._read_slots.release()
 
-    def _land(self, job_id: str) -> None:
+    def _forget_flight(self, job_id: str) -> None:
+        """Drop the job's settled flight: the next recompute of it starts a new one."""
         with self._flights_lock:
             del self._flights[job_id]
 
@@ -289,7 +296,7 @@ class Pipeline:
             self.store.save_summary(summary, seen_seq, now, loop)
             self._changed((job_id,))
         except Exception as exc:
-            if is_passing(exc):
+            if is_transient_db_error(exc):
                 raise  # an outage: the job stays dirty and is retried, nothing is wrong with it
             self._failed(job_id, seen_seq, exc)
             return Outcome.FAILED

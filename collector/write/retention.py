@@ -13,6 +13,7 @@ from ett import semconv
 from ..settings import Settings
 from ..storage._partitions import ensure_ahead
 from ..storage._retention import Policy, Retention, Tally
+from ._disk_prune import Disk, DiskPruneLoop
 from .periodic import Periodic
 from .pipeline import Pipeline
 
@@ -27,9 +28,19 @@ class RetentionLoop:
     """Runs :class:`Retention` every :data:`RETENTION_EVERY_S` beside the pipeline's worker;
     nothing at all when every period is ``keep``."""
 
-    def __init__(self, settings: Settings, pipeline: Pipeline, every_s: float = RETENTION_EVERY_S):
+    def __init__(
+        self,
+        settings: Settings,
+        pipeline: Pipeline,
+        every_s: float = RETENTION_EVERY_S,
+        disk: Disk | None = None,
+    ):
         quiet_s = semconv.PRESUMED_DEAD_WINDOWS * settings.window_s
         self.retention = Retention(pipeline.store.engine, Policy.of(settings.retain, quiet_s))
+        self.disk_prune: DiskPruneLoop | None = None
+        """The prune for space of ``ETT_PRUNE_ON_LOW_DISK`` (SQLite in a file only)."""
+        if settings.prune_on_low_disk and disk is not None and disk.free_bytes() is not None:
+            self.disk_prune = DiskPruneLoop(pipeline.store.engine, disk, quiet_s, pipeline.leader)
         self.last: Tally | None = None
         """What the last pass deleted (None before the first)."""
         self._loop = Periodic("ett-retention", self._tick, every_s, log, pipeline.leader)
@@ -50,7 +61,11 @@ class RetentionLoop:
         sqlite = self.retention.engine.dialect.name == "sqlite"
         if not (sqlite and self.retention.policy.keeps_everything()):
             self._loop.start()
+        if self.disk_prune is not None:
+            self.disk_prune.start()
 
     def stop(self) -> None:
         """Stop the loop; a pass under way ends after its current batch."""
         self._loop.stop()
+        if self.disk_prune is not None:
+            self.disk_prune.stop()

@@ -53,9 +53,14 @@ def job_spans(
     who = {sc.MODEL: model, sc.TEAM: team}
     spans = [
         _span(job, sc.startup_span_name("model_init"), t0, t0 + MODEL_INIT_S, **who),
-        _span(job, sc.startup_span_name("dataloader_init"), t0 + MODEL_INIT_S,
-              t0 + MODEL_INIT_S + data_s, **who),
-    ]  # fmt: skip
+        _span(
+            job,
+            sc.startup_span_name("dataloader_init"),
+            t0 + MODEL_INIT_S,
+            t0 + MODEL_INIT_S + data_s,
+            **who,
+        ),
+    ]
     first = t0 + MODEL_INIT_S + data_s
     end = first + TRAIN_S
     spans.append(_span(job, sc.SPAN_FIRST_BATCH, first, first, **{sc.STEP: 0}, **who))
@@ -64,8 +69,9 @@ def job_spans(
         nxt = min(end, w + 1100.0)
         spans.append(_span(job, sc.SPAN_TRAIN_WINDOW, w, nxt, **who))
         w = nxt
-    spans.append(_span(job, sc.SPAN_ATTEMPT, t0, end,
-                       **{sc.ATTEMPT_END_REASON: "completed"}, **who))  # fmt: skip
+    spans.append(
+        _span(job, sc.SPAN_ATTEMPT, t0, end, **{sc.ATTEMPT_END_REASON: "completed"}, **who)
+    )
     return spans, end
 
 

@@ -99,8 +99,13 @@ def start_alertmanager(
         f"    webhook_configs:\n      - url: {webhook_url}\n        send_resolved: true\n"
     )
     (root / "am-data").mkdir(exist_ok=True)
-    cmd = [binary, f"--config.file={config}", f"--storage.path={root / 'am-data'}",
-           f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]  # fmt: skip
+    cmd = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.path={root / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
     p = Process(cmd, root / "alertmanager.log")
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: http_ok(url + "/-/ready"), WAIT_S, "Alertmanager")
@@ -123,8 +128,12 @@ def start_prometheus(
         "scrape_configs:\n  - job_name: ett\n    static_configs:\n"
         f"      - targets: ['{target}']\n"
     )
-    cmd = [binary, f"--config.file={config}", f"--storage.tsdb.path={root / 'prom-data'}",
-           f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
+    cmd = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={root / 'prom-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     p = Process(cmd, root / "prometheus.log")
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: http_ok(url + "/-/ready"), WAIT_S, "Prometheus")

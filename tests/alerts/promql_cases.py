@@ -40,8 +40,9 @@ class Charge:
     gpus: int = 4
 
 
-def jobs(model: str, n: int, first_end: float, last_end: float, charge: Charge,
-         start: int = 0) -> list[JobFacts]:  # fmt: skip
+def jobs(
+    model: str, n: int, first_end: float, last_end: float, charge: Charge, start: int = 0
+) -> list[JobFacts]:
     """``n`` jobs of ``model`` ending evenly from ``first_end`` to ``last_end``; job ``i`` is
     charged the ``(start + i)``-th value of each cycle."""
     out = []
@@ -57,13 +58,27 @@ def jobs(model: str, n: int, first_end: float, last_end: float, charge: Charge,
         if fails:
             lost["failure"] = fails * charge.failure_s
         idle = sum(v for c, v in lost.items() if c != "failure")
-        out.append(JobFacts(
-            job_id=f"{model}-{k:04d}", model=model, team="t", state="completed",
-            alloc=end - WALL, end=end, wall=WALL, productive=WALL - sum(lost.values()),
-            idle=idle, failure=lost.get("failure", 0.0), blocking=lost["checkpoint"],
-            unsaved=0.0, tts=60.0, lost=lost, gpus=charge.gpus, failures=fails,
-            causes={"exception": fails} if fails else {},
-        ))  # fmt: skip
+        out.append(
+            JobFacts(
+                job_id=f"{model}-{k:04d}",
+                model=model,
+                team="t",
+                state="completed",
+                alloc=end - WALL,
+                end=end,
+                wall=WALL,
+                productive=WALL - sum(lost.values()),
+                idle=idle,
+                failure=lost.get("failure", 0.0),
+                blocking=lost["checkpoint"],
+                unsaved=0.0,
+                tts=60.0,
+                lost=lost,
+                gpus=charge.gpus,
+                failures=fails,
+                causes={"exception": fails} if fails else {},
+            )
+        )
     return out
 
 

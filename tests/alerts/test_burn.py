@@ -32,19 +32,46 @@ PROMTOOL_DIR = Path(__file__).resolve().parent / "promtool"
 
 
 def _rule(**changes: Any) -> Rule:
-    fields = {"name": "burn", "kind": "ett_slo_burn", "by": "model", "objective_pct": 90,
-              "long_window": "24h", "short_window": "1h", "burn_rate": 3, "min_jobs": 3,
-              "severity": "critical", **changes}  # fmt: skip
+    fields = {
+        "name": "burn",
+        "kind": "ett_slo_burn",
+        "by": "model",
+        "objective_pct": 90,
+        "long_window": "24h",
+        "short_window": "1h",
+        "burn_rate": 3,
+        "min_jobs": 3,
+        "severity": "critical",
+        **changes,
+    }
     return rules_from_mappings([fields]).rules[0]
 
 
-def _job(job_id: str, end: float, wall: float, productive: float, model: str = "dlrm-small",
-         team: str = "ads", lost: dict[str, float] | None = None) -> JobFacts:  # fmt: skip
+def _job(
+    job_id: str,
+    end: float,
+    wall: float,
+    productive: float,
+    model: str = "dlrm-small",
+    team: str = "ads",
+    lost: dict[str, float] | None = None,
+) -> JobFacts:
     return JobFacts(
-        job_id=job_id, model=model, team=team, state="completed", alloc=end - wall, end=end,
-        wall=wall, productive=productive, idle=0.0, failure=0.0, blocking=0.0, unsaved=0.0,
-        tts=None, lost=lost if lost is not None else {"data": wall - productive},
-    )  # fmt: skip
+        job_id=job_id,
+        model=model,
+        team=team,
+        state="completed",
+        alloc=end - wall,
+        end=end,
+        wall=wall,
+        productive=productive,
+        idle=0.0,
+        failure=0.0,
+        blocking=0.0,
+        unsaved=0.0,
+        tts=None,
+        lost=lost if lost is not None else {"data": wall - productive},
+    )
 
 
 def _fired(rule: Rule, jobs: list[JobFacts], t: float = T) -> list[dict[str, str]]:
@@ -58,8 +85,12 @@ def test_fires_with_labels_description_figures_and_the_jobs_that_spent_the_budge
         _job("j3", T - 600, 1000, 770, lost={"data": 230}),  # the last hour: 77%
     ]
     (f,) = evaluate(_rule(burn_rate=1.5), Fleet(jobs), T)
-    assert f.labels == {"rule": "burn", "model": "dlrm-small", "component": "burn",
-                        "severity": "critical"}  # fmt: skip
+    assert f.labels == {
+        "rule": "burn",
+        "model": "dlrm-small",
+        "component": "burn",
+        "severity": "critical",
+    }
     assert f.description == (
         "ETT of model dlrm-small 81.2% over 24h burns the 90% objective's budget 1.9x "
         "(1h: 2.3x; threshold 1.5x); most lost time in data over 1h (100%), in checkpoint over "
@@ -70,7 +101,9 @@ def test_fires_with_labels_description_figures_and_the_jobs_that_spent_the_budge
     assert (f.figures["long_jobs"], f.figures["short_jobs"]) == (3, 1)
     assert (f.figures["top_component"], f.figures["top_component_lost_s"]) == ("data", 230)
     assert (f.figures["long_top_component"], f.figures["long_top_component_lost_s"]) == (
-        "checkpoint", 1650)  # fmt: skip
+        "checkpoint",
+        1650,
+    )
     assert f.jobs == ("j1", "j2", "j3")  # most lost seconds first
 
 
@@ -147,12 +180,14 @@ def _promtool_fleets(test: dict[str, Any]) -> tuple[int, dict[int, list[JobFacts
     figures over its jobs."""
     series: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = defaultdict(dict)
     for s in test["input_series"]:
-        m = re.fullmatch(r'ett_fleet_(\w+)\{model="(\w+)",team="(\w+)",window="(\w+)"\}',
-                         s["series"])  # fmt: skip
+        m = re.fullmatch(
+            r'ett_fleet_(\w+)\{model="(\w+)",team="(\w+)",window="(\w+)"\}', s["series"]
+        )
         assert m is not None, s["series"]
         metric, model, team, window = m.groups()
-        series[(model, team)][(metric, window)] = [float(v.split("+")[0])
-                                                   for v in s["values"].split()]  # fmt: skip
+        series[(model, team)][(metric, window)] = [
+            float(v.split("+")[0]) for v in s["values"].split()
+        ]
     phases = len(next(iter(next(iter(series.values())).values())))
     fleets: dict[int, list[JobFacts]] = {}
     for phase in range(phases):
@@ -162,8 +197,10 @@ def _promtool_fleets(test: dict[str, Any]) -> tuple[int, dict[int, list[JobFacts
             for window, end in (("1h", T - 1800), ("24h", T - 12 * HOUR), ("7d", T - 72 * HOUR)):
                 if ("jobs", window) not in figures:
                     continue
-                total = tuple(figures[(m, window)][phase]
-                              for m in ("jobs", "wall_seconds", "productive_seconds"))  # fmt: skip
+                total = tuple(
+                    figures[(m, window)][phase]
+                    for m in ("jobs", "wall_seconds", "productive_seconds")
+                )
                 n, wall, prod = (a - b for a, b in zip(total, inner, strict=True))
                 assert n >= 0 and (n > 0 or wall == prod == 0)
                 for i in range(int(n)):  # the first job takes the remainders: sums stay exact
@@ -176,8 +213,11 @@ def _promtool_fleets(test: dict[str, Any]) -> tuple[int, dict[int, list[JobFacts
 
 
 def test_the_evaluator_agrees_with_the_promtool_cases_of_the_export() -> None:
-    burn = [r for r in load_rules(PROMTOOL_DIR / "burn_rules.yml").enabled()
-            if r.kind is Kind.ETT_SLO_BURN]  # fmt: skip
+    burn = [
+        r
+        for r in load_rules(PROMTOOL_DIR / "burn_rules.yml").enabled()
+        if r.kind is Kind.ETT_SLO_BURN
+    ]
     assert len(burn) == 3
     rules = {r.name: r for r in burn}
     cases = yaml.safe_load((PROMTOOL_DIR / "burn_test.yml").read_text())["tests"]
@@ -188,9 +228,13 @@ def test_the_evaluator_agrees_with_the_promtool_cases_of_the_export() -> None:
             phase = int(case["eval_time"].removesuffix("m")) // 10
             assert phase < phases
             found = evaluate(rules[case["alertname"]], Fleet(fleets[phase]), T)
-            expected = [(a["exp_labels"], re.search(r"budget ([\d.]+)x",
-                                                    a["exp_annotations"]["description"]))
-                        for a in case["exp_alerts"]]  # fmt: skip
+            expected = [
+                (
+                    a["exp_labels"],
+                    re.search(r"budget ([\d.]+)x", a["exp_annotations"]["description"]),
+                )
+                for a in case["exp_alerts"]
+            ]
             assert [f.labels for f in found] == [labels for labels, _ in expected], case
             for f, (_, value) in zip(found, expected, strict=True):
                 assert value is not None and f"{f.value:.1f}" == value.group(1), case
@@ -246,13 +290,24 @@ def test_the_shipped_examples_are_off_and_a_user_file_turns_them_on() -> None:
     )
     assert fast is not None and slow is not None
     assert (fast.enabled, fast.severity, fast.windows, fast.burn_rate) == (
-        False, "critical", ("24h", "1h"), 3.0)  # fmt: skip
+        False,
+        "critical",
+        ("24h", "1h"),
+        3.0,
+    )
     assert (slow.enabled, slow.severity, slow.windows, slow.burn_rate) == (
-        False, "warning", ("7d", "24h"), 1.0)  # fmt: skip
+        False,
+        "warning",
+        ("7d", "24h"),
+        1.0,
+    )
     user = load_rules(PROMTOOL_DIR / "burn_rules.yml")
     on = {r.name for r in user.enabled() if r.kind is Kind.ETT_SLO_BURN}
-    assert on == {"ett_slo_burn_fast_by_model", "ett_slo_burn_slow_by_model",
-                  "ett_slo_burn_fast_by_team"}  # fmt: skip
+    assert on == {
+        "ett_slo_burn_fast_by_model",
+        "ett_slo_burn_slow_by_model",
+        "ett_slo_burn_fast_by_team",
+    }
     assert len(user.rules) == len(defaults.rules) + 1  # defaults kept, two replaced, one added
     again = rules_from_mappings([rule_to_dict(fast)]).rules[0]  # --json output reads back
     assert again == fast and "window" not in rule_to_dict(fast)
@@ -286,8 +341,12 @@ def test_the_evaluator_pages_on_a_planted_burn_keeps_it_in_sql_and_the_backtest_
                 resolved_at = t
         t += interval
     assert fired is not None, "the burn did not fire"
-    assert fired.labels == {"rule": "burn", "model": "dlrm", "component": "burn",
-                            "severity": "critical"}  # fmt: skip
+    assert fired.labels == {
+        "rule": "burn",
+        "model": "dlrm",
+        "component": "burn",
+        "severity": "critical",
+    }
     assert first_end < fired.active_since < stop  # one regressed job is not enough in 24h
     assert fired.value is not None and fired.value > 2 and fired.figures["short_burn_rate"] > 2
     assert "burns the 95% objective's budget" in fired.annotations["description"]

@@ -23,8 +23,10 @@ BURN = {"ett_slo_burn_fast_by_model", "ett_slo_burn_slow_by_model", "ett_slo_bur
 def _export(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ett_cli", "alerts", "export-prometheus", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _alerts(text: str) -> dict[str, dict[str, object]]:
@@ -36,8 +38,13 @@ def _promtool_test(tmp_path: Path, rules: Path) -> subprocess.CompletedProcess[s
     shutil.copy(PROMTOOL_DIR / "burn_test.yml", tmp_path / "burn_test.yml")
     export = _export("--rules", str(rules), "-o", str(tmp_path / "ett-burn-rules.yml"))
     assert export.returncode == 0, export.stderr
-    return subprocess.run([promtool, "test", "rules", "burn_test.yml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [promtool, "test", "rules", "burn_test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_disabled_by_default_and_exported_once_a_user_file_enables_them(tmp_path: Path) -> None:
@@ -52,11 +59,15 @@ def test_disabled_by_default_and_exported_once_a_user_file_enables_them(tmp_path
     assert alerts.keys() >= BURN
     assert "regression_by_model" in alerts  # the other defaults are kept
     fast = alerts["ett_slo_burn_fast_by_model"]
-    assert fast["labels"] == {"rule": "ett_slo_burn_fast_by_model", "severity": "critical",
-                              "component": "burn"}  # fmt: skip
+    assert fast["labels"] == {
+        "rule": "ett_slo_burn_fast_by_model",
+        "severity": "critical",
+        "component": "burn",
+    }
     assert "< 0.7)" in str(fast["expr"]) and 'window="1h"' in str(fast["expr"])
-    check = subprocess.run([promtool, "check", "rules", str(out)], capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+    check = subprocess.run(
+        [promtool, "check", "rules", str(out)], capture_output=True, text=True, timeout=120
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert f"SUCCESS: {len(alerts)} rules found" in check.stdout
 
@@ -70,13 +81,19 @@ def test_promtool_cases_fire_and_stay_quiet_at_the_edges(tmp_path: Path) -> None
     ("old", "new", "rule"),
     [
         # a threshold just above the planted 3.1x: the fast rule no longer fires at 25m
-        ("    burn_rate: 3\n    min_jobs: 3\n    for: 0s\n", "    burn_rate: 3.2\n    min_jobs: 3\n"
-         "    for: 0s\n", "ett_slo_burn_fast_by_model"),
+        (
+            "    burn_rate: 3\n    min_jobs: 3\n    for: 0s\n",
+            "    burn_rate: 3.2\n    min_jobs: 3\n    for: 0s\n",
+            "ett_slo_burn_fast_by_model",
+        ),
         # a higher objective: the slow rule now fires on the 7d edge (90%) at 15m
-        ("    objective_pct: 90\n    long_window: 7d\n", "    objective_pct: 91\n"
-         "    long_window: 7d\n", "ett_slo_burn_slow_by_model"),
+        (
+            "    objective_pct: 90\n    long_window: 7d\n",
+            "    objective_pct: 91\n    long_window: 7d\n",
+            "ett_slo_burn_slow_by_model",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_cases_fail_when_a_threshold_moves(
     tmp_path: Path, old: str, new: str, rule: str
 ) -> None:

@@ -16,13 +16,25 @@ T0 = 1_800_000_000.0
 
 
 def rules(**fields: object) -> RuleSet:
-    rule = {"name": "regression_by_model", "kind": "regression", "window": "24h",
-            "baseline": "7d", **fields}  # fmt: skip
+    rule = {
+        "name": "regression_by_model",
+        "kind": "regression",
+        "window": "24h",
+        "baseline": "7d",
+        **fields,
+    }
     return rules_from_mappings([rule])
 
 
-def job(i: int, end: float, model: str, rng: random.Random, ckpt_factor: float = 1.0,
-        team: str = "ads", failures: int = 0) -> JobFacts:  # fmt: skip
+def job(
+    i: int,
+    end: float,
+    model: str,
+    rng: random.Random,
+    ckpt_factor: float = 1.0,
+    team: str = "ads",
+    failures: int = 0,
+) -> JobFacts:
     """A 3 h job of 4 GPUs: checkpoints ~40 s per hour, data ~60 s, comms ~2 s per job."""
     wall = 3 * HOUR * rng.uniform(0.8, 1.2)
     lost = {
@@ -31,11 +43,23 @@ def job(i: int, end: float, model: str, rng: random.Random, ckpt_factor: float =
         "comms": 2.0 * rng.lognormvariate(0, 0.3),
     }
     return JobFacts(
-        job_id=f"{model}-{i:04d}", model=model, team=team, state="completed",
-        alloc=end - wall, end=end, wall=wall, productive=wall - sum(lost.values()),
-        idle=sum(lost.values()), failure=0.0, blocking=lost["checkpoint"], unsaved=0.0,
-        tts=60.0 * rng.lognormvariate(0, 0.2), lost=lost, gpus=4, failures=failures,
-    )  # fmt: skip
+        job_id=f"{model}-{i:04d}",
+        model=model,
+        team=team,
+        state="completed",
+        alloc=end - wall,
+        end=end,
+        wall=wall,
+        productive=wall - sum(lost.values()),
+        idle=sum(lost.values()),
+        failure=0.0,
+        blocking=lost["checkpoint"],
+        unsaved=0.0,
+        tts=60.0 * rng.lognormvariate(0, 0.2),
+        lost=lost,
+        gpus=4,
+        failures=failures,
+    )
 
 
 def fleet(seed: int, onset: float | None, days: float = 12, per_day: int = 6) -> list[JobFacts]:
@@ -129,8 +153,10 @@ def _first_firing(jobs: list[JobFacts], rule_set: RuleSet, onset: float) -> floa
     f = Fleet(jobs)
     for step in range(0, 48 * 4):
         t = onset + step * HOUR / 4
-        if any(x.labels.get("component") == "checkpoint"
-               for x in evaluate(rule, f, t, live=False, active={})):  # fmt: skip
+        if any(
+            x.labels.get("component") == "checkpoint"
+            for x in evaluate(rule, f, t, live=False, active={})
+        ):
             return t
     return None
 

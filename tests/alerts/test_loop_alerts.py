@@ -37,11 +37,24 @@ def _rule(kind: Kind):  # type: ignore[no-untyped-def]
 
 def _job(i: int, end: float, rate: float, model: str = "m", **kw: object) -> JobFacts:
     return JobFacts(
-        job_id=f"j{i:04d}", model=model, team="t", state="completed", alloc=end - 3 * HOUR,
-        end=end, wall=3 * HOUR, productive=2.8 * HOUR, idle=0.1 * HOUR, failure=0.1 * HOUR,
-        blocking=0.05 * HOUR, unsaved=0.0, tts=60.0, gpus=8, throughput=rate,
-        loop_rank_s=8 * 2.7 * HOUR, **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
+        job_id=f"j{i:04d}",
+        model=model,
+        team="t",
+        state="completed",
+        alloc=end - 3 * HOUR,
+        end=end,
+        wall=3 * HOUR,
+        productive=2.8 * HOUR,
+        idle=0.1 * HOUR,
+        failure=0.1 * HOUR,
+        blocking=0.05 * HOUR,
+        unsaved=0.0,
+        tts=60.0,
+        gpus=8,
+        throughput=rate,
+        loop_rank_s=8 * 2.7 * HOUR,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def _fleet(drop_at: float | None, factor: float = 1.3, days: int = 10) -> list[JobFacts]:
@@ -66,8 +79,12 @@ def test_the_new_kinds_parse_and_say_what_is_wrong() -> None:
     )
     tp, st = rules.rules
     assert (tp.kind, tp.fdr, tp.component) == (Kind.THROUGHPUT_REGRESSION, 0.01, "step")
-    assert (st.min_score, st.min_windows, st.component, st.windows) == (1.5, 5, "straggler",
-                                                                          ("24h",))  # fmt: skip
+    assert (st.min_score, st.min_windows, st.component, st.windows) == (
+        1.5,
+        5,
+        "straggler",
+        ("24h",),
+    )
     assert rule_to_dict(st)["min_score"] == 1.5 and "baseline" not in rule_to_dict(st)
     assert {Kind.THROUGHPUT_REGRESSION, Kind.STRAGGLER} <= REGRESSION_KINDS
     with pytest.raises(RulesError, match=r"'min_score'.*above 1"):
@@ -104,8 +121,9 @@ def test_an_open_throughput_alert_keeps_its_baseline() -> None:
     until = found.figures["baseline_until"]
     later = T0 + 9.9 * DAY  # by now the plain baseline holds slow jobs too
     (kept,) = throughput_findings(rule, fleet, later, {found.key: (found.labels, found.figures)})
-    assert kept.figures["baseline_until"] == until and kept.figures["onset"] == found.figures[
-        "onset"]  # fmt: skip
+    assert (
+        kept.figures["baseline_until"] == until and kept.figures["onset"] == found.figures["onset"]
+    )
 
 
 def _straggling(windows: int, ratio: float = 1.5) -> tuple[Straggling, ...]:
@@ -114,9 +132,11 @@ def _straggling(windows: int, ratio: float = 1.5) -> tuple[Straggling, ...]:
 
 def test_a_persistent_straggler_fires_and_a_brief_one_does_not() -> None:
     rule = _rule(Kind.STRAGGLER)
-    jobs = [_job(1, T0, 3e4, stragglers=_straggling(rule.min_windows)),
-            _job(2, T0 + HOUR, 3e4, model="n", stragglers=_straggling(rule.min_windows - 1)),
-            _job(3, T0 + HOUR, 3e4, model="k", stragglers=_straggling(500, 1.2))]  # fmt: skip
+    jobs = [
+        _job(1, T0, 3e4, stragglers=_straggling(rule.min_windows)),
+        _job(2, T0 + HOUR, 3e4, model="n", stragglers=_straggling(rule.min_windows - 1)),
+        _job(3, T0 + HOUR, 3e4, model="k", stragglers=_straggling(500, 1.2)),
+    ]
     (found,) = straggler_findings(rule, Fleet(jobs), T0 + 2 * HOUR)
     assert found.labels["model"] == "m" and found.labels["component"] == "straggler"
     assert found.jobs == ("j0001",) and found.value == 1.5
@@ -126,27 +146,40 @@ def test_a_persistent_straggler_fires_and_a_brief_one_does_not() -> None:
 
 
 def test_truth_scoring_reads_stragglers_and_their_throughput_consequence() -> None:
-    planted = planted_from([
-        {"record": "straggler", "model": "m", "rank": 3, "factor": 1.5, "at": T0},
-        {"record": "regression", "model": "n", "team": None, "component": "step",
-         "factor": 1.3, "at": T0},
-    ])  # fmt: skip
+    planted = planted_from(
+        [
+            {"record": "straggler", "model": "m", "rank": 3, "factor": 1.5, "at": T0},
+            {
+                "record": "regression",
+                "model": "n",
+                "team": None,
+                "component": "step",
+                "factor": 1.3,
+                "at": T0,
+            },
+        ]
+    )
     assert [(p.component, p.model) for p in planted] == [("straggler", "m"), ("step", "n")]
 
     def firing(model: str, component: str, at: float) -> Firing:
         labels = {"rule": "r", "model": model, "component": component}
         return Firing("r", labels, at, None, 1.0, None, (), "")
 
-    firings = [firing("m", "straggler", T0 + HOUR), firing("m", "step", T0 + HOUR),
-               firing("n", "step", T0 + 2 * HOUR), firing("n", "step", T0 - HOUR)]  # fmt: skip
+    firings = [
+        firing("m", "straggler", T0 + HOUR),
+        firing("m", "step", T0 + HOUR),
+        firing("n", "step", T0 + 2 * HOUR),
+        firing("n", "step", T0 - HOUR),
+    ]
     q = score(firings, planted, T0 - DAY, T0 + 3 * DAY)
     assert (q.true_firings, q.false_firings, q.recall) == (3, 1, 1.0)
     assert [d.delay_s for d in q.detections] == [HOUR, 2 * HOUR]
 
 
 def test_the_prometheus_export_approximates_the_loop_kinds_by_model() -> None:
-    rules = RuleSet((_rule(Kind.THROUGHPUT_REGRESSION), _rule(Kind.STRAGGLER),
-                     *load_rules().enabled()))  # fmt: skip
+    rules = RuleSet(
+        (_rule(Kind.THROUGHPUT_REGRESSION), _rule(Kind.STRAGGLER), *load_rules().enabled())
+    )
     text = rules_file(rules)
     assert "- alert: throughput_regression_by_model" in text
     assert "- alert: straggler_by_model" in text
@@ -167,9 +200,14 @@ def test_a_simulated_straggler_is_found_end_to_end(
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     start = T0
     simulate_into_db(
-        url, jobs=40, days=4, seed=9, start=start, models=["dcn-v2"],
+        url,
+        jobs=40,
+        days=4,
+        seed=9,
+        start=start,
+        models=["dcn-v2"],
         stragglers=["model=dcn-v2 rank=1 factor=1.5 at=2027-01-17T08:00:00Z"],
-    )  # fmt: skip
+    )
     store = Store(url)
     try:
         facts = load_facts(store.engine, None)
@@ -184,8 +222,12 @@ def test_a_simulated_straggler_is_found_end_to_end(
         rules = RuleSet((_rule(Kind.STRAGGLER),))
         fired = backtest(store.engine, rules, T0, T0 + 4 * DAY)
         assert fired and all(f.fired_at >= T0 + 2 * DAY for f in fired)
-        assert fired[0].labels == {"rule": "straggler_by_model", "model": "dcn-v2",
-                                   "component": "straggler", "severity": "warning"}  # fmt: skip
+        assert fired[0].labels == {
+            "rule": "straggler_by_model",
+            "model": "dcn-v2",
+            "component": "straggler",
+            "severity": "warning",
+        }
         job = store.get_job(trained[0].job_id)
         assert job is not None and "loop_facts" not in job
         _running_facts_are_throttled(store, late[0].job_id)

@@ -49,8 +49,11 @@ def test_export_passes_promtool_check_rules() -> None:
     promtool = need("promtool")
     out = subprocess.run(
         f"{sys.executable} -m ett_cli alerts export-prometheus | {promtool} check rules /dev/stdin",
-        shell=True, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS: 3 rules found" in out.stdout  # regression, presumed dead, restart storm
 
@@ -61,8 +64,13 @@ def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None
     assert (
         _ett("alerts", "export-prometheus", "-o", str(tmp_path / "ett-rules.yml")).returncode == 0
     )
-    run = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [promtool, "test", "rules", "rules_test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
     # the same tests fail when the effect floor moves past the planted data regression (+1.33
@@ -73,11 +81,17 @@ def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None
         "    window: 24h\n    baseline: 7d\n    min_jobs: 3\n    min_baseline_jobs: 10\n"
         "    min_gpu_hours_per_day: 2\n"
     )
-    export = _ett("alerts", "export-prometheus", "--rules", str(strict), "-o",
-                  str(tmp_path / "ett-rules.yml"))  # fmt: skip
+    export = _ett(
+        "alerts", "export-prometheus", "--rules", str(strict), "-o", str(tmp_path / "ett-rules.yml")
+    )
     assert export.returncode == 0, export.stderr
-    run = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [promtool, "test", "rules", "rules_test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode != 0
     assert "alertname: regression_by_model, time: 15m" in run.stdout + run.stderr
 
@@ -97,8 +111,9 @@ def test_metrics_pass_promtool_and_series_do_not_grow_with_jobs(tmp_path: Path) 
         metrics = CollectorMetrics()
         metrics.register_shared(FleetMetrics(store.engine, ttl_s=0))
         text = metrics.exposition().decode()
-        check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
-                               text=True, timeout=60)  # fmt: skip
+        check = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+        )
         assert check.returncode == 0, check.stdout + check.stderr
         series = _fleet_series(text)
         assert 'ett_fleet_ett_ratio{model="dlrm",team="ads",window="24h"}' in text
@@ -121,27 +136,51 @@ def test_prometheus_and_the_evaluator_reach_alertmanager(tmp_path: Path) -> None
     store.close()
     rules = tmp_path / "rules.yml"
     rules.write_text(data_rules(defaults=True))
-    assert _ett("alerts", "export-prometheus", "--rules", str(rules), "-o",
-                str(tmp_path / "ett-rules.yml")).returncode == 0  # fmt: skip
+    assert (
+        _ett(
+            "alerts",
+            "export-prometheus",
+            "--rules",
+            str(rules),
+            "-o",
+            str(tmp_path / "ett-rules.yml"),
+        ).returncode
+        == 0
+    )
 
     hook = Webhook()
     am, am_url = start_alertmanager(tmp_path, hook.url)
-    serve, serve_url = start_serve(url, tmp_path, "--alert-rules", str(rules), "--alert-interval",
-                                   "1s", "--alertmanager", am_url)  # fmt: skip
-    prom, _ = start_prometheus(tmp_path, serve_url.removeprefix("http://"),
-                               tmp_path / "ett-rules.yml", am_url)  # fmt: skip
+    serve, serve_url = start_serve(
+        url,
+        tmp_path,
+        "--alert-rules",
+        str(rules),
+        "--alert-interval",
+        "1s",
+        "--alertmanager",
+        am_url,
+    )
+    prom, _ = start_prometheus(
+        tmp_path, serve_url.removeprefix("http://"), tmp_path / "ett-rules.yml", am_url
+    )
     try:
 
         def both() -> bool:
-            sources = {a["labels"].get("source", "ett") for a in hook.alerts
-                       if a["labels"].get("alertname") == "data_regression"
-                       and a["labels"].get("model") == "dlrm"
-                       and a["labels"].get("component") == "data"}  # fmt: skip
+            sources = {
+                a["labels"].get("source", "ett")
+                for a in hook.alerts
+                if a["labels"].get("alertname") == "data_regression"
+                and a["labels"].get("model") == "dlrm"
+                and a["labels"].get("component") == "data"
+            }
             return sources == {"ett", "prometheus"}
 
         wait_for(both, WAIT_S, "data_regression from ett serve and from Prometheus at the webhook")
-        ours = next(a for a in hook.alerts if "source" not in a["labels"]
-                    and a["labels"].get("alertname") == "data_regression")  # fmt: skip
+        ours = next(
+            a
+            for a in hook.alerts
+            if "source" not in a["labels"] and a["labels"].get("alertname") == "data_regression"
+        )
         assert ours["status"] == "firing"
         assert "dlrm-" in ours["annotations"]["jobs"]
         assert "data lost" in ours["annotations"]["description"]

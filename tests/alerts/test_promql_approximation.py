@@ -98,8 +98,9 @@ def _expected(group: Mapping[str, Any], eval_time: str) -> set[tuple[str, str]]:
     """(model, component) of the regression alerts the group expects at ``eval_time``."""
     for test in group["alert_rule_test"]:
         if test["alertname"] == "regression_by_model" and test["eval_time"] == eval_time:
-            return {(a["exp_labels"]["model"], a["exp_labels"]["component"])
-                    for a in test["exp_alerts"]}  # fmt: skip
+            return {
+                (a["exp_labels"]["model"], a["exp_labels"]["component"]) for a in test["exp_alerts"]
+            }
     raise AssertionError(f"no regression_by_model test at {eval_time}")
 
 
@@ -109,8 +110,9 @@ def _checked(group: str) -> dict[str, list[JobFacts]]:
     return {PHASES.get(k, k): v for k, v in fleets.items()}
 
 
-def _built_in(jobs: Sequence[JobFacts], active: Mapping[tuple[str, str], Finding] | None = None,
-              t: float = T) -> list[Finding]:  # fmt: skip
+def _built_in(
+    jobs: Sequence[JobFacts], active: Mapping[tuple[str, str], Finding] | None = None, t: float = T
+) -> list[Finding]:
     return evaluate(_rule(), Fleet(jobs), t, False, active or {})
 
 
@@ -285,8 +287,15 @@ def test_a_regression_longer_than_the_baseline_promql_learns_the_built_in_keeps(
 # --- K ---------------------------------------------------------------------------------------
 
 
-def _draw(rng: random.Random, n: int, factor: float, sigma: float, first_end: float,
-          last_end: float, start: int) -> list[JobFacts]:  # fmt: skip
+def _draw(
+    rng: random.Random,
+    n: int,
+    factor: float,
+    sigma: float,
+    first_end: float,
+    last_end: float,
+    start: int,
+) -> list[JobFacts]:
     """``n`` jobs of 1 GPU and 2-4 hours losing 60 s per job-hour to data loading, times a
     lognormal(0, sigma) per job, times ``factor``."""
     out = []
@@ -294,10 +303,24 @@ def _draw(rng: random.Random, n: int, factor: float, sigma: float, first_end: fl
         wall = HOUR * rng.uniform(2.0, 4.0)
         data = 60.0 * wall / HOUR * rng.lognormvariate(0.0, sigma) * factor
         end = first_end + (last_end - first_end) * i / max(n - 1, 1)
-        out.append(JobFacts(job_id=f"j{start + i}", model="m", team="t", state="completed",
-                            alloc=end - wall, end=end, wall=wall, productive=wall - data,
-                            idle=data, failure=0.0, blocking=0.0, unsaved=0.0, tts=60.0,
-                            lost={"data": data}))  # fmt: skip
+        out.append(
+            JobFacts(
+                job_id=f"j{start + i}",
+                model="m",
+                team="t",
+                state="completed",
+                alloc=end - wall,
+                end=end,
+                wall=wall,
+                productive=wall - data,
+                idle=data,
+                failure=0.0,
+                blocking=0.0,
+                unsaved=0.0,
+                tts=60.0,
+                lost={"data": data},
+            )
+        )
     return out
 
 

@@ -41,8 +41,10 @@ def test_defaults_load_and_a_user_file_overrides_them_by_name(tmp_path: Path) ->
     burn = [r for r in defaults.rules if r.kind is Kind.ETT_SLO_BURN]
     assert [r.enabled for r in burn] == [False, False]  # the objective is the user's to set
     assert {r.kind for r in defaults.enabled()} == {
-        Kind.REGRESSION, Kind.PRESUMED_DEAD, Kind.RESTART_STORM
-    }  # fmt: skip
+        Kind.REGRESSION,
+        Kind.PRESUMED_DEAD,
+        Kind.RESTART_STORM,
+    }
     regression = defaults.get("regression_by_model")
     assert regression is not None
     assert (regression.fdr, regression.min_gpu_hours_per_day) == (0.002, 0.25)
@@ -117,10 +119,22 @@ def test_ett_serve_refuses_to_start_with_a_bad_rules_file(tmp_path: Path) -> Non
     bad = tmp_path / "rules.yml"
     bad.write_text("rules:\n  - name: slow_start\n    kind: tts_regression\n    for: soon\n")
     run = subprocess.run(
-        [sys.executable, "-m", "ett_cli", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
-         "--port", "1", "--alert-rules", str(bad)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ett_cli",
+            "serve",
+            "--db",
+            f"sqlite:///{tmp_path / 'c.db'}",
+            "--port",
+            "1",
+            "--alert-rules",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "rule 'slow_start': field 'for'" in run.stderr
     assert "Traceback" not in run.stderr

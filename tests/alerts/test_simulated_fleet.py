@@ -50,15 +50,45 @@ def test_planted_regression_fires_once_named_and_sized_and_a_flat_fleet_stays_qu
 
 def test_backtest_truth_scores_the_firings(tmp_path: Path) -> None:
     db, truth = tmp_path / "c.db", tmp_path / "truth.jsonl"
-    sim = [sys.executable, "-m", "ett_cli", "simulate", "--db", str(db), "--jobs", "120",
-           "--days", "9", "--seed", "5", "--start", datetime.fromtimestamp(START, UTC).isoformat(),
-           "--regress", REGRESS, "--truth", str(truth)]  # fmt: skip
+    sim = [
+        sys.executable,
+        "-m",
+        "ett_cli",
+        "simulate",
+        "--db",
+        str(db),
+        "--jobs",
+        "120",
+        "--days",
+        "9",
+        "--seed",
+        "5",
+        "--start",
+        datetime.fromtimestamp(START, UTC).isoformat(),
+        "--regress",
+        REGRESS,
+        "--truth",
+        str(truth),
+    ]
     done = subprocess.run(sim, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     since = datetime.fromtimestamp(START + 5 * DAY, UTC).isoformat()
     until = datetime.fromtimestamp(START + 9 * DAY, UTC).isoformat()
-    bt = [sys.executable, "-m", "ett_cli", "alerts", "backtest", "--db", str(db), "--since",
-          since, "--until", until, "--truth", str(truth)]  # fmt: skip
+    bt = [
+        sys.executable,
+        "-m",
+        "ett_cli",
+        "alerts",
+        "backtest",
+        "--db",
+        str(db),
+        "--since",
+        since,
+        "--until",
+        until,
+        "--truth",
+        str(truth),
+    ]
     shown = subprocess.run(bt, capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr
     assert "precision 1.00   recall 1.00" in shown.stdout, shown.stdout

@@ -92,8 +92,10 @@ def test_poisson_false_alarms_stay_at_their_level_on_simulated_equal_rates() -> 
         return k
 
     trials = 4000
-    low = sum(poisson_rate_greater(poisson(2.0), 20.0, poisson(14.0), 140.0) <= 0.05
-              for _ in range(trials))  # fmt: skip
+    low = sum(
+        poisson_rate_greater(poisson(2.0), 20.0, poisson(14.0), 140.0) <= 0.05
+        for _ in range(trials)
+    )
     assert low / trials <= 0.05  # exact and conditional: at most its level (discreteness)
 
 

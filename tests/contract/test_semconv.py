@@ -1,8 +1,9 @@
-"""Contract: the wire strings of the span vocabulary (ETT-SPEC section 2) never change by accident.
+"""Contract: the wire strings of the span vocabulary (docs/metrics.md, "The spans it reads") never
+change by accident.
 
 Every string constant and every enum of ``instrument/semconv.py`` is pinned here to its literal.
-A new constant must be added here (and to ETT-SPEC.md when it is not an extension). The second part
-checks that no other module of the project spells an ``ett.`` string: they import semconv.
+A new constant must be added here (and to docs/metrics.md unless it is an extension). The second
+part checks that no other module of the project spells an ``ett.`` string: they import semconv.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ PINNED_CONSTANTS = {
     "COMPILE_FRAMES": "ett.compile.frames",
     "PUBLISH_STANDALONE": "ett.publish.standalone",
     "ERROR_TYPE": "error.type",
-    # extensions (not in ETT-SPEC section 2; documented in semconv.py)
+    # extensions (not in the contract's spans, docs/metrics.md; documented in semconv.py)
     "TELEMETRY_DROPPED_SPANS": "ett.telemetry.dropped_spans",
     "TELEMETRY_SPOOL_DROPPED_SPANS": "ett.telemetry.spool_dropped_spans",
     "FAILURE_PHASE": "ett.failure.phase",

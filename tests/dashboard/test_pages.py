@@ -78,8 +78,13 @@ def test_jobs_page_lists_every_job_and_filters_from_the_url(api: Any) -> None:
         r["job_id"] for r in c.get("/api/v1/jobs").json()
     )
     assert list(shown.columns[:6]) == [  # the figures first, beside the id
-        "job", "state", "ett_pct", "idle_pct", "failure_pct", "failures",
-    ]  # fmt: skip
+        "job",
+        "state",
+        "ett_pct",
+        "idle_pct",
+        "failure_pct",
+        "failures",
+    ]
     at = run("views/jobs.py", state="failed")
     shown = at.dataframe[0].value
     assert set(shown["state"]) == {"failed"}
@@ -222,8 +227,14 @@ def test_checkpoint_table_shows_every_column_at_full_width(api: Any) -> None:
     tables = [d for d in at.dataframe if "committed" in d.value.columns]
     assert len(tables) == 1
     assert list(tables[0].value.columns) == [
-        "attempt", "step", "mode", "blocking", "persist", "committed", "restored by next attempt"
-    ]  # fmt: skip
+        "attempt",
+        "step",
+        "mode",
+        "blocking",
+        "persist",
+        "committed",
+        "restored by next attempt",
+    ]
     # not squeezed into a column beside its chart
     assert not any("committed" in d.value.columns for col in at.columns for d in col.dataframe)
 

@@ -100,9 +100,12 @@ def train(args: argparse.Namespace, sess: ett.Session, clock: Clock) -> None:
     if start:
         clock.log("load", step=start)
         torch_hooks.dcp_load(
-            state, step=start, checkpoint_id=str(args.ckpt_dir / str(start)),
-            process_group=ckpt_group, session=sess,
-        )  # fmt: skip
+            state,
+            step=start,
+            checkpoint_id=str(args.ckpt_dir / str(start)),
+            process_group=ckpt_group,
+            session=sess,
+        )
         model.load_state_dict(state["model"])
         clock.log("loaded", step=start)
     gen = torch.Generator().manual_seed(rank)
@@ -127,9 +130,12 @@ def train(args: argparse.Namespace, sess: ett.Session, clock: Clock) -> None:
         if n % args.ckpt_every == 0 and n < args.steps:
             clock.log("save", step=n)
             future = torch_hooks.dcp_async_save(
-                {"model": model.state_dict()}, step=n, session=sess,
-                checkpoint_id=str(args.ckpt_dir / str(n)), process_group=ckpt_group,
-            )  # fmt: skip
+                {"model": model.state_dict()},
+                step=n,
+                session=sess,
+                checkpoint_id=str(args.ckpt_dir / str(n)),
+                process_group=ckpt_group,
+            )
             clock.log("saved", step=n)
             future.add_done_callback(lambda _f, n=n: clock.log("persisted", step=n))
             pending.append(future)

@@ -96,8 +96,12 @@ def test_an_idle_connection_outlives_the_export_window(collector: Collector) -> 
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     spans = worked_example("keep-alive", base=BASE)
     try:
-        conn.request("POST", "/v1/traces", encode_request(spans[:5]),
-                     {"Content-Type": "application/x-protobuf"})  # fmt: skip
+        conn.request(
+            "POST",
+            "/v1/traces",
+            encode_request(spans[:5]),
+            {"Content-Type": "application/x-protobuf"},
+        )
         first = conn.getresponse()
         first.read()
         assert first.status == 200 and not first.will_close
@@ -105,8 +109,12 @@ def test_an_idle_connection_outlives_the_export_window(collector: Collector) -> 
         local = sock.getsockname()
         time.sleep(6)  # longer than uvicorn's default keep-alive (5 s), as a 10 s exporter idles
 
-        conn.request("POST", "/v1/traces", encode_request(spans[5:]),
-                     {"Content-Type": "application/x-protobuf"})  # fmt: skip
+        conn.request(
+            "POST",
+            "/v1/traces",
+            encode_request(spans[5:]),
+            {"Content-Type": "application/x-protobuf"},
+        )
         second = conn.getresponse()
         second.read()
         assert second.status == 200

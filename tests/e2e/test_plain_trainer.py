@@ -10,7 +10,7 @@ clock (its JSON-lines step log) as the truth:
   survivor only lost a peer);
 - a hang then a raise: rank 1 stops stepping (no ``step()``, so no heartbeat) for a while, then
   raises as a user's own watchdog would: the hang is the failed attempt's shutdown (``failure``,
-  not unsaved: ETT-SPEC section 3), the work since the restored checkpoint is unsaved.
+  not unsaved: docs/metrics.md), the work since the restored checkpoint is unsaved.
 
 Three torchrun jobs (each attempt starts two Python processes that import torch: the cost of the
 file). Each figure is checked within 0.1 s of the trainer's clock (unsaved within one step).
@@ -92,11 +92,25 @@ def launch(tmp_path: Path, collector: Collector, name: str, restarts: int, *args
         env.pop(var, None)
     clock_dir = tmp_path / "clock"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "--max-restarts", str(restarts), "--monitor-interval", "0.1", str(TRAINER),
-        "--ckpt-dir", str(tmp_path / "ckpt"), "--clock-dir", str(clock_dir),
-        "--step-s", str(STEP_S), *args,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        str(restarts),
+        "--monitor-interval",
+        "0.1",
+        str(TRAINER),
+        "--ckpt-dir",
+        str(tmp_path / "ckpt"),
+        "--clock-dir",
+        str(clock_dir),
+        "--step-s",
+        str(STEP_S),
+        *args,
+    ]
     out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, (out.stdout + out.stderr)[-6000:]
     events = [
@@ -188,8 +202,20 @@ def test_exception_right_after_an_async_save_then_a_tail(
     tmp_path: Path, module_collector: Collector
 ) -> None:
     tail_s = 1.0
-    run = launch(tmp_path, module_collector, "exc", 1, "--steps", "30", "--ckpt-every", "10",
-                 "--fail", "0:1:exception:20", "--tail-s", str(tail_s))  # fmt: skip
+    run = launch(
+        tmp_path,
+        module_collector,
+        "exc",
+        1,
+        "--steps",
+        "30",
+        "--ckpt-every",
+        "10",
+        "--fail",
+        "0:1:exception:20",
+        "--tail-s",
+        str(tail_s),
+    )
     # rank 1 raised right after the save of step 20: that save persisted (the library waited for
     # it) and the restart resumed there, so nothing was lost
     assert run.when("persisted", 0, 20)
@@ -212,8 +238,20 @@ def test_exception_right_after_an_async_save_then_a_tail(
 
 
 def test_sigkill_of_rank_0_then_of_rank_1(tmp_path: Path, module_collector: Collector) -> None:
-    run = launch(tmp_path, module_collector, "kill", 2, "--steps", "40", "--ckpt-every", "10",
-                 "--fail", "0:0:sigkill:25", "--fail", "1:1:sigkill:35")  # fmt: skip
+    run = launch(
+        tmp_path,
+        module_collector,
+        "kill",
+        2,
+        "--steps",
+        "40",
+        "--ckpt-every",
+        "10",
+        "--fail",
+        "0:0:sigkill:25",
+        "--fail",
+        "1:1:sigkill:35",
+    )
     assert run.steps("loaded", 1) == [20] and run.steps("loaded", 2) == [30]
     job = figures(module_collector, run.job_id, 3)
     check(run, job, ["killed", "killed"])  # not the survivors' lost peer
@@ -222,8 +260,20 @@ def test_sigkill_of_rank_0_then_of_rank_1(tmp_path: Path, module_collector: Coll
 
 def test_a_hang_then_a_raise(tmp_path: Path, module_collector: Collector) -> None:
     hang_s = 1.5
-    run = launch(tmp_path, module_collector, "hang", 1, "--steps", "30", "--ckpt-every", "10",
-                 "--fail", "0:1:hang:25", "--hang-s", str(hang_s))  # fmt: skip
+    run = launch(
+        tmp_path,
+        module_collector,
+        "hang",
+        1,
+        "--steps",
+        "30",
+        "--ckpt-every",
+        "10",
+        "--fail",
+        "0:1:hang:25",
+        "--hang-s",
+        str(hang_s),
+    )
     assert run.steps("loaded", 1) == [20]
     job = figures(module_collector, run.job_id, 2)
     check(run, job, ["exception"])  # the watchdog's raise; steps 21-25 unsaved, not the hang

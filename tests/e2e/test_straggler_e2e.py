@@ -70,11 +70,24 @@ def _train(tmp: Path, collector: Collector, slow_s: float) -> tuple[str, dict[in
     job_id = f"straggler-{uuid.uuid4().hex[:8]}"
     clock = tmp / job_id
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        "--nproc-per-node=2", "--monitor-interval=0.2", str(TRAINER), "--steps", str(STEPS),
-        "--work-s", str(WORK_S), "--slow-rank", "1", "--slow-s", str(slow_s),
-        "--clock-dir", str(clock),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "--monitor-interval=0.2",
+        str(TRAINER),
+        "--steps",
+        str(STEPS),
+        "--work-s",
+        str(WORK_S),
+        "--slow-rank",
+        "1",
+        "--slow-s",
+        str(slow_s),
+        "--clock-dir",
+        str(clock),
+    ]
     env = {
         **os.environ,
         "ETT_JOB_ID": job_id,

@@ -51,9 +51,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     root = tmp_path_factory.mktemp("pki")
     ca, other = Authority.make(root, "ett-test-ca"), Authority.make(root, "other-ca")
     return Pki(
-        ca, other, ca.issue("server"), ca.issue("old-server", expired=True),
-        ca.issue("client"), ca.issue("old-client", expired=True), other.issue("other-client"),
-    )  # fmt: skip
+        ca,
+        other,
+        ca.issue("server"),
+        ca.issue("old-server", expired=True),
+        ca.issue("client"),
+        ca.issue("old-client", expired=True),
+        other.issue("other-client"),
+    )
 
 
 def _context(ca: Path | None, client: Pair | None = None) -> ssl.SSLContext:
@@ -90,9 +95,21 @@ def _serve(home: Path, server: Pair, pki: Pki, client_ca: Path | None = None) ->
         path.chmod(0o600)
         files += [f"--{name}-tokens", str(path)]
     port = free_port()
-    cmd = [sys.executable, "-m", "ett_cli", "serve", "--port", str(port),
-           "--db", f"sqlite:///{home / 'c.db'}", "--tls-cert", str(server.cert),
-           "--tls-key", str(server.key), *files]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ett_cli",
+        "serve",
+        "--port",
+        str(port),
+        "--db",
+        f"sqlite:///{home / 'c.db'}",
+        "--tls-cert",
+        str(server.cert),
+        "--tls-key",
+        str(server.key),
+        *files,
+    ]
     if client_ca is not None:
         cmd += ["--tls-client-ca", str(client_ca)]
     env = {**os.environ, "ETT_HOME": str(home), "ETT_LIVE_REFRESH_S": "1"}
@@ -134,12 +151,20 @@ def test_plain_http_and_an_untrusted_ca_get_nothing(tls: Server, pki: Pki) -> No
     auth = {"Authorization": f"Bearer {WRITE}", **PROTO}
     assert _refused(lambda: httpx.post(plain, content=body, headers=auth, timeout=10))
     wrong_ca = _context(pki.other.pair.cert)
-    assert _refused(lambda: httpx.post(tls.url + "/v1/traces", content=body, headers=auth,
-                                       verify=wrong_ca, timeout=10))  # fmt: skip
+    assert _refused(
+        lambda: httpx.post(
+            tls.url + "/v1/traces", content=body, headers=auth, verify=wrong_ca, timeout=10
+        )
+    )
     assert tls.spans() == 0
     # the right CA and a read token: TLS passes, the token does not
-    read = httpx.post(tls.url + "/v1/traces", content=body, verify=_context(pki.ca.pair.cert),
-                      headers={"Authorization": f"Bearer {READ}", **PROTO}, timeout=10)  # fmt: skip
+    read = httpx.post(
+        tls.url + "/v1/traces",
+        content=body,
+        verify=_context(pki.ca.pair.cert),
+        headers={"Authorization": f"Bearer {READ}", **PROTO},
+        timeout=10,
+    )
     assert read.status_code == 403
     assert tls.spans() == 0
 
@@ -157,12 +182,25 @@ print(sess.dropped_spans)
 def _library_job(job_id: str, url: str, spool: Path, **env: str) -> int:
     """Run a tiny job with the library in its own process (one exporter per process); the
     spans it dropped."""
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("OTEL_EXPORTER_OTLP_", "ETT_"))}  # fmt: skip
-    clean.update({"ETT_TOKEN": WRITE, "ETT_SPOOL_DIR": str(spool), "ETT_EXIT_TIMEOUT_S": "0",
-                  "ETT_FLUSH_TIMEOUT_S": "60", **env})  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", _JOB, job_id, url], env=clean,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_EXPORTER_OTLP_", "ETT_"))
+    }
+    clean.update(
+        {
+            "ETT_TOKEN": WRITE,
+            "ETT_SPOOL_DIR": str(spool),
+            "ETT_EXIT_TIMEOUT_S": "0",
+            "ETT_FLUSH_TIMEOUT_S": "60",
+            **env,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _JOB, job_id, url],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert WRITE not in out.stdout + out.stderr  # the token is never printed
     _LOGS.append(out.stderr)
@@ -175,11 +213,20 @@ _LOGS: list[str] = []
 def test_the_library_verifies_the_collector_with_otlp_certificate(
     tls: Server, pki: Pki, tmp_path: Path
 ) -> None:
-    _library_job("tls-wrong-ca", tls.url, tmp_path / "s1", ETT_FLUSH_TIMEOUT_S="3",
-                 OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.other.pair.cert))  # fmt: skip
+    _library_job(
+        "tls-wrong-ca",
+        tls.url,
+        tmp_path / "s1",
+        ETT_FLUSH_TIMEOUT_S="3",
+        OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.other.pair.cert),
+    )
     assert tls.get("/api/v1/jobs/tls-wrong-ca").status_code == 404
-    dropped = _library_job("tls-right-ca", tls.url, tmp_path / "s2",
-                           OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.ca.pair.cert))  # fmt: skip
+    dropped = _library_job(
+        "tls-right-ca",
+        tls.url,
+        tmp_path / "s2",
+        OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.ca.pair.cert),
+    )
     assert dropped == 0
     wait_until(
         lambda: tls.get("/api/v1/jobs/tls-right-ca").status_code == 200,
@@ -198,11 +245,15 @@ def test_the_dashboard_client_trusts_only_its_ca_bundle(tls: Server, pki: Pki) -
     assert isinstance(_fetch(good, "/api/v1/jobs", ()), list)
     for settings, words in (
         (DashboardSettings(api_url=tls.url, token=READ), "ca-bundle"),
-        (DashboardSettings(api_url=tls.url, token=READ, ca_bundle=str(pki.other.pair.cert)),
-         "ca-bundle"),
-        (DashboardSettings(api_url=tls.url, token=WRITE, ca_bundle=str(pki.ca.pair.cert)),
-         "read token"),
-    ):  # fmt: skip
+        (
+            DashboardSettings(api_url=tls.url, token=READ, ca_bundle=str(pki.other.pair.cert)),
+            "ca-bundle",
+        ),
+        (
+            DashboardSettings(api_url=tls.url, token=WRITE, ca_bundle=str(pki.ca.pair.cert)),
+            "read token",
+        ),
+    ):
         with pytest.raises(ApiError) as info:
             _fetch(settings, "/api/v1/jobs", ())
         assert words in info.value.message
@@ -229,14 +280,20 @@ def test_client_certificates_when_the_collector_asks_for_them(pki: Pki, tmp_path
         auth = {"Authorization": f"Bearer {WRITE}", **PROTO}
         for client in (None, pki.expired_client, pki.other_client):
             verify = _context(pki.ca.pair.cert, client)
-            assert _refused(lambda v=verify: httpx.post(s.url + "/v1/traces", content=body,
-                                                         headers=auth, verify=v, timeout=10)
-                            ), client  # fmt: skip
+            assert _refused(
+                lambda v=verify: httpx.post(
+                    s.url + "/v1/traces", content=body, headers=auth, verify=v, timeout=10
+                )
+            ), client
         assert s.spans() == 0
-        dropped = _library_job("mtls-library", s.url, tmp_path / "spool",
-                               OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.ca.pair.cert),
-                               OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=str(pki.client.cert),
-                               OTEL_EXPORTER_OTLP_CLIENT_KEY=str(pki.client.key))  # fmt: skip
+        dropped = _library_job(
+            "mtls-library",
+            s.url,
+            tmp_path / "spool",
+            OTEL_EXPORTER_OTLP_CERTIFICATE=str(pki.ca.pair.cert),
+            OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=str(pki.client.cert),
+            OTEL_EXPORTER_OTLP_CLIENT_KEY=str(pki.client.key),
+        )
         assert dropped == 0
         wait_until(
             lambda: s.get("/api/v1/jobs/mtls-library").status_code == 200,
@@ -266,15 +323,21 @@ def test_prometheus_scrapes_over_tls_with_a_read_token_only(
         path = tmp_path / f"{name}.token"
         path.write_text(token)
         path.chmod(0o600)
-        jobs += (f"  - job_name: {name}\n    scheme: https\n"
-                 f"    tls_config: {{ca_file: '{pki.ca.pair.cert}'}}\n"
-                 f"    authorization: {{credentials_file: '{path}'}}\n"
-                 f"    static_configs: [{{targets: ['{target}']}}]\n")  # fmt: skip
+        jobs += (
+            f"  - job_name: {name}\n    scheme: https\n"
+            f"    tls_config: {{ca_file: '{pki.ca.pair.cert}'}}\n"
+            f"    authorization: {{credentials_file: '{path}'}}\n"
+            f"    static_configs: [{{targets: ['{target}']}}]\n"
+        )
     config = tmp_path / "prometheus.yml"
     config.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n{jobs}")
     port = free_port()
-    cmd = [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-           f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
+    cmd = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tmp_path / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     p = Process(cmd, tmp_path / "prometheus.log")
     url = f"http://127.0.0.1:{port}"
 

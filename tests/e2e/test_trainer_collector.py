@@ -34,9 +34,25 @@ def killed_run(
 ) -> tuple[Run, dict[str, Any]]:
     """The run (once for the module), and the figures a real collector computed for it."""
     tmp_path = tmp_path_factory.mktemp("killed-run")
-    args = ("--steps", "60", "--ckpt-every-steps", "20", "--no-compile", "--fail-at-step", "50",
-            "--fail-rank", "1", "--fail-kind", "sigkill", "--window-s", "1",
-            "--step-delay-s", "0.02", "--data-stall-every", "7")  # fmt: skip
+    args = (
+        "--steps",
+        "60",
+        "--ckpt-every-steps",
+        "20",
+        "--no-compile",
+        "--fail-at-step",
+        "50",
+        "--fail-rank",
+        "1",
+        "--fail-kind",
+        "sigkill",
+        "--window-s",
+        "1",
+        "--step-delay-s",
+        "0.02",
+        "--data-stall-every",
+        "7",
+    )
     run = launch(tmp_path, module_collector.url, *SMALL, *args, max_restarts=1, timeout_s=LAUNCH_S)
     assert run.returncode == 0, run.output[-6000:]
     return run, figures(module_collector, run.job_id)

@@ -53,9 +53,14 @@ def train(tmp_path: Path, collector: Collector, *args: str, max_restarts: int = 
     """A 2-rank run of the small config; it must exit 0."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     run = launch(
-        tmp_path, collector.url, *SMALL, *args,
-        max_restarts=max_restarts, env=env, timeout_s=LAUNCH_S,
-    )  # fmt: skip
+        tmp_path,
+        collector.url,
+        *SMALL,
+        *args,
+        max_restarts=max_restarts,
+        env=env,
+        timeout_s=LAUNCH_S,
+    )
     assert run.returncode == 0, run.output[-6000:]
     return run
 
@@ -101,8 +106,17 @@ def assert_resumed(run: Run, *, failed_at: int, resumed_at: int, steps: int) -> 
 def test_clean_run_trains_checkpoints_and_publishes(
     tmp_path: Path, module_collector: Collector
 ) -> None:
-    run = train(tmp_path, module_collector, "--steps", "60", "--ckpt-every-steps", "20",
-                "--no-compile", "--eval-every", "30")  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "60",
+        "--ckpt-every-steps",
+        "20",
+        "--no-compile",
+        "--eval-every",
+        "30",
+    )
     for rank in (0, 1):
         assert run.steps(rank, 0) == list(range(60))
         phases = [e["phase"] for e in run.events(rank, "phase")]
@@ -126,12 +140,24 @@ def test_clean_run_trains_checkpoints_and_publishes(
     assert job["lost_by_component"]["eval"] > 0 and job["lost_by_component"]["sharding"] > 0
     assert 0 < job["ett_pct"] < 100
     names = {s.name for s in stored_spans(module_collector, run.job_id)}
-    assert {semconv.SPAN_ATTEMPT, semconv.SPAN_FIRST_BATCH, semconv.SPAN_CHECKPOINT_SAVE,
-            semconv.SPAN_EVAL, semconv.startup_span_name("sharding_plan")} <= names  # fmt: skip
+    assert {
+        semconv.SPAN_ATTEMPT,
+        semconv.SPAN_FIRST_BATCH,
+        semconv.SPAN_CHECKPOINT_SAVE,
+        semconv.SPAN_EVAL,
+        semconv.startup_span_name("sharding_plan"),
+    } <= names
 
     out = tmp_path / "published"
-    cmd = [sys.executable, "-m", "trainer.publish", "--checkpoint", str(run.ckpt_dir),
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.publish",
+        "--checkpoint",
+        str(run.ckpt_dir),
+        "--out",
+        str(out),
+    ]
     env = {
         **os.environ,
         "OTEL_EXPORTER_OTLP_ENDPOINT": module_collector.url,
@@ -152,9 +178,20 @@ def test_clean_run_trains_checkpoints_and_publishes(
 def test_async_checkpoints_commit_and_resume(
     tmp_path: Path, module_collector: Collector, mode: str
 ) -> None:
-    run = train(tmp_path, module_collector, "--steps", "50", "--ckpt-every-steps", "10",
-                "--ckpt-mode", mode, "--no-compile", "--fail-at-step", "35",
-                max_restarts=1)  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "50",
+        "--ckpt-every-steps",
+        "10",
+        "--ckpt-mode",
+        mode,
+        "--no-compile",
+        "--fail-at-step",
+        "35",
+        max_restarts=1,
+    )
     assert_resumed(run, failed_at=35, resumed_at=30, steps=50)
     saves = run.events(0, "ckpt_save")
     commits = {e["step"]: e["time"] for e in run.events(0, "ckpt_commit")}
@@ -164,12 +201,20 @@ def test_async_checkpoints_commit_and_resume(
     job = figures(module_collector, run.job_id)
     assert_one_failure(job, "exception")
     spans = stored_spans(module_collector, run.job_id)
-    persisted = {s.attr(semconv.CHECKPOINT_STEP) for s in spans
-                 if s.name == semconv.SPAN_CHECKPOINT_PERSIST and s.attempt == 0}  # fmt: skip
+    persisted = {
+        s.attr(semconv.CHECKPOINT_STEP)
+        for s in spans
+        if s.name == semconv.SPAN_CHECKPOINT_PERSIST and s.attempt == 0
+    }
     assert persisted == {10, 20, 30}
     # unsaved: attempt 0's clean training after the step-30 snapshot (less its blocking)
-    snapshot = min(s.start for s in spans if s.name == semconv.SPAN_CHECKPOINT_SAVE
-                   and s.attempt == 0 and s.attr(semconv.CHECKPOINT_STEP) == 30)  # fmt: skip
+    snapshot = min(
+        s.start
+        for s in spans
+        if s.name == semconv.SPAN_CHECKPOINT_SAVE
+        and s.attempt == 0
+        and s.attr(semconv.CHECKPOINT_STEP) == 30
+    )
     assert job["unsaved_s"] <= job["attempts"][0]["progress"] - snapshot
 
 
@@ -177,9 +222,20 @@ def test_compile_cache_is_reused_by_the_next_attempt(
     tmp_path: Path, module_collector: Collector
 ) -> None:
     cache = tmp_path / "compile-cache"
-    run = train(tmp_path, module_collector, "--steps", "12", "--ckpt-every-steps", "5",
-                "--compile", "--compile-cache", str(cache), "--fail-at-step", "8",
-                max_restarts=1)  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "12",
+        "--ckpt-every-steps",
+        "5",
+        "--compile",
+        "--compile-cache",
+        str(cache),
+        "--fail-at-step",
+        "8",
+        max_restarts=1,
+    )
     assert_resumed(run, failed_at=8, resumed_at=5, steps=12)
     for rank in (0, 1):
         [cold] = run.events(rank, "compile", 0)

@@ -39,12 +39,16 @@ def explain(collector: Collector, run: Run, job: dict[str, Any]) -> str:
     recompute of those spans from scratch (``Store(loads_kept=0)``: a collector bug when they
     differ from the figures read, missing spans when they agree), and what each rank's step log
     says it did at its end."""
-    lines = [f"figures read: state={job['state']} failures={job['failures']} "
-             f"causes={job['failure_causes']} unsaved_s={job['unsaved_s']:.3f} "
-             f"computed_at={job.get('computed_at')}"]  # fmt: skip
-    lines += [f"  attempt {a['attempt']}: alloc={a['alloc']:.3f} first={a['first_batch']} "
-              f"end={a['end']:.3f} reason={a['end_reason']} failed={a['failed']}"
-              for a in job["attempts"]]  # fmt: skip
+    lines = [
+        f"figures read: state={job['state']} failures={job['failures']} "
+        f"causes={job['failure_causes']} unsaved_s={job['unsaved_s']:.3f} "
+        f"computed_at={job.get('computed_at')}"
+    ]
+    lines += [
+        f"  attempt {a['attempt']}: alloc={a['alloc']:.3f} first={a['first_batch']} "
+        f"end={a['end']:.3f} reason={a['end_reason']} failed={a['failed']}"
+        for a in job["attempts"]
+    ]
     store = Store(collector.db_url, loads_kept=0)
     try:
         raw = store.load_spans(run.job_id, raw=True)
@@ -57,13 +61,17 @@ def explain(collector: Collector, run: Run, job: dict[str, Any]) -> str:
     if spans:
         again = summarize(spans, max(s.end for s in spans) + 1.0)
         numbers = [a.attempt for a in again.attempts]
-        lines.append(f"recomputed from scratch: state={again.state} failures={again.failures} "
-                     f"causes={again.failure_causes} attempts={numbers}")  # fmt: skip
+        lines.append(
+            f"recomputed from scratch: state={again.state} failures={again.failures} "
+            f"causes={again.failure_causes} attempts={numbers}"
+        )
     for rank in (0, 1):
         for attempt in (0, 1):
-            ends = [(e["event"], e.get("reason") or e.get("cause"), e["time"])
-                    for e in run.events(rank, None, attempt)
-                    if e["event"] in ("fault", "failure", "end", "teardown")]  # fmt: skip
+            ends = [
+                (e["event"], e.get("reason") or e.get("cause"), e["time"])
+                for e in run.events(rank, None, attempt)
+                if e["event"] in ("fault", "failure", "end", "teardown")
+            ]
             lines.append(f"step log rank {rank} attempt {attempt}: {ends}")
     lines.append("torchrun output (tail):\n" + run.output[-3000:])
     return "\n".join(lines)
@@ -82,9 +90,20 @@ def assert_one_failure_explained(
 def test_exception_restarts_and_resumes_from_committed_step(
     tmp_path: Path, module_collector: Collector
 ) -> None:
-    run = train(tmp_path, module_collector, "--steps", "50", "--ckpt-every-steps", "20",
-                "--no-compile", "--fail-at-step", "30", "--fail-rank", "1",
-                max_restarts=1)  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "50",
+        "--ckpt-every-steps",
+        "20",
+        "--no-compile",
+        "--fail-at-step",
+        "30",
+        "--fail-rank",
+        "1",
+        max_restarts=1,
+    )
     assert_resumed(run, failed_at=30, resumed_at=20, steps=50)
     failures = [(f["cause"], f["error_type"], f["step"]) for f in run.events(1, "failure", 0)]
     assert failures == [("exception", "InjectedFault", 30)]
@@ -100,17 +119,33 @@ def test_exception_restarts_and_resumes_from_committed_step(
     job = figures(module_collector, run.job_id)
     assert_one_failure(job, "exception")  # rank 1's cause, not its peer's "unknown"
     spans = stored_spans(module_collector, run.job_id)
-    [load] = [s for s in spans if s.attempt == 1 and s.rank == 0
-              and s.name == semconv.startup_span_name("checkpoint_load")]  # fmt: skip
+    [load] = [
+        s
+        for s in spans
+        if s.attempt == 1 and s.rank == 0 and s.name == semconv.startup_span_name("checkpoint_load")
+    ]
     assert load.attr(semconv.CHECKPOINT_STEP) == 20
     assert job["lost_by_component"]["checkpoint"] > 0
 
 
 @pytest.mark.parametrize("kind", ["sigkill", "sigterm"])
 def test_signal_fault_restarts(tmp_path: Path, module_collector: Collector, kind: str) -> None:
-    run = train(tmp_path, module_collector, "--steps", "40", "--ckpt-every-steps", "10",
-                "--no-compile", "--fail-at-step", "25", "--fail-rank", "0", "--fail-kind", kind,
-                max_restarts=1)  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "40",
+        "--ckpt-every-steps",
+        "10",
+        "--no-compile",
+        "--fail-at-step",
+        "25",
+        "--fail-rank",
+        "0",
+        "--fail-kind",
+        kind,
+        max_restarts=1,
+    )
     assert_resumed(run, failed_at=25, resumed_at=20, steps=40)
     own = run.events(0, "failure", 0)
     if kind == "sigkill":
@@ -130,9 +165,24 @@ def test_signal_fault_restarts(tmp_path: Path, module_collector: Collector, kind
 
 
 def test_hang_is_ended_by_the_watchdog(tmp_path: Path, module_collector: Collector) -> None:
-    run = train(tmp_path, module_collector, "--steps", "30", "--ckpt-every-steps", "10",
-                "--no-compile", "--fail-at-step", "15", "--fail-rank", "1", "--fail-kind", "hang",
-                "--watchdog-s", "3", max_restarts=1)  # fmt: skip
+    run = train(
+        tmp_path,
+        module_collector,
+        "--steps",
+        "30",
+        "--ckpt-every-steps",
+        "10",
+        "--no-compile",
+        "--fail-at-step",
+        "15",
+        "--fail-rank",
+        "1",
+        "--fail-kind",
+        "hang",
+        "--watchdog-s",
+        "3",
+        max_restarts=1,
+    )
     assert_resumed(run, failed_at=15, resumed_at=10, steps=30)
     [failure] = run.events(1, "failure", 0)  # the hung rank; its peer, stuck in a collective,
     assert failure["error_type"] == "WatchdogTimeout"  # may see the connection close first

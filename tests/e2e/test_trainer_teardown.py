@@ -42,11 +42,26 @@ def test_failure_with_a_collective_in_flight_exits_and_restarts(
     tmp_path: Path, module_collector: Collector
 ) -> None:
     run = launch(
-        tmp_path, module_collector.url, *SMALL, "--sharding", "ddp", "--steps", "30",
-        "--ckpt-every-steps", "10", "--no-compile", "--fail-at-step", "15",
-        "--fail-kind", "collective", "--fail-rank", "0",
-        max_restarts=1, env={"ETT_EXIT_TIMEOUT_S": "0"}, timeout_s=LAUNCH_S,
-    )  # fmt: skip
+        tmp_path,
+        module_collector.url,
+        *SMALL,
+        "--sharding",
+        "ddp",
+        "--steps",
+        "30",
+        "--ckpt-every-steps",
+        "10",
+        "--no-compile",
+        "--fail-at-step",
+        "15",
+        "--fail-kind",
+        "collective",
+        "--fail-rank",
+        "0",
+        max_restarts=1,
+        env={"ETT_EXIT_TIMEOUT_S": "0"},
+        timeout_s=LAUNCH_S,
+    )
     assert run.returncode == 0, run.output[-6000:]
     [fault] = run.events(0, "fault", 0)
     [hold] = run.events(1, "fault_hold", 0)  # the peer was inside a collective

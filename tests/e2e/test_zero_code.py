@@ -194,11 +194,26 @@ def test_plain_ddp_trainer_matches_its_own_clock(
     _require_torchrun()
     job_id = f"zc-{uuid.uuid4().hex[:8]}"
     cmd = [
-        *_launcher(), sys.executable, "-m", "torch.distributed.run", "--standalone",
-        "--nproc-per-node=2", "--max-restarts=1", "--monitor-interval=0.2", str(TRAINER),
-        "--steps", str(STEPS), "--ckpt-every", str(CKPT_EVERY), "--fail-at-step", str(FAIL_AT),
-        "--ckpt-dir", str(tmp_path / "ckpt"), "--clock-dir", str(tmp_path / "clock"),
-    ]  # fmt: skip
+        *_launcher(),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "--max-restarts=1",
+        "--monitor-interval=0.2",
+        str(TRAINER),
+        "--steps",
+        str(STEPS),
+        "--ckpt-every",
+        str(CKPT_EVERY),
+        "--fail-at-step",
+        str(FAIL_AT),
+        "--ckpt-dir",
+        str(tmp_path / "ckpt"),
+        "--clock-dir",
+        str(tmp_path / "clock"),
+    ]
     env = {
         **os.environ,
         "ETT_JOB_ID": job_id,
@@ -287,8 +302,11 @@ def test_plain_ddp_trainer_matches_its_own_clock(
     windows = [s for s in spans if s.name == semconv.SPAN_TRAIN_WINDOW]
     last = {a: max(s.attr(semconv.STEP_LAST) for s in windows if s.attempt == a) for a in (0, 1)}
     assert last == {0: FAIL_AT - 1, 1: STEPS - 1}  # one counted step per optimizer step
-    saved = {(s.attempt, s.attr(semconv.CHECKPOINT_STEP))
-             for s in spans if s.name == semconv.SPAN_CHECKPOINT_SAVE}  # fmt: skip
+    saved = {
+        (s.attempt, s.attr(semconv.CHECKPOINT_STEP))
+        for s in spans
+        if s.name == semconv.SPAN_CHECKPOINT_SAVE
+    }
     assert saved == set(blocking)
     # wall: attempt 0's first process start to the last span's end: the library's end, which
     # runs after the trainer's own atexit handler (its "exit") and times its final flush

@@ -52,8 +52,14 @@ def _app(tmp_path: Path, read_file: Path | None = None) -> tuple[Starlette, Stor
     return app, app.state.pipeline.store
 
 
-def _call(app: Starlette, method: str, path: str, token: str | None = None,
-          address: str = "10.0.0.1", **kw: object) -> httpx.Response:  # fmt: skip
+def _call(
+    app: Starlette,
+    method: str,
+    path: str,
+    token: str | None = None,
+    address: str = "10.0.0.1",
+    **kw: object,
+) -> httpx.Response:
     headers = dict(kw.pop("headers", {}) or {})  # type: ignore[call-overload]
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -163,8 +169,10 @@ def test_ingest_refusals_speak_otlp_json_and_store_nothing(tmp_path: Path) -> No
 
 def test_a_burst_of_wrong_tokens_is_banned_and_counted(tmp_path: Path) -> None:
     app, store = _app(tmp_path)
-    statuses = [_call(app, "GET", "/api/v1/jobs", f"guess-{n:026d}", address="10.9.9.9").status_code
-                for n in range(7)]  # fmt: skip
+    statuses = [
+        _call(app, "GET", "/api/v1/jobs", f"guess-{n:026d}", address="10.9.9.9").status_code
+        for n in range(7)
+    ]
     assert statuses[:5] == [401] * 5 and statuses[5:] == [429, 429]
     banned = _call(app, "GET", "/api/v1/jobs", READ, address="10.9.9.9")
     assert banned.status_code == 429 and int(banned.headers["retry-after"]) >= 1
@@ -217,8 +225,9 @@ def test_bad_credential_settings_fail_fast(tmp_path: Path) -> None:
         Settings(auth=AuthSettings({Scope.READ: ScopeTokens(("short",))}))
     same = secrets.token_hex(16)
     with pytest.raises(ConfigError, match="both a write and a read") as info:
-        Settings(auth=AuthSettings({Scope.WRITE: ScopeTokens((same,)),
-                                    Scope.READ: ScopeTokens((same,))}))  # fmt: skip
+        Settings(
+            auth=AuthSettings({Scope.WRITE: ScopeTokens((same,)), Scope.READ: ScopeTokens((same,))})
+        )
     assert same not in str(info.value)
     assert FULL not in repr(Settings(token=FULL))
     assert json.dumps(str(AuthSettings({Scope.READ: ScopeTokens((same,))}))).count(same) == 0

@@ -37,9 +37,12 @@ def _scratch(engine: Engine) -> dict[tuple[Any, ...], list[float]]:
         for job_id, model, team, state, summary in figures.all():
             ranks = {int(a["attempt"]): len(a["ranks"]) for a in json.loads(summary)["attempts"]}
             rows = conn.execute(
-                text('SELECT attempt, start, "end", category, component, share FROM segments '
-                     "WHERE job_id = :j ORDER BY seg, part"), {"j": job_id}
-            ).all()  # fmt: skip
+                text(
+                    'SELECT attempt, start, "end", category, component, share FROM segments '
+                    "WHERE job_id = :j ORDER BY seg, part"
+                ),
+                {"j": job_id},
+            ).all()
             cells, _ = job_cells_of([tuple(r) for r in rows], ranks)
             for (g, t, cat, comp), (sec, gpu) in cells.items():
                 cell = out.setdefault((g, t, model or "", team or "", state, cat, comp), [0, 0, 0])
@@ -52,9 +55,11 @@ def _scratch(engine: Engine) -> dict[tuple[Any, ...], list[float]]:
 def _stored(engine: Engine) -> dict[tuple[Any, ...], list[float]]:
     with engine.connect() as conn:
         rows = conn.execute(
-            text("SELECT grain, t, model, team, state, category, component, seconds, gpu_s, jobs "
-                 "FROM fleet_cells")
-        ).all()  # fmt: skip
+            text(
+                "SELECT grain, t, model, team, state, category, component, seconds, gpu_s, jobs "
+                "FROM fleet_cells"
+            )
+        ).all()
     return {tuple(r[:7]): [r[7], r[8], r[9]] for r in rows}
 
 
@@ -101,8 +106,9 @@ def test_cells_follow_every_save_and_the_backfill_builds_the_same(fleet: Store) 
     # the answer over the moved cells equals the row-by-row reference (day buckets, cut window)
     since, until = START + 0.3 * 86400 + 1234.5, START + 1.7 * 86400
     got = fleet_overview(store.engine, since, until, "model", "day", limit=1000)
-    want = _reference(str(store.engine.url.render_as_string(hide_password=False)), since, until,
-                      "model", "day")  # fmt: skip
+    want = _reference(
+        str(store.engine.url.render_as_string(hide_password=False)), since, until, "model", "day"
+    )
     assert {(r["t"], r["key"]) for r in got["series"]} == set(want["series"])
     for r in got["series"]:
         w = want["series"][(r["t"], r["key"])]

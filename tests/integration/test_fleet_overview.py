@@ -30,28 +30,39 @@ def _reference(
     with engine.connect() as conn:
         jobs = {}
         for job_id, state, ett, mdl, tm, summary in conn.execute(
-            text('SELECT job_id, state, ett_pct, model, team, summary FROM job_figures '
-                 'WHERE "end" > :lo AND alloc < :hi'), {"lo": since, "hi": until}
-        ):  # fmt: skip
-            if any(v is not None and {"model": mdl, "team": tm, "state": state}[k] != v
-                   for k, v in flt.items()):  # fmt: skip
+            text(
+                "SELECT job_id, state, ett_pct, model, team, summary FROM job_figures "
+                'WHERE "end" > :lo AND alloc < :hi'
+            ),
+            {"lo": since, "hi": until},
+        ):
+            if any(
+                v is not None and {"model": mdl, "team": tm, "state": state}[k] != v
+                for k, v in flt.items()
+            ):
                 continue
-            ranks = {int(a["attempt"]): max(1, len(a.get("ranks") or ()))
-                     for a in json.loads(summary).get("attempts", [])}  # fmt: skip
+            ranks = {
+                int(a["attempt"]): max(1, len(a.get("ranks") or ()))
+                for a in json.loads(summary).get("attempts", [])
+            }
             jobs[job_id] = {"state": state, "ett_pct": ett, "model": mdl, "ranks": ranks}
         rows = conn.execute(
-            text('SELECT s.job_id, s.attempt, s.start, s."end", s.category, s.component, s.share,'
-                 ' s.model, s.team, f.state FROM segments s LEFT JOIN job_figures f'
-                 ' ON f.job_id = s.job_id WHERE s."end" > :lo AND s.start < :hi'),
+            text(
+                'SELECT s.job_id, s.attempt, s.start, s."end", s.category, s.component, s.share,'
+                " s.model, s.team, f.state FROM segments s LEFT JOIN job_figures f"
+                ' ON f.job_id = s.job_id WHERE s."end" > :lo AND s.start < :hi'
+            ),
             {"lo": since, "hi": until},
-        ).all()  # fmt: skip
+        ).all()
     engine.dispose()
     series: dict[Any, dict[str, float]] = {}
     lost: dict[Any, list[float]] = {}
     per_job: dict[str, list[float]] = {}
     for job_id, attempt, start, end, category, component, share, mdl, tm, state in rows:
-        if any(v is not None and {"model": mdl, "team": tm, "state": state}[k] != v
-               for k, v in flt.items()):  # fmt: skip
+        if any(
+            v is not None and {"model": mdl, "team": tm, "state": state}[k] != v
+            for k, v in flt.items()
+        ):
             continue
         ranks = jobs.get(job_id, {}).get("ranks", {}).get(attempt, 1)
         key = mdl if by == "model" else tm if by == "team" else None
@@ -100,8 +111,9 @@ def test_sql_fleet_answer_equals_the_row_by_row_reference(
     # a window that cuts the fleet (segments clipped at both ends, buckets cut mid-segment)
     since, until = START + 0.3 * 86400 + 1234.5, START + 1.7 * 86400
     flt = {k: case.get(k) for k in ("model", "team", "state")}
-    got = fleet_overview(create_engine(fleet_url), since, until, case["by"], case["bucket"],
-                         limit=1000, **flt)  # fmt: skip
+    got = fleet_overview(
+        create_engine(fleet_url), since, until, case["by"], case["bucket"], limit=1000, **flt
+    )
     want = _reference(fleet_url, since, until, case["by"], case["bucket"], **flt)
     assert want["series"], "the window holds no segment: the test would prove nothing"
     assert {(r["t"], r["key"]) for r in got["series"]} == set(want["series"])
@@ -120,4 +132,7 @@ def test_sql_fleet_answer_equals_the_row_by_row_reference(
         assert _close(w["lost_gpu_h"], gpu_s / 3600)
         job = want["jobs"].get(job_id, {})
         assert (w["state"], w["model"], w["ett_pct"]) == (
-            job.get("state"), job.get("model"), job.get("ett_pct"))  # fmt: skip
+            job.get("state"),
+            job.get("model"),
+            job.get("ett_pct"),
+        )

@@ -70,10 +70,15 @@ def prometheus(collector: Collector, tmp_path_factory: pytest.TempPathFactory) -
     port = free_port()
     log = open(root / "prometheus.log", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
-        [binary, f"--config.file={root / 'prometheus.yml'}",
-         f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            binary,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(

@@ -52,12 +52,25 @@ def _compile_job(job_id: str, base: float) -> list[SpanRecord]:
         n += 1
         spans.append(
             SpanRecord(
-                trace_id=f"{rank + 1:032x}", span_id=f"{n:016x}", name=name,
-                start=base + start, end=base + end, job_id=job_id, attempt=0, rank=rank,
-                attributes={sc.JOB_ID: job_id, sc.ATTEMPT: 0, sc.RANK: rank, sc.WORLD_SIZE: 2,
-                            sc.MODEL: "twotower", sc.TEAM: "ads", **attrs},
+                trace_id=f"{rank + 1:032x}",
+                span_id=f"{n:016x}",
+                name=name,
+                start=base + start,
+                end=base + end,
+                job_id=job_id,
+                attempt=0,
+                rank=rank,
+                attributes={
+                    sc.JOB_ID: job_id,
+                    sc.ATTEMPT: 0,
+                    sc.RANK: rank,
+                    sc.WORLD_SIZE: 2,
+                    sc.MODEL: "twotower",
+                    sc.TEAM: "ads",
+                    **attrs,
+                },
             )
-        )  # fmt: skip
+        )
 
     for rank in (0, 1):
         add(sc.startup_span_name("pg_init"), 0, 5 + rank, rank)
@@ -73,8 +86,13 @@ def _compile_job(job_id: str, base: float) -> list[SpanRecord]:
             **{sc.CHECKPOINT_STEP: 500, sc.CHECKPOINT_MODE: "async", sc.CHECKPOINT_BYTES: 1e6},
         )
         add(sc.SPAN_CHECKPOINT_PERSIST, 1002, 1010 + rank, rank, **{sc.CHECKPOINT_STEP: 500})
-        add(sc.SPAN_ATTEMPT, 0, 4002, rank,
-            **{sc.ATTEMPT_END_REASON: sc.EndReasonValues.COMPLETED.value})  # fmt: skip
+        add(
+            sc.SPAN_ATTEMPT,
+            0,
+            4002,
+            rank,
+            **{sc.ATTEMPT_END_REASON: sc.EndReasonValues.COMPLETED.value},
+        )
     return spans
 
 
@@ -159,8 +177,9 @@ def test_the_dashboards_have_sql_panels() -> None:
 @pytest.mark.parametrize(
     ("uid", "title", "target"), TARGETS, ids=[f"{u}:{t}" for u, t, _ in TARGETS]
 )
-def test_every_panel_query_returns_its_columns(fleet: Any, uid: str, title: str,
-                                               target: SqlQuery) -> None:  # fmt: skip
+def test_every_panel_query_returns_its_columns(
+    fleet: Any, uid: str, title: str, target: SqlQuery
+) -> None:
     _, ro = fleet
     for job in ("tt-a", "dlrm-a"):  # tt-a has compiles and async checkpoints, dlrm-a a failure
         columns, rows = _run(ro, target.sql, job_id=job)
@@ -291,8 +310,12 @@ def test_the_read_only_role_reads_the_views_and_nothing_else(fleet: Any) -> None
     with ro.connect() as conn:
         for view in GRAFANA_VIEWS:
             conn.exec_driver_sql(f"SELECT * FROM {view} LIMIT 1").fetchall()
-    for sql in ("SELECT * FROM spans LIMIT 1", "SELECT * FROM job_figures LIMIT 1",
-                "DELETE FROM ett_v1_jobs", "CREATE TABLE x (a int)"):  # fmt: skip
+    for sql in (
+        "SELECT * FROM spans LIMIT 1",
+        "SELECT * FROM job_figures LIMIT 1",
+        "DELETE FROM ett_v1_jobs",
+        "CREATE TABLE x (a int)",
+    ):
         with ro.connect() as conn, pytest.raises(DBAPIError):
             conn.exec_driver_sql(sql)
 
@@ -304,8 +327,7 @@ def test_ett_db_grant_readonly(fresh_postgres_url: str, monkeypatch, capsys) -> 
     argv = ["db", "grant-readonly", "ett_viewer", "--db", fresh_postgres_url]
     assert main([*argv, "--password-env", "VIEWER_PW"]) == 0
     assert "ett_v1_jobs" in capsys.readouterr().out
-    engine = create_engine(make_url(fresh_postgres_url).set(username="ett_viewer",
-                                                            password="pw-1"))  # fmt: skip
+    engine = create_engine(make_url(fresh_postgres_url).set(username="ett_viewer", password="pw-1"))
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM ett_v1_jobs").scalar_one() == 0
     engine.dispose()
@@ -337,16 +359,42 @@ def trainer_run(
     url = postgres_server.create_database("grafana_trainer")
     collector = start_collector(root / "home", db_url=url)
     job_id = f"grafana-trainer-{os.getpid()}"
-    env = {**os.environ, "ETT_JOB_ID": job_id, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
-           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONPATH": str(REPO),
-           "OMP_NUM_THREADS": "1", "ETT_MODEL": "plain-ddp", "ETT_TEAM": "grafana"}  # fmt: skip
+    env = {
+        **os.environ,
+        "ETT_JOB_ID": job_id,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "ETT_MODEL": "plain-ddp",
+        "ETT_TEAM": "grafana",
+    }
     for var in ("ETT_ALLOCATED_AT", "ETT_ATTEMPT", "ETT_DISABLED", "RANK", "WORLD_SIZE"):
         env.pop(var, None)
     started = int(time.time()) - 60
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "--max-restarts", "1", "--monitor-interval", "0.1", str(PLAIN_TRAINER),
-           "--ckpt-dir", str(root / "ckpt"), "--clock-dir", str(root / "clock"),
-           "--steps", "30", "--ckpt-every", "10", "--fail", "0:1:exception:15"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "1",
+        "--monitor-interval",
+        "0.1",
+        str(PLAIN_TRAINER),
+        "--ckpt-dir",
+        str(root / "ckpt"),
+        "--clock-dir",
+        str(root / "clock"),
+        "--steps",
+        "30",
+        "--ckpt-every",
+        "10",
+        "--fail",
+        "0:1:exception:15",
+    ]
     try:
         out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]

@@ -102,8 +102,11 @@ def arrivals(
     for src, dst in moves:
         order.insert(dst % n, order.pop(src % n))
     if survivor_last:
-        last = [s for s in order if s.attempt == 0 and s.rank == 1
-                and s.name in (sc.SPAN_FAILURE, sc.SPAN_ATTEMPT)]  # fmt: skip
+        last = [
+            s
+            for s in order
+            if s.attempt == 0 and s.rank == 1 and s.name in (sc.SPAN_FAILURE, sc.SPAN_ATTEMPT)
+        ]
         order = [s for s in order if s not in last] + last
     batches: list[list[SpanRecord]] = []
     i = 0
@@ -210,8 +213,10 @@ def test_the_survivors_end_after_attempt_1_and_a_late_killed_window(
     """The case named in the brief, fixed: in order but the survivor's failure and attempt end
     (after attempt 1's windows), then the killed rank's last window (after those)."""
     spans = killed_job(f"k{next(_jobs)}")
-    late = max((s for s in spans if s.attempt == 0 and s.rank == 0
-                and s.name == sc.SPAN_TRAIN_WINDOW), key=lambda s: s.end)  # fmt: skip
+    late = max(
+        (s for s in spans if s.attempt == 0 and s.rank == 0 and s.name == sc.SPAN_TRAIN_WINDOW),
+        key=lambda s: s.end,
+    )
     batches = [*arrivals([s for s in spans if s is not late], [], True, [], [5]), [late]]
     assert {s.name for s in batches[-2]} & {sc.SPAN_FAILURE, sc.SPAN_ATTEMPT}
     check_every_batch(stores, batches)

@@ -45,8 +45,10 @@ def _stream(spans: list[SpanRecord]) -> list[list[SpanRecord]]:
     odd = dataclasses.replace(w, start=w.start + 0.5, end=w.end + 0.5)
     batches[len(batches) // 2].append(odd)  # a stored window's span id at another start
     m = len(batches) // 3
-    w = max((s for b in batches[: m + 1] for s in b if s.name == "ett.train.window"
-             and s.rank == 1), key=lambda s: s.end)  # fmt: skip
+    w = max(
+        (s for b in batches[: m + 1] for s in b if s.name == "ett.train.window" and s.rank == 1),
+        key=lambda s: s.end,
+    )
     batches.insert(m + 1, [dataclasses.replace(w, start=w.end, end=w.end + 10)])  # id, later
     return batches
 
@@ -76,8 +78,9 @@ def test_each_load_equals_a_fresh_stores(store: Store, database_url: str) -> Non
         assert got == _fresh_load(database_url), f"after batch {i}"
         if i % 7 == 0:  # the figures of the raw spans sent so far (first copy of each)
             unique = {(s.trace_id, s.span_id, s.start): s for s in reversed(sent)}
-            by_id = {(s.trace_id, s.span_id): s for s in sorted(unique.values(),
-                     key=lambda s: -s.start)}  # fmt: skip
+            by_id = {
+                (s.trace_id, s.span_id): s for s in sorted(unique.values(), key=lambda s: -s.start)
+            }
             assert figures(got) == figures(list(by_id.values())), f"after batch {i}"
     store.compactor.compact("j", cutoff=max(s.end for s in spans) + 1)
     assert store.load_spans("j") == _fresh_load(database_url)

@@ -12,7 +12,7 @@ the database mid-ingest:
   test skips, also under CI, where the machine cannot make a full filesystem).
 
 Then the spans stored must equal the spans sent. The exporter's timeout is raised to 60 s (its
-default, 10 s, bounds the retries of a batch to about 8 s of outage; see the README).
+default, 10 s, bounds the retries of a batch to about 8 s of outage; see docs/collector.md).
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ def test_postgres_stopped_for_15_s_loses_no_span(
         assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
         assert _stored(collector) == sent
         assert collector.get("/readyz").status_code == 200
-        print(f"\n{sent} spans sent across a {OUTAGE_S:.0f} s outage, {refused:.0f} exports "
-              "answered 503, none lost")  # fmt: skip
+        print(
+            f"\n{sent} spans sent across a {OUTAGE_S:.0f} s outage, {refused:.0f} exports "
+            "answered 503, none lost"
+        )
     finally:
         collector.stop()
 
@@ -162,8 +164,10 @@ def test_postgres_restart_loses_no_span(own_postgres: PostgresServer, tmp_path: 
         assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
         assert _stored(collector) == sent
         refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
-        print(f"\n{sent} spans sent across pg_ctl restart, {refused:.0f} exports answered 503, "
-              "none lost")  # fmt: skip
+        print(
+            f"\n{sent} spans sent across pg_ctl restart, {refused:.0f} exports answered 503, "
+            "none lost"
+        )
     finally:
         collector.stop()
 
@@ -221,7 +225,9 @@ def test_sqlite_full_disk_loses_no_span(tmp_path: Path) -> None:
             assert _stored(collector) == sent
             assert collector.get("/readyz").status_code == 200
             refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
-            print(f"\n{sent} spans sent across a full disk, {refused:.0f} exports answered 503, "
-                  "none lost")  # fmt: skip
+            print(
+                f"\n{sent} spans sent across a full disk, {refused:.0f} exports answered 503, "
+                "none lost"
+            )
         finally:
             collector.stop()

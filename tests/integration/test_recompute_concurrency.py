@@ -25,7 +25,7 @@ from ett_collector.domain import SpanRecord, summarize
 from ett_collector.read.metrics import CollectorMetrics
 from ett_collector.schemas import job_json
 from ett_collector.settings import Settings
-from ett_collector.storage import Store, is_passing
+from ett_collector.storage import Store, is_transient_db_error
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
@@ -328,7 +328,7 @@ def test_recompute_ownership_survives_a_database_restart() -> None:
 
             with pytest.raises(Exception) as outage:  # the pool's connections died: one 503
                 store.span_counts()
-            assert is_passing(outage.value)
+            assert is_transient_db_error(outage.value)
             pipeline.ingest(worked_example("after", base=BASE))  # the pool reconnects
             assert pipeline.recompute("after")  # a new lock connection, at once
             assert _stored(store, "after") == _reference(worked_example("after", base=BASE))

@@ -87,8 +87,16 @@ def _kept(store: Store) -> dict[str, Any]:
 
 
 def _retention(store: Store, **periods: float | None) -> Retention:
-    policy = Policy(**{"spans_s": None, "runs_s": None, "figures_s": None, "alerts_s": None,
-                       **periods, "quiet_s": 0.0})  # fmt: skip
+    policy = Policy(
+        **{
+            "spans_s": None,
+            "runs_s": None,
+            "figures_s": None,
+            "alerts_s": None,
+            **periods,
+            "quiet_s": 0.0,
+        }
+    )
     return Retention(store.engine, policy, batch_rows=7, pause_s=0, clock=time.time)
 
 
@@ -137,8 +145,9 @@ def test_runs_then_the_job_go_and_the_fleet_cells_with_it(store: Store) -> None:
     for table in ("segments", "job_cells", "job_totals", "job_figures"):
         assert _rows(store, table, "old") == 0, table
     with store.engine.connect() as conn:  # the old job's days have no fleet cell left
-        cells = conn.execute(text("SELECT count(*) FROM fleet_cells WHERE t < :t"),
-                             {"t": OLD + DAY}).scalar_one()  # fmt: skip
+        cells = conn.execute(
+            text("SELECT count(*) FROM fleet_cells WHERE t < :t"), {"t": OLD + DAY}
+        ).scalar_one()
     assert cells == 0
     after = _kept(store)
     assert after["recent"] == before["recent"] and after["live"] == before["live"]
@@ -219,9 +228,11 @@ def test_ingest_and_a_pass_at_once_both_succeed(store: Store) -> None:
         pipeline.ingest(worked_example(f"old{i}", base=OLD + i * 1000))
     pipeline.recompute_dirty()
     retention = Retention(
-        store.engine, Policy(spans_s=30 * DAY, runs_s=30 * DAY, figures_s=None, alerts_s=None,
-                             quiet_s=0), batch_rows=3, pause_s=0,
-    )  # fmt: skip
+        store.engine,
+        Policy(spans_s=30 * DAY, runs_s=30 * DAY, figures_s=None, alerts_s=None, quiet_s=0),
+        batch_rows=3,
+        pause_s=0,
+    )
     errors: list[BaseException] = []
     done: list[Any] = []
 

@@ -116,8 +116,13 @@ def test_a_prune_killed_by_sigkill_leaves_it_consistent(tmp_path: Path) -> None:
     store.close()
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", PRUNER, url], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRUNER, url],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     try:
         while _count(path, "SELECT count(*) FROM spans") > 20_001 - 500:

@@ -251,35 +251,42 @@ WELL_TYPED: list[SpanSpec] = [
 ILL_TYPED: dict[str, tuple[SpanSpec, str, str]] = {
     "step as array": (
         (sc.SPAN_CHECKPOINT_SAVE, 60, 61, {sc.CHECKPOINT_STEP: [60], sc.CHECKPOINT_MODE: "sync"}),
-        sc.CHECKPOINT_STEP, "expected an integer",
+        sc.CHECKPOINT_STEP,
+        "expected an integer",
     ),
     "step as kvlist": (
         (sc.SPAN_CHECKPOINT_PERSIST, 60, 62, {sc.CHECKPOINT_STEP: {"step": 60}}),
-        sc.CHECKPOINT_STEP, "expected an integer",
+        sc.CHECKPOINT_STEP,
+        "expected an integer",
     ),
     "step as bytes": (
         (sc.SPAN_CHECKPOINT_SAVE, 70, 71, {sc.CHECKPOINT_STEP: b"\x46"}),
-        sc.CHECKPOINT_STEP, "expected an integer",
+        sc.CHECKPOINT_STEP,
+        "expected an integer",
     ),
     "samples as array": (
         (sc.SPAN_TRAIN_WINDOW, 90, 95, {sc.STEP_FIRST: 90, sc.STEP_LAST: 94, sc.SAMPLES: [1]}),
-        sc.SAMPLES, "expected an integer",
+        sc.SAMPLES,
+        "expected an integer",
     ),
     "attempt as kvlist": (
         (sc.SPAN_EVAL, 80, 81, {sc.ATTEMPT: {"a": 0}}),
-        sc.ATTEMPT, "not a non-negative integer",  # the identity's own check
+        sc.ATTEMPT,
+        "not a non-negative integer",  # the identity's own check
     ),
     "rank as bytes": ((sc.SPAN_EVAL, 80, 81, {sc.RANK: b"\x00"}), sc.RANK, "expected an integer"),
     "steps as array": (
         (sc.SPAN_FIRST_BATCH, 0, 11, {sc.STEP: [0, 1]}),
-        sc.STEP, "expected an integer",
+        sc.STEP,
+        "expected an integer",
     ),
     "model as array": ((sc.SPAN_EVAL, 80, 81, {sc.MODEL: ["dlrm"]}), sc.MODEL, "expected a string"),
     "cause as bytes": (
         (sc.SPAN_FAILURE, 85, 85, {sc.FAILURE_CAUSE: b"oom"}),
-        sc.FAILURE_CAUSE, "expected a string",
+        sc.FAILURE_CAUSE,
+        "expected a string",
     ),
-}  # fmt: skip
+}
 """Spans whose vocabulary attribute holds an array, a key-value list or bytes: the attribute,
 and the words of its rejection that name the type the vocabulary gives it."""
 

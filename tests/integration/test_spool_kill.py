@@ -168,8 +168,11 @@ def test_the_next_attempt_delivers_and_counts_what_a_full_spool_dropped(tmp_path
         "600",
     )
     assert first.wait(120) == 0, first_out.read_text()
-    [dropped] = [int(line.split()[1]) for line in first_out.read_text().splitlines()
-                 if line.startswith("dropped ")]  # fmt: skip
+    [dropped] = [
+        int(line.split()[1])
+        for line in first_out.read_text().splitlines()
+        if line.startswith("dropped ")
+    ]
     assert dropped > 0 and "spool" in first_out.read_text()  # counted, and said in the log
     [earlier] = list(spool.glob("*/*.spool"))
     collector = start_collector(tmp_path / "home", port=port)

@@ -66,17 +66,26 @@ def test_bench_alerts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: flo
     with TestClient(app) as client:
         assert client.get("/metrics").status_code == 200
         scrape = _ms(lambda: client.get("/metrics"))
-        series = sum(1 for ln in client.get("/metrics").text.splitlines()
-                     if ln.startswith("ett_fleet_"))  # fmt: skip
+        series = sum(
+            1 for ln in client.get("/metrics").text.splitlines() if ln.startswith("ett_fleet_")
+        )
         lost = _ms(lambda: client.get("/api/v1/lost-time", params={"group_by": "component"}))
-    print(f"\n{n} jobs over {days:g} days, {len(MODELS)} models x {len(TEAMS)} teams (SQLite), "
-          "median of 5:")  # fmt: skip
-    print(f"  evaluation of {len(load_rules().enabled())} default rules : {evaluate:8.1f} ms"
-          f"  ({evaluate / lost:.1f}x lost-time)")  # fmt: skip
-    print(f"  GET /metrics ({series} ett_fleet_ series)   : {scrape:8.1f} ms"
-          f"  ({scrape / lost:.1f}x lost-time)")  # fmt: skip
+    print(
+        f"\n{n} jobs over {days:g} days, {len(MODELS)} models x {len(TEAMS)} teams (SQLite), "
+        "median of 5:"
+    )
+    print(
+        f"  evaluation of {len(load_rules().enabled())} default rules : {evaluate:8.1f} ms"
+        f"  ({evaluate / lost:.1f}x lost-time)"
+    )
+    print(
+        f"  GET /metrics ({series} ett_fleet_ series)   : {scrape:8.1f} ms"
+        f"  ({scrape / lost:.1f}x lost-time)"
+    )
     print(f"  GET /api/v1/lost-time?group_by=component : {lost:8.1f} ms")
-    print(f"  backtest of the {days:g} days (every event instant)  : {1000 * replayed:8.1f} ms"
-          f"  ({len(fired)} firings)")  # fmt: skip
+    print(
+        f"  backtest of the {days:g} days (every event instant)  : {1000 * replayed:8.1f} ms"
+        f"  ({len(fired)} firings)"
+    )
     print("  target: evaluation and scrape each < 1000 ms")
     assert n == JOBS

@@ -30,8 +30,14 @@ async def _ok(scope: Any, receive: Any, send: Any) -> None:
 
 def _per_request_us(app: Any, token: str | None, client: str = "10.0.0.1") -> float:
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-    scope = {"type": "http", "method": "GET", "path": "/api/v1/jobs", "query_string": b"",
-             "headers": headers, "client": (client, 1)}  # fmt: skip
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/api/v1/jobs",
+        "query_string": b"",
+        "headers": headers,
+        "client": (client, 1),
+    }
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}

@@ -44,9 +44,18 @@ def _window_spans(job_id: str, n: int, ranks: int = 4, base: float = 1.79e9) -> 
         def add(name: str, a: float, b: float, extra: dict | None = None, rank: int = rank) -> None:
             attrs = {**ident, **(extra or {})}
             spans.append(
-                span(name, base + a, base + b, 0, rank, job_id, span_id=len(spans) + 1,
-                     trace_id=f"{rank:032x}", **attrs)
-            )  # fmt: skip
+                span(
+                    name,
+                    base + a,
+                    base + b,
+                    0,
+                    rank,
+                    job_id,
+                    span_id=len(spans) + 1,
+                    trace_id=f"{rank:032x}",
+                    **attrs,
+                )
+            )
 
         add(sc.startup_span_name("pg_init"), 0, 5)
         add(sc.startup_span_name("model_init"), 5, 20)
@@ -189,15 +198,24 @@ def _read_latencies(home: Path, db_url: str | None, batches: int) -> dict[str, f
             _wait_clean(client, c.url, 1001)
             job = _latency(client, c.url + "/api/v1/jobs/read-10k", 200)
             lost = _latency(client, c.url + "/api/v1/lost-time", 100, group_by="component")
-            team = _latency(client, c.url + "/api/v1/lost-time", 100, group_by="team",
-                            since="1790000000", until="1790300000")  # fmt: skip
+            team = _latency(
+                client,
+                c.url + "/api/v1/lost-time",
+                100,
+                group_by="team",
+                since="1790000000",
+                until="1790300000",
+            )
     finally:
         c.stop()
     return {
-        "job_10k_p50_ms": job[0], "job_10k_p95_ms": job[1],
-        "lost_time_1000_jobs_p50_ms": lost[0], "lost_time_1000_jobs_p95_ms": lost[1],
-        "lost_time_by_team_window_p50_ms": team[0], "lost_time_by_team_window_p95_ms": team[1],
-    }  # fmt: skip
+        "job_10k_p50_ms": job[0],
+        "job_10k_p95_ms": job[1],
+        "lost_time_1000_jobs_p50_ms": lost[0],
+        "lost_time_1000_jobs_p95_ms": lost[1],
+        "lost_time_by_team_window_p50_ms": team[0],
+        "lost_time_by_team_window_p95_ms": team[1],
+    }
 
 
 def run(db_kind: str, db_url: str | None, batches: int, home: Path) -> dict[str, float]:
@@ -208,26 +226,35 @@ def run(db_kind: str, db_url: str | None, batches: int, home: Path) -> dict[str,
     def fresh(name: str) -> str | None:  # a new database for each measurement
         return _sibling_db(db_url, name) if db_url else None
 
-    ingest = {n: _ingest_rate(home / f"{db_kind}-w{n}", fresh(f"ingest_w{n}"), bodies, n)
-              for n in (1, 2)}  # fmt: skip
+    ingest = {
+        n: _ingest_rate(home / f"{db_kind}-w{n}", fresh(f"ingest_w{n}"), bodies, n) for n in (1, 2)
+    }
     raw = _raw_insert_rate(fresh("rawbench") or f"sqlite:///{home / f'{db_kind}-raw.db'}", bodies)
     reads = _read_latencies(home / f"{db_kind}-reads", fresh("reads"), batches)
     figures = {f"ingest_w{n}_spans_per_s": v for n, v in ingest.items()}
     figures |= {"raw_driver_spans_per_s": raw, **reads}
-    print(f"\n[{db_kind}] {len(bodies) * 512} spans in {len(bodies)} OTLP protobuf batches of 512 "
-          "over HTTP, 2 client connections")  # fmt: skip
+    print(
+        f"\n[{db_kind}] {len(bodies) * 512} spans in {len(bodies)} OTLP protobuf batches of 512 "
+        "over HTTP, 2 client connections"
+    )
     for n, v in ingest.items():
         print(f"  ett serve --workers {n}   : {v:10,.0f} spans/s  = {100 * v / raw:5.1f} % of raw")
     print(f"  raw driver executemany : {raw:10,.0f} spans/s  (same rows, same schema, no HTTP)")
     print("  targets: >= 50 % of raw; >= 20,000 spans/s into SQLite")
-    print(f"  GET /api/v1/jobs/{{id}} (10,000 spans): p50 {reads['job_10k_p50_ms']:.1f} ms, "
-          f"p95 {reads['job_10k_p95_ms']:.1f} ms")  # fmt: skip
-    print(f"  GET /api/v1/lost-time (1,000 jobs)   : p50 "
-          f"{reads['lost_time_1000_jobs_p50_ms']:.1f} ms, "
-          f"p95 {reads['lost_time_1000_jobs_p95_ms']:.1f} ms")  # fmt: skip
-    print(f"  lost-time by team, clipped window    : p50 "
-          f"{reads['lost_time_by_team_window_p50_ms']:.1f} ms, "
-          f"p95 {reads['lost_time_by_team_window_p95_ms']:.1f} ms")  # fmt: skip
+    print(
+        f"  GET /api/v1/jobs/{{id}} (10,000 spans): p50 {reads['job_10k_p50_ms']:.1f} ms, "
+        f"p95 {reads['job_10k_p95_ms']:.1f} ms"
+    )
+    print(
+        f"  GET /api/v1/lost-time (1,000 jobs)   : p50 "
+        f"{reads['lost_time_1000_jobs_p50_ms']:.1f} ms, "
+        f"p95 {reads['lost_time_1000_jobs_p95_ms']:.1f} ms"
+    )
+    print(
+        f"  lost-time by team, clipped window    : p50 "
+        f"{reads['lost_time_by_team_window_p50_ms']:.1f} ms, "
+        f"p95 {reads['lost_time_by_team_window_p95_ms']:.1f} ms"
+    )
     print("  target: p95 < 100 ms")
     return figures
 

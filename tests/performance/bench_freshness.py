@@ -380,19 +380,32 @@ def report(f: dict[str, float]) -> None:
     ms = 1e3
     print(f"history seeded: {f['spans']:,.0f} spans in {f['seed_s']:.1f} s")
     rows = [
-        ("figures' lag p50 / p95 / max", f"{f['lag_p50_s']:.2f} / {f['lag_p95_s']:.2f} /"
-         f" {f['lag_max_s']:.2f} s", "p95 <= 2 s"),
+        (
+            "figures' lag p50 / p95 / max",
+            f"{f['lag_p50_s']:.2f} / {f['lag_p95_s']:.2f} / {f['lag_max_s']:.2f} s",
+            "p95 <= 2 s",
+        ),
         ("worst lag of the median job", f"{f['job_worst_lag_p50_s']:.2f} s", ""),
-        ("GET /api/v1/jobs?limit=100 p50 / p95", f"{f['list_p50_s'] * ms:.0f} /"
-         f" {f['list_p95_s'] * ms:.0f} ms", "< 100 ms"),
-        ("GET /api/v1/jobs/{id} p50 / p95", f"{f['job_p50_s'] * ms:.0f} /"
-         f" {f['job_p95_s'] * ms:.0f} ms", "< 100 ms"),
-        ("POST /v1/traces p95", f"{f['post_p95_s'] * ms:.0f} ms ({f['posts']:,.0f} posts,"
-         f" {f['post_errors']:.0f} not 200)", "< 1 s"),
+        (
+            "GET /api/v1/jobs?limit=100 p50 / p95",
+            f"{f['list_p50_s'] * ms:.0f} / {f['list_p95_s'] * ms:.0f} ms",
+            "< 100 ms",
+        ),
+        (
+            "GET /api/v1/jobs/{id} p50 / p95",
+            f"{f['job_p50_s'] * ms:.0f} / {f['job_p95_s'] * ms:.0f} ms",
+            "< 100 ms",
+        ),
+        (
+            "POST /v1/traces p95",
+            f"{f['post_p95_s'] * ms:.0f} ms ({f['posts']:,.0f} posts,"
+            f" {f['post_errors']:.0f} not 200)",
+            "< 1 s",
+        ),
         ("recomputes per second", f"{f['recomputes_per_s']:.1f}", ""),
         ("collector CPU (% of one core)", f"{f['cpu_pct']:.0f} %", ""),
         ("collector peak RSS", f"{f['peak_rss_mb']:.0f} MB", ""),
-    ]  # fmt: skip
+    ]
     for label, value, target in rows:
         print(f"  {label:38} {value:>34}   {target}")
     print(f"  ({f['samples']:,.0f} lag samples; load average {os.getloadavg()[0]:.1f})")
@@ -435,8 +448,10 @@ def profile_one(home: Path, ranks: int = 16, history_h: float = 12.0, rounds: in
                     xs.pop()
     for store in stores.values():
         store.close()
-    print(f"\none job of {ranks} ranks, {history_h:g} h of history, {rounds} recomputes after"
-          " each new window per rank: CPU per recompute, p50 (mean)")  # fmt: skip
+    print(
+        f"\none job of {ranks} ranks, {history_h:g} h of history, {rounds} recomputes after"
+        " each new window per rank: CPU per recompute, p50 (mean)"
+    )
     print(f"  {'':12} {'from scratch':>18} {'continued':>18}   ratio of p50")
     for part in ("load", "summarize", "save", "total"):
         a, b = cpu["from scratch"][part], cpu["continued"][part]

@@ -47,9 +47,14 @@ BATCH = 512
 def _window(j: int, rank: int, tick: int, ranks: int) -> SpanRecord:
     a = BASE + 3.0 * j + tick * WINDOW_S
     attrs: dict[str, Any] = {
-        sc.MODEL: "dlrm", sc.TEAM: f"t{j % 5}", sc.WORLD_SIZE: ranks, sc.HOST_NAME: "h",
-        sc.STEP_FIRST: 50 * tick, sc.STEP_LAST: 50 * tick + 49, sc.SAMPLES: 50 * 256,
-    }  # fmt: skip
+        sc.MODEL: "dlrm",
+        sc.TEAM: f"t{j % 5}",
+        sc.WORLD_SIZE: ranks,
+        sc.HOST_NAME: "h",
+        sc.STEP_FIRST: 50 * tick,
+        sc.STEP_LAST: 50 * tick + 49,
+        sc.SAMPLES: 50 * 256,
+    }
     tid = f"{j + 1:016x}{rank + 1:016x}"
     return window(a, a + WINDOW_S, job=f"fleet-{j:03d}", rank=rank, trace_id=tid, **attrs)
 
@@ -108,18 +113,25 @@ def run_sqlite(bodies: list[bytes], rounds: int, keep: bool, home: Path) -> None
     ceiling = statistics.median(raw)
     n = len(bodies) * BATCH
     print(f"\n[sqlite] {n:,} heartbeat windows in {len(bodies)} OTLP protobuf batches of {BATCH}")
-    print(f"  raw sqlite3 executemany (ceiling): {ceiling:10,.0f} rows/s  runs: "
-          + ", ".join(f"{x:,.0f}" for x in raw))  # fmt: skip
+    print(
+        f"  raw sqlite3 executemany (ceiling): {ceiling:10,.0f} rows/s  runs: "
+        + ", ".join(f"{x:,.0f}" for x in raw)
+    )
     for mode, xs in rates.items():
         med = statistics.median(xs)
-        print(f"  ett serve, {mode:18s}: {med:10,.0f} spans/s = {med / ceiling:.2f} of the ceiling"
-              f" (target >= 0.85)  runs: " + ", ".join(f"{x:,.0f}" for x in xs)
-              + f"; {sizes[mode]:.1f} B per span (target <= 100 B)")  # fmt: skip
+        print(
+            f"  ett serve, {mode:18s}: {med:10,.0f} spans/s = {med / ceiling:.2f} of the ceiling"
+            f" (target >= 0.85)  runs: "
+            + ", ".join(f"{x:,.0f}" for x in xs)
+            + f"; {sizes[mode]:.1f} B per span (target <= 100 B)"
+        )
 
 
 def run_postgres(url: str, bodies: list[bytes], home: Path, env: dict[str, str]) -> None:
-    rates = {w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), bodies, w, env)[0]
-             for w in (1, 2)}  # fmt: skip
+    rates = {
+        w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), bodies, w, env)[0]
+        for w in (1, 2)
+    }
     raw = _raw_insert_rate(_sibling_db(url, "ceil_raw"), bodies)
     print(f"\n[postgresql] {len(bodies) * BATCH:,} heartbeat windows, batches of {BATCH}")
     print(f"  raw psycopg executemany : {raw:10,.0f} rows/s")

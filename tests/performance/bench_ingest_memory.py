@@ -187,14 +187,19 @@ def run(tmp: Path) -> dict[str, dict[str, float]]:
     for label, chunk, inflight in (
         ("no limit, one transaction (before)", ONE_TRANSACTION, NO_LIMIT),
         ("no limit, chunked", INGEST_CHUNK_SPANS, NO_LIMIT),
-        (f"limit {DEFAULT_MAX_INFLIGHT_BYTES // MIB} MiB, chunked", INGEST_CHUNK_SPANS,
-         DEFAULT_MAX_INFLIGHT_BYTES),
-    ):  # fmt: skip
+        (
+            f"limit {DEFAULT_MAX_INFLIGHT_BYTES // MIB} MiB, chunked",
+            INGEST_CHUNK_SPANS,
+            DEFAULT_MAX_INFLIGHT_BYTES,
+        ),
+    ):
         f = concurrent_memory(tmp / f"mem-{len(figures)}", chunk, inflight)
         figures[f"memory: {label}"] = f
         rss, idle = f["peak_rss_mib"], f["idle_rss_mib"]
-        print(f"  {label:<38} peak RSS {rss:7.0f} MiB (idle {idle:.0f})  all stored in "
-              f"{f['seconds']:5.1f} s  {f['refused']:.0f} answered 429")  # fmt: skip
+        print(
+            f"  {label:<38} peak RSS {rss:7.0f} MiB (idle {idle:.0f})  all stored in "
+            f"{f['seconds']:5.1f} s  {f['refused']:.0f} answered 429"
+        )
     print("Small posts (1 span, back to back) while one request of 288k spans is stored:")
     for label, chunk in (
         ("one transaction (before)", ONE_TRANSACTION),
@@ -202,8 +207,10 @@ def run(tmp: Path) -> dict[str, dict[str, float]]:
     ):
         f = small_post_latency(tmp / f"lat-{len(figures)}", chunk)
         figures[f"latency: {label}"] = f
-        print(f"  {label:<38} {f['small_posts']:.0f} posts  p50 {f['p50_ms']:6.0f} ms  "
-              f"p95 {f['p95_ms']:6.0f} ms  max {f['max_ms']:6.0f} ms")  # fmt: skip
+        print(
+            f"  {label:<38} {f['small_posts']:.0f} posts  p50 {f['p50_ms']:6.0f} ms  "
+            f"p95 {f['p95_ms']:6.0f} ms  max {f['max_ms']:6.0f} ms"
+        )
     return figures
 
 

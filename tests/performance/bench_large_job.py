@@ -59,16 +59,26 @@ class _Maker:
     def __init__(self, ranks: int) -> None:
         self.n = 0
         self.ident: dict[str, Any] = {
-            sc.JOB_ID: JOB, sc.ATTEMPT: 0, sc.MODEL: "dlrm-big", sc.TEAM: "ads",
+            sc.JOB_ID: JOB,
+            sc.ATTEMPT: 0,
+            sc.MODEL: "dlrm-big",
+            sc.TEAM: "ads",
             sc.WORLD_SIZE: ranks,
-        }  # fmt: skip
+        }
 
     def __call__(self, name: str, rank: int, start: float, end: float, **attrs: Any) -> SpanRecord:
         self.n += 1
         return SpanRecord(
-            f"{rank + 1:032x}", f"{self.n:016x}", name, start, end, JOB, 0, rank,
+            f"{rank + 1:032x}",
+            f"{self.n:016x}",
+            name,
+            start,
+            end,
+            JOB,
+            0,
+            rank,
             {**self.ident, sc.RANK: rank, **attrs},
-        )  # fmt: skip
+        )
 
 
 def stream_job(ranks: int, hours: float) -> Iterator[SpanRecord]:
@@ -92,13 +102,23 @@ def stream_job(ranks: int, hours: float) -> Iterator[SpanRecord]:
             c = a + WINDOW_S + 0.5
             for rank in range(ranks):
                 pending.append(
-                    span(sc.SPAN_CHECKPOINT_SAVE, rank, c, c + 2.0, **{
-                        sc.CHECKPOINT_STEP: 50 * int(k), sc.CHECKPOINT_MODE: "async"})
-                )  # fmt: skip
+                    span(
+                        sc.SPAN_CHECKPOINT_SAVE,
+                        rank,
+                        c,
+                        c + 2.0,
+                        **{sc.CHECKPOINT_STEP: 50 * int(k), sc.CHECKPOINT_MODE: "async"},
+                    )
+                )
                 pending.append(
-                    span(sc.SPAN_CHECKPOINT_PERSIST, rank, c + 2.0, c + 30.0,
-                         **{sc.CHECKPOINT_STEP: 50 * int(k)})
-                )  # fmt: skip
+                    span(
+                        sc.SPAN_CHECKPOINT_PERSIST,
+                        rank,
+                        c + 2.0,
+                        c + 30.0,
+                        **{sc.CHECKPOINT_STEP: 50 * int(k)},
+                    )
+                )
         due = [s for s in pending if s.end <= a + WINDOW_S]
         if due:
             pending = [s for s in pending if s.end > a + WINDOW_S]
@@ -178,8 +198,10 @@ def _sqlite_bytes(path: Path) -> int:
     try:
         con.execute("VACUUM")
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages, size = con.execute("PRAGMA page_count").fetchone()[0], con.execute(
-            "PRAGMA page_size").fetchone()[0]  # fmt: skip
+        pages, size = (
+            con.execute("PRAGMA page_count").fetchone()[0],
+            con.execute("PRAGMA page_size").fetchone()[0],
+        )
     finally:
         con.close()
     return int(pages * size)
@@ -239,8 +261,10 @@ def ingest(base: str, pid: int, ranks: int, hours: float, total: int) -> dict[st
     sys.stderr.write("\n")
     if failed:
         raise RuntimeError(f"{len(failed)} posts failed, first: {failed[0]}")
-    tenths = [max(rss[len(rss) * k // 10 : max(len(rss) * (k + 1) // 10, 1)], default=None)
-              for k in range(10)]  # fmt: skip  # None: no sample in that tenth (a short run)
+    tenths = [
+        max(rss[len(rss) * k // 10 : max(len(rss) * (k + 1) // 10, 1)], default=None)
+        for k in range(10)
+    ]  # None: no sample in that tenth (a short run)
     return {
         "spans_per_s": total / ingest_s,
         "ingest_s": ingest_s,

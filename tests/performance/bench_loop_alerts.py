@@ -68,8 +68,7 @@ class Outcome:
 def scenarios(quick: bool) -> list[Scenario]:
     """The scenarios of the table."""
     slow = Scenario("slow dcn-v2 step x1.3", 240, 16, 51, (("dcn-v2", "step", 1.3, 10),))
-    strag = Scenario("straggler dlrm-large r1 x1.5", 240, 16, 52, (),
-                     (("dlrm-large", 1, 1.5, 10),))  # fmt: skip
+    strag = Scenario("straggler dlrm-large r1 x1.5", 240, 16, 52, (), (("dlrm-large", 1, 1.5, 10),))
     flat = [Scenario(f"flat {s}", 240, 16, s) for s in (61, 62)]
     if quick:
         return [slow, strag, flat[0]]
@@ -109,21 +108,30 @@ def run(s: Scenario) -> Outcome:
     from ett_simulator import simulate_into_db
 
     began = time.perf_counter()
-    rules = RuleSet(tuple(with_changes(r, enabled=True) for r in load_rules().rules
-                          if r.kind.value in KINDS))  # fmt: skip
-    planted = [Planted(c, k, START + d * DAY, model=m) for m, c, k, d in s.regress
-               if c == "step"] + [Planted("straggler", k, START + d * DAY, model=m)
-                                  for m, _, k, d in s.stragglers]  # fmt: skip
+    rules = RuleSet(
+        tuple(with_changes(r, enabled=True) for r in load_rules().rules if r.kind.value in KINDS)
+    )
+    planted = [
+        Planted(c, k, START + d * DAY, model=m) for m, c, k, d in s.regress if c == "step"
+    ] + [Planted("straggler", k, START + d * DAY, model=m) for m, _, k, d in s.stragglers]
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'fleet.db'}"
         simulate_into_db(
-            url, jobs=s.jobs, days=s.days, seed=s.seed, start=START,
-            regress=[f"model={m} component={c} factor={k} at={_iso(START + d * DAY)}"
-                     for m, c, k, d in s.regress],
-            stragglers=[f"model={m} rank={r} factor={k} at={_iso(START + d * DAY)}"
-                        for m, r, k, d in s.stragglers],
+            url,
+            jobs=s.jobs,
+            days=s.days,
+            seed=s.seed,
+            start=START,
+            regress=[
+                f"model={m} component={c} factor={k} at={_iso(START + d * DAY)}"
+                for m, c, k, d in s.regress
+            ],
+            stragglers=[
+                f"model={m} rank={r} factor={k} at={_iso(START + d * DAY)}"
+                for m, r, k, d in s.stragglers
+            ],
             overrides={"loop": {"step_sigma": STEP_SIGMA}},
-        )  # fmt: skip
+        )
         store = Store(url)
         try:
             since, until = START + 7 * DAY, START + s.days * DAY
@@ -134,11 +142,18 @@ def run(s: Scenario) -> Outcome:
     q = score(firings, planted, since, until, jobs)
     false = [f for f in firings if not any(p.explains(f) for p in planted)]
     return Outcome(
-        s, q.firings, q.true_firings, q.false_firings, q.days,
-        list(q.to_dict()["planted"]), time.perf_counter() - began,
-        [f"{_iso(f.fired_at)} {f.labels.get('model')}/{f.labels.get('component')}"
-         for f in false[:4]],
-    )  # fmt: skip
+        s,
+        q.firings,
+        q.true_firings,
+        q.false_firings,
+        q.days,
+        list(q.to_dict()["planted"]),
+        time.perf_counter() - began,
+        [
+            f"{_iso(f.fired_at)} {f.labels.get('model')}/{f.labels.get('component')}"
+            for f in false[:4]
+        ],
+    )
 
 
 def _h(seconds: object) -> str:
@@ -151,17 +166,21 @@ def report(outcomes: Sequence[Outcome], out: object = sys.stdout) -> dict[str, f
     def say(line: str = "") -> None:
         print(line, file=out)  # type: ignore[call-overload]
 
-    say(f"{'scenario':34} {'jobs':>4} {'days':>4} {'fired':>5} {'true':>4} {'false':>5} "
-        f"{'planted (found, delay)':44} {'s':>4}")  # fmt: skip
+    say(
+        f"{'scenario':34} {'jobs':>4} {'days':>4} {'fired':>5} {'true':>4} {'false':>5} "
+        f"{'planted (found, delay)':44} {'s':>4}"
+    )
     for o in outcomes:
         planted = "; ".join(
             f"{d['model']}/{d['component']} x{d['factor']:g}: "
             + (f"found {_h(d['delay_s'])}" if d["found"] else "MISSED")
             for d in o.detections
         )
-        say(f"{o.scenario.name:34} {o.scenario.jobs:4d} {o.scenario.days:4.0f} "
+        say(
+            f"{o.scenario.name:34} {o.scenario.jobs:4d} {o.scenario.days:4.0f} "
             f"{o.firings:5d} {o.true_firings:4d} {o.false_firings:5d} {planted or '-':44} "
-            f"{o.seconds:4.0f}")  # fmt: skip
+            f"{o.seconds:4.0f}"
+        )
         if o.false_examples:
             say(f"{'':34} false: {', '.join(o.false_examples)}")
     counted = [o for o in outcomes if not o.scenario.hard]

@@ -47,8 +47,10 @@ def run(folder: Path, count: int, seed: int = SEED) -> tuple[FuzzRun, float]:
     print(f"\n{count} fuzz bodies (seed {seed}) in {elapsed:.0f} s: {count / elapsed:.0f} bodies/s")
     codes = dict(sorted(result.codes.items()))
     lost = len(result.mixed_lost)
-    print(f"answers: {codes}; {result.mixed} mixed requests, {lost} lost good spans; "
-          f"a good request after: {result.last_good}")  # fmt: skip
+    print(
+        f"answers: {codes}; {result.mixed} mixed requests, {lost} lost good spans; "
+        f"a good request after: {result.last_good}"
+    )
     samples = ", ".join(f"{r:.0f}" for r in result.rss_mib)
     print(f"peak RSS (MiB) at start {start_rss:.0f}, after each tenth: {samples}")
     return result, elapsed

@@ -85,16 +85,32 @@ def _big_job(n: int, ranks: int = 8) -> list[SpanRecord]:
     for rank in range(ranks):
 
         def add(name: str, a: float, b: float, rank: int = rank, **attrs: Any) -> None:
-            out.append(span(name, BASE + a, BASE + b, 0, rank, "big", span_id=len(out) + 1,
-                            trace_id=f"{rank:032x}", **{sc.MODEL: "bench"}, **attrs))  # fmt: skip
+            out.append(
+                span(
+                    name,
+                    BASE + a,
+                    BASE + b,
+                    0,
+                    rank,
+                    "big",
+                    span_id=len(out) + 1,
+                    trace_id=f"{rank:032x}",
+                    **{sc.MODEL: "bench"},
+                    **attrs,
+                )
+            )
 
         add(sc.startup_span_name("pg_init"), 0, 5)
         add(sc.SPAN_FIRST_BATCH, 29, 30)
         for i in range(per_rank - 2):
             t = 30.0 + i
             if i % 100 == 99:
-                add(sc.SPAN_CHECKPOINT_SAVE, t, t + 0.5,
-                    **{sc.CHECKPOINT_STEP: i, sc.CHECKPOINT_MODE: "sync"})  # fmt: skip
+                add(
+                    sc.SPAN_CHECKPOINT_SAVE,
+                    t,
+                    t + 0.5,
+                    **{sc.CHECKPOINT_STEP: i, sc.CHECKPOINT_MODE: "sync"},
+                )
             else:
                 steps = {sc.STEP_FIRST: i * 10, sc.STEP_LAST: i * 10 + 9, sc.SAMPLES: 640}
                 add(sc.SPAN_TRAIN_WINDOW, t, t + 1, **steps)
@@ -358,11 +374,15 @@ def run(
 
 def _dead_job(job: str, base: float) -> list[SpanRecord]:
     """A job that trained a while and went silent without an end: presumed dead from then on."""
-    out = [span(sc.startup_span_name("pg_init"), base, base + 5, 0, 0, job),
-           span(sc.SPAN_FIRST_BATCH, base + 9, base + 10, 0, 0, job)]  # fmt: skip
+    out = [
+        span(sc.startup_span_name("pg_init"), base, base + 5, 0, 0, job),
+        span(sc.SPAN_FIRST_BATCH, base + 9, base + 10, 0, 0, job),
+    ]
     steps = {sc.STEP_FIRST: 0, sc.STEP_LAST: 9, sc.SAMPLES: 640}
-    out += [span(sc.SPAN_TRAIN_WINDOW, base + t, base + t + 10, 0, 0, job, **steps)
-            for t in range(10, 200, 10)]  # fmt: skip
+    out += [
+        span(sc.SPAN_TRAIN_WINDOW, base + t, base + t + 10, 0, 0, job, **steps)
+        for t in range(10, 200, 10)
+    ]
     return out
 
 
@@ -414,8 +434,10 @@ def idle_dead_jobs(home: Path, db_url: str | None, jobs: int, seconds: float) ->
 
 
 def report_idle(label: str, r: dict[str, Any], jobs: int) -> None:
-    print(f"\n{label}: idle collector with {jobs} presumed-dead jobs: "
-          f"{r['recomputes_per_s']:.1f} recomputes/s, {r['cpu_pct']:.1f} % of a core")  # fmt: skip
+    print(
+        f"\n{label}: idle collector with {jobs} presumed-dead jobs: "
+        f"{r['recomputes_per_s']:.1f} recomputes/s, {r['cpu_pct']:.1f} % of a core"
+    )
     print("  target: near zero")
 
 
@@ -431,8 +453,10 @@ def report(label: str, views: list[dict[str, Any]], spans: int, readers: int) ->
         + (f", {r['server_workers']} workers" if r["server_workers"] != 1 else "")
         for r in views
     ]
-    print(f"\n{label}: {spans:,} spans of one job POSTed in batches of 2,000 while {readers} "
-          "readers GET jobs; p95 in ms, target, then each view")  # fmt: skip
+    print(
+        f"\n{label}: {spans:,} spans of one job POSTed in batches of 2,000 while {readers} "
+        "readers GET jobs; p95 in ms, target, then each view"
+    )
     print(f"  {'':36s} {'target':>8s} " + " ".join(f"{w:>30s}" for w in where))
     rows = [
         ("GET small job (dirty now and then)", "small", 100.0),
@@ -497,10 +521,18 @@ def views(
     for i, name in enumerate(names):
         cache, procs, recheck_s = VIEWS[name]
         out.append(
-            run(home / f"view-{i}", new_db(), spans, readers, reader_procs=procs,
-                read_cache=cache, server_workers=server_workers, quiet_s=quiet_s,
-                recheck_s=recheck_s)
-        )  # fmt: skip
+            run(
+                home / f"view-{i}",
+                new_db(),
+                spans,
+                readers,
+                reader_procs=procs,
+                read_cache=cache,
+                server_workers=server_workers,
+                quiet_s=quiet_s,
+                recheck_s=recheck_s,
+            )
+        )
     return out
 
 
@@ -544,10 +576,20 @@ def profile_read(db_url: str, n: int) -> list[tuple[str, float]]:
 
     def get(app: Any) -> Callable[[], None]:
         path = f"/api/v1/jobs/{job}"
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-                 "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
-                 "query_string": b"", "root_path": "", "headers": [(b"host", b"ett")],
-                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}  # fmt: skip
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"ett")],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 2),
+        }
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": b"", "more_body": False}
@@ -561,18 +603,24 @@ def profile_read(db_url: str, n: int) -> list[tuple[str, float]]:
 
     try:
         return [
-            ("Store.job_state (figures as JSON text, one query)", _cpu_us(
-                lambda: store.job_state(job), n)),
-            ("Store.figures_stamp (the cache's lookup)", _cpu_us(
-                lambda: store.figures_stamp(job), n)),
+            (
+                "Store.job_state (figures as JSON text, one query)",
+                _cpu_us(lambda: store.job_state(job), n),
+            ),
+            (
+                "Store.figures_stamp (the cache's lookup)",
+                _cpu_us(lambda: store.figures_stamp(job), n),
+            ),
             ("json.loads of the stored figures", _cpu_us(lambda: json.loads(summary), n)),
             ("JSONResponse encode of the answer", _cpu_us(lambda: json_body(figures), n)),
             ("Query.job (job_state, decode)", _cpu_us(lambda: query.job(job), n)),
-            ("Query.job_body, cache hit (stamp, lookup)", _cpu_us(
-                lambda: query.job_body(job, json_body), n)),
+            (
+                "Query.job_body, cache hit (stamp, lookup)",
+                _cpu_us(lambda: query.job_body(job, json_body), n),
+            ),
             ("ASGI app, cache off (routing, thread, read)", _cpu_us(get(apps[0]), n)),
             ("ASGI app, cache on", _cpu_us(get(apps[1000]), n)),
-        ]  # fmt: skip
+        ]
     finally:
         store.close()
 
@@ -615,8 +663,13 @@ def main() -> int:
         "--views", default=",".join(VIEWS), help=f"views in order, of {', '.join(VIEWS)}"
     )
     p.add_argument("--no-idle", action="store_true", help="skip the idle collector's run")
-    p.add_argument("--profile-read", type=int, metavar="N", default=0,
-                   help="only the parts of one job read in process, N calls each")  # fmt: skip
+    p.add_argument(
+        "--profile-read",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only the parts of one job read in process, N calls each",
+    )
     args = p.parse_args()
     names = tuple(v.strip() for v in args.views.split(",") if v.strip())
     unknown = [v for v in names if v not in VIEWS]
@@ -632,14 +685,17 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             db = new_db() or f"sqlite:///{Path(tmp) / 'profile.db'}"
             parts = profile_read(db, args.profile_read)
-        print(f"\n{label}: one GET /api/v1/jobs/{{id}} in process, CPU per call "
-              f"({args.profile_read} calls, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+        print(
+            f"\n{label}: one GET /api/v1/jobs/{{id}} in process, CPU per call "
+            f"({args.profile_read} calls, load {os.getloadavg()[0]:.1f})"
+        )
         for name, us in parts:
             print(f"  {name:52s} {us:8.1f} us")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        ran = views(Path(tmp), new_db, args.spans, args.readers, names, args.server_workers,
-                    args.quiet_s)  # fmt: skip
+        ran = views(
+            Path(tmp), new_db, args.spans, args.readers, names, args.server_workers, args.quiet_s
+        )
         report(label, ran, args.spans, args.readers)
     if args.no_idle:
         return 0

@@ -53,9 +53,14 @@ def _measure(
     spool: str, endpoint: str, n_steps: int, n_windows: int, repeats: int
 ) -> dict[str, float]:
     os.environ["ETT_SPOOL_DIR"] = spool
-    sess = ett.init(job_id="bench-spool", endpoint=endpoint, window_s=WINDOW_S,
-                    install_handlers=False, flush_timeout_s=0.5,
-                    max_queue_size=1_000_000)  # no drop in either: the same path  # fmt: skip
+    sess = ett.init(
+        job_id="bench-spool",
+        endpoint=endpoint,
+        window_s=WINDOW_S,
+        install_handlers=False,
+        flush_timeout_s=0.5,
+        max_queue_size=1_000_000,
+    )  # no drop in either: the same path
     sess.first_batch(step=0)
 
     def steps(n: int) -> None:
@@ -143,10 +148,14 @@ def run(n_steps: int = 1_000_000, n_windows: int = 2_000, repeats: int = 7) -> d
     }
     print(f"python {sys.version.split()[0]}; best of {repeats}")
     print("                           collector up | away, spool off | away, spool on")
-    print(f"  sess.step() (ns)         {up['step_ns']:12.1f} | {off['step_ns']:15.1f} | "
-          f"{on['step_ns']:14.1f}")  # fmt: skip
-    print(f"  window emit (µs)         {up['window_us']:12.2f} | {off['window_us']:15.2f} | "
-          f"{on['window_us']:14.2f}")  # fmt: skip
+    print(
+        f"  sess.step() (ns)         {up['step_ns']:12.1f} | {off['step_ns']:15.1f} | "
+        f"{on['step_ns']:14.1f}"
+    )
+    print(
+        f"  window emit (µs)         {up['window_us']:12.2f} | {off['window_us']:15.2f} | "
+        f"{on['window_us']:14.2f}"
+    )
     print(f"  export thread, 512 window spans to disk: {store_ms:.2f} ms ({span_bytes:.0f} B/span)")
     print(f"  spooled by the 'on' session: {spooled} bytes (0 with the spool off)")
     return figures

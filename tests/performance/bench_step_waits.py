@@ -139,8 +139,10 @@ def run(n_steps: int = 1_000_000, n_spans: int = 100_000, repeats: int = 5) -> d
     print(f"python {sys.version.split()[0]}; best of {repeats}; cpus {os.cpu_count()}")
     print(f"  sess.step() today            {f['step_ns']:8.1f} ns")
     print(f"  sess.step(), waits timed     {f['step_timed_ns']:8.1f} ns")
-    print(f"  SDK span per step            {f['span_ns']:8.1f} ns  "
-          f"({f['span_ns'] / f['step_timed_ns']:.1f}x the timed step)")  # fmt: skip
+    print(
+        f"  SDK span per step            {f['span_ns']:8.1f} ns  "
+        f"({f['span_ns'] / f['step_timed_ns']:.1f}x the timed step)"
+    )
     try:
         f.update(_ddp_figures(50, repeats))
         hook = f["ddp_timed_us"] - f["ddp_python_us"]
@@ -153,8 +155,10 @@ def run(n_steps: int = 1_000_000, n_spans: int = 100_000, repeats: int = 5) -> d
         s = _series_figures(ranks=8, n=2000, waits=waits)
         f[f"series_b_{int(waits)}"] = s["series_b_per_window"]
         label = "with wait_s   " if waits else "without wait_s"
-        print(f"  ingest+compact {label} {s['cpu_us_per_window']:8.1f} us CPU/window, "
-              f"series {s['series_b_per_window']:5.1f} B/window")  # fmt: skip
+        print(
+            f"  ingest+compact {label} {s['cpu_us_per_window']:8.1f} us CPU/window, "
+            f"series {s['series_b_per_window']:5.1f} B/window"
+        )
     return f
 
 

@@ -47,8 +47,15 @@ from trainer.testing import Run, launch, missing_stack
 
 TARGET_PCT = 1.0
 SIZE = ["tiny"]  # the --size preset; main() may change it
-TRAIN_ARGS = ("--no-compile", "--ckpt-every-steps", "0", "--no-final-ckpt",
-              "--no-progress", "--watchdog-s", "120")  # fmt: skip
+TRAIN_ARGS = (
+    "--no-compile",
+    "--ckpt-every-steps",
+    "0",
+    "--no-final-ckpt",
+    "--no-progress",
+    "--watchdog-s",
+    "120",
+)
 
 
 @dataclass
@@ -108,10 +115,19 @@ def one_run(
     """Train ``steps`` steps with instrumentation ON or OFF; check where its spans went."""
     env = {} if on else {"ETT_DISABLED": "1"}
     run = launch(
-        workdir, collector.url, "--size", SIZE[0], *TRAIN_ARGS, "--steps", str(steps),
-        "--window-s", str(window_s),
-        nproc=1, env=env, timeout_s=600,
-    )  # fmt: skip
+        workdir,
+        collector.url,
+        "--size",
+        SIZE[0],
+        *TRAIN_ARGS,
+        "--steps",
+        str(steps),
+        "--window-s",
+        str(window_s),
+        nproc=1,
+        env=env,
+        timeout_s=600,
+    )
     if run.returncode != 0:
         raise RuntimeError(f"trainer exited with {run.returncode}:\n{run.output[-4000:]}")
     gaps = step_times(run, warmup)
@@ -171,7 +187,7 @@ def _cpu_figures(measured: list[Measured]) -> dict[str, float]:
         f"OFF {out['off_background_cpu_s'] * 1e6:.1f} µs: the library's threads add "
         f"{added * 1e6:+.1f} µs/step = {out['background_added_pct']:+.3f} % of a step"
     )
-    return out  # fmt: skip
+    return out
 
 
 def step_call_context(off_median_s: float) -> float | None:
@@ -216,9 +232,13 @@ def run(
                 order = (True, False) if i % 2 == 0 else (False, True)
                 for on in order:
                     m = one_run(
-                        base / "runs", collector, on=on, steps=steps, warmup=warmup,
+                        base / "runs",
+                        collector,
+                        on=on,
+                        steps=steps,
+                        warmup=warmup,
                         window_s=window_s,
-                    )  # fmt: skip
+                    )
                     measured.append(m)
                     q = statistics.quantiles(m.step_s, n=10)
                     print(
@@ -299,9 +319,11 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, help="keep the runs and the collector here")
     parser.add_argument(
-        "--size", default="tiny", choices=["tiny", "small", "medium", "large"],
+        "--size",
+        default="tiny",
+        choices=["tiny", "small", "medium", "large"],
         help="the trainer's model preset (default: tiny; larger steps resolve smaller overheads)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--no-step-context", action="store_true", help="skip the sess.step() micro-benchmark"
     )

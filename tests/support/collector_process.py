@@ -58,7 +58,7 @@ class Collector:
 
     def wait_computed(self, timeout: float = WAIT_S) -> None:
         """Wait until the background worker has computed every acknowledged span (list reads
-        answer stored figures; see the README's freshness contract)."""
+        answer stored figures; see docs/collector.md, "Freshness")."""
         wait_until(
             lambda: not self.get("/healthz").json()["dirty_jobs"],
             timeout,

@@ -1,4 +1,4 @@
-"""The worked example's figures (ETT-SPEC section 4), as the read API spells them.
+"""The worked example's figures (docs/metrics.md, "Worked example"), as the read API spells them.
 
 The spans are ``tests.support.worked_example.worked_example``; these are the numbers the spec
 derives from them by hand, so every layer (domain, storage, API, CLI) is checked against one copy.

@@ -73,10 +73,13 @@ def _compare(op: ast.cmpop, a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b):
         return 0.0
     ops: dict[type, Callable[[float, float], bool]] = {
-        ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y,
-        ast.Gt: lambda x, y: x > y, ast.GtE: lambda x, y: x >= y,
-        ast.Lt: lambda x, y: x < y, ast.LtE: lambda x, y: x <= y,
-    }  # fmt: skip
+        ast.Eq: lambda x, y: x == y,
+        ast.NotEq: lambda x, y: x != y,
+        ast.Gt: lambda x, y: x > y,
+        ast.GtE: lambda x, y: x >= y,
+        ast.Lt: lambda x, y: x < y,
+        ast.LtE: lambda x, y: x <= y,
+    }
     return 1.0 if ops[type(op)](a, b) else 0.0
 
 
@@ -129,8 +132,9 @@ def evaluate_rule(rule: Mapping[str, Any], query: Callable[[Mapping[str, Any]], 
         if item["datasourceUid"] != "__expr__":
             results[ref] = query(model)
         elif model["type"] == "reduce":
-            results[ref] = reduce(results[model["expression"]], model["reducer"],
-                                  model.get("settings"))  # fmt: skip
+            results[ref] = reduce(
+                results[model["expression"]], model["reducer"], model.get("settings")
+            )
         elif model["type"] == "math":
             results[ref] = math_expression(model["expression"], results)
         else:

@@ -116,8 +116,11 @@ class Authority:
         """A certificate for ``name`` (IP SAN 127.0.0.1), valid for two days or ``expired``."""
         key, csr = _key_and_csr(self.folder, name)
         cert = self.folder / f"{name}.pem"
-        dates = (["-startdate", "20200101000000Z", "-enddate", "20200102000000Z"]
-                 if expired else ["-days", "2"])  # fmt: skip
+        dates = (
+            ["-startdate", "20200101000000Z", "-enddate", "20200102000000Z"]
+            if expired
+            else ["-days", "2"]
+        )
         _run(
             "ca",
             "-batch",

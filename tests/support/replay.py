@@ -1,6 +1,6 @@
 """Send recorded spans to a collector through opentelemetry-sdk's own OTLP/HTTP exporter.
 
-Used by the demo (the ETT-SPEC worked example), end-to-end tests and benchmarks. Needs the
+Used by the demo (the worked example of docs/metrics.md), end-to-end tests and benchmarks. Needs the
 ``instrument`` extra (opentelemetry-sdk and the OTLP/HTTP exporter); imported lazily.
 """
 

@@ -1,4 +1,4 @@
-"""The worked example of ETT-SPEC section 4 as spans: the demo's recorded job and a test case."""
+"""The worked example of docs/metrics.md as spans: the demo's recorded job and a test case."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ class _Builder:
 def worked_example(
     job_id: str = "spec-example", base: float = 0.0, model: str = "dlrm", team: str = "ranking"
 ) -> list[SpanRecord]:
-    """ETT-SPEC section 4: one rank, killed at 300 in attempt 0, completes in attempt 1 at 500.
+    """docs/metrics.md, "Worked example": one rank, killed at 300 in attempt 0, completes in
+    attempt 1 at 500.
 
     ``base`` shifts every instant (the demo uses a recent unix time).
     """

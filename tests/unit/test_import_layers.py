@@ -10,12 +10,17 @@ included).
   (``ett_collector.schemas``, ``ett_collector.domain``) and ``ett.semconv``;
 - ``cli`` imports only itself and the parts' commands modules (which alone import ``cli``);
 - the simulator imports ``ett.semconv`` and the collector's ingest entry;
+- the alerts are a pure rule model and fleet facts (the alerts and the vocabulary only); the
+  service adds its background loop, ``alerts._reads`` alone reads storage, and it (as
+  ``read/overview``) only through the public names of ``ett_collector.storage``;
 - ``ett`` (the library) imports no collector, trainer or view code.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +73,17 @@ RULES = (  # the most specific importer wins
             "ett_collector.alerts.rules",
             "ett_collector.alerts.prometheus",
         ),
+    ),
+    # alerting: a pure rule model and fleet facts; the service alone runs threads, and it
+    # reads the stored figures only through the storage facade (``_reads``)
+    Rule("ett_collector.alerts", ("ett_collector.alerts", *VOCABULARY)),
+    Rule(
+        "ett_collector.alerts._service",
+        ("ett_collector.alerts", *VOCABULARY, "ett_collector.write.periodic"),
+    ),
+    Rule(
+        "ett_collector.alerts._reads",
+        ("ett_collector.alerts", *VOCABULARY, "ett_collector.storage"),
     ),
     Rule("ett_collector.alerts.rules", ("ett_collector.alerts.rules", "ett.semconv")),
     Rule("ett_collector.alerts.prometheus", ("ett_collector.alerts", "ett.semconv")),
@@ -155,6 +171,16 @@ def test_every_package_keeps_its_layer() -> None:
         ("ett_dashboard._x", "from ett_collector.read.query import Query\n", "ett_dashboard"),
         ("ett._x", "import trainer.train\n", "ett"),
         ("ett_cli._x", "from ett_collector import pipeline\n", "ett_cli"),
+        (
+            "ett_collector.alerts._fleet",
+            "from ett_collector.storage import Store\n",
+            "ett_collector.alerts",
+        ),
+        (
+            "ett_collector.alerts._x",
+            "from ..write.periodic import Periodic\n",
+            "ett_collector.alerts",
+        ),
     ],
 )
 def test_the_check_catches_a_crossing(
@@ -166,6 +192,51 @@ def test_the_check_catches_a_crossing(
     [(_, alternatives)] = _imports(fake, module)
     assert rule.importer == rule_of
     assert not any(_allowed(rule, name) for name in alternatives)
+
+
+FACADE_USERS = ("ett_collector.alerts", "ett_collector.read.overview")
+"""Modules that reach storage only through its public names (``ett_collector.storage``)."""
+
+
+def _storage_internal(alternatives: list[str]) -> bool:
+    """Whether an import reaches into storage: a ``storage._x`` module or a ``_name`` of it."""
+    head, names = alternatives[0], alternatives[1:]
+    if not _under(head, "ett_collector.storage"):
+        return False
+    return head != "ett_collector.storage" or any(n.rpartition(".")[2][:1] == "_" for n in names)
+
+
+def test_the_alerts_and_the_overview_use_only_the_storage_facade() -> None:
+    crossing: list[str] = []
+    for path in _sources():
+        module = module_name(path)
+        if any(_under(module, m) for m in FACADE_USERS):
+            crossing += [
+                f"{path.relative_to(ROOT)}:{line} imports {alternatives[0]}"
+                for line, alternatives in _imports(path, module)
+                if _storage_internal(alternatives)
+            ]
+    assert crossing == [], "storage internals used:\n" + "\n".join(crossing)
+
+
+def test_the_facade_check_catches_an_internal(tmp_path: Path) -> None:
+    fake = tmp_path / "x.py"
+    fake.write_text("from ett_collector.storage import _advice\nfrom ..storage._tables import t\n")
+    found = [alts for _, alts in _imports(fake, "ett_collector.read.overview")]
+    assert [_storage_internal(alts) for alts in found] == [True, True]
+    assert not _storage_internal(["ett_collector.storage", "ett_collector.storage.Store"])
+
+
+def test_the_pure_alert_rules_load_no_storage_sql_or_http() -> None:
+    """What Grafana's alert builder imports (the rules and their PromQL) loads none of the
+    evaluator's storage, SQL or HTTP code, the alerts package's other names included."""
+    probe = (
+        "import sys, ett_collector.alerts.rules, ett_collector.alerts.prometheus\n"
+        "heavy = ('ett_collector.storage', 'ett_collector.write', 'sqlalchemy', 'starlette')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_the_vocabulary_import_passes() -> None:

@@ -58,11 +58,23 @@ def test_the_pooled_optimum_is_youngs_over_the_models_jobs() -> None:
     from ett_collector.storage._advice import _model_row
 
     jobs = [
-        {"failures": 2, "training_s": 36_000.0, "checkpoints": 10, "mean_blocking_s": 6.0,
-         "interval_s": 1800.0, "ranks": 4},
-        {"failures": 1, "training_s": 18_000.0, "checkpoints": 30, "mean_blocking_s": 2.0,
-         "interval_s": 600.0, "ranks": 8},
-    ]  # fmt: skip
+        {
+            "failures": 2,
+            "training_s": 36_000.0,
+            "checkpoints": 10,
+            "mean_blocking_s": 6.0,
+            "interval_s": 1800.0,
+            "ranks": 4,
+        },
+        {
+            "failures": 1,
+            "training_s": 18_000.0,
+            "checkpoints": 30,
+            "mean_blocking_s": 2.0,
+            "interval_s": 600.0,
+            "ranks": 8,
+        },
+    ]
     row = _model_row("m", jobs)
     mean_b = (6.0 * 10 + 2.0 * 30) / 40
     assert row["mean_blocking_s"] == mean_b

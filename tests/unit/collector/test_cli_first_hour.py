@@ -333,8 +333,11 @@ def test_every_option_has_help_and_states_its_default() -> None:
             assert action.help, f"ett {name} {action.option_strings or action.dest}: no help"
             flag = action.nargs == 0
             must_state = name in ("jobs", "lost-time", "report") or action.default not in (
-                None, False, [], argparse.SUPPRESS
-            )  # fmt: skip
+                None,
+                False,
+                [],
+                argparse.SUPPRESS,
+            )
             if action.option_strings and not flag and must_state:
                 assert "default" in action.help or str(action.default) in action.help, (
                     f"ett {name} {action.option_strings}: help does not state its default"

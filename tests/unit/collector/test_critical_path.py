@@ -1,4 +1,4 @@
-"""ETT-SPEC v1.1: the start-up critical path through barrier phases."""
+"""The start-up critical path through barrier phases (docs/metrics.md, v1.1)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, exc, text
 
-from ett_collector.storage import is_passing
+from ett_collector.storage import is_transient_db_error
 from tests.support.ports import free_port
 
 
@@ -34,25 +34,25 @@ def test_sqlite_locked_passes(tmp_path: Path) -> None:
         conn.rollback()
     holder.dispose()
     assert isinstance(error, exc.OperationalError)
-    assert is_passing(error)
+    assert is_transient_db_error(error)
 
 
 def test_sqlite_bugs_do_not_pass(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'y.db'}"
     missing = _raised(url, "INSERT INTO nowhere VALUES (1)")
     assert isinstance(missing, exc.OperationalError)  # an OperationalError, yet a bug
-    assert not is_passing(missing)
-    assert not is_passing(_raised(url, "SELEC 1"))
+    assert not is_transient_db_error(missing)
+    assert not is_transient_db_error(_raised(url, "SELEC 1"))
 
 
 def test_postgres_unreachable_passes() -> None:
     port = free_port()  # nothing listens there
     error = _raised(f"postgresql+psycopg://ett@127.0.0.1:{port}/ett", "SELECT 1")
-    assert is_passing(error)
+    assert is_transient_db_error(error)
 
 
 @pytest.mark.postgres
 def test_postgres_bugs_do_not_pass(fresh_postgres_url: str) -> None:
-    assert not is_passing(_raised(fresh_postgres_url, "SELECT * FROM nowhere"))
-    assert not is_passing(_raised(fresh_postgres_url, "SELECT 1/0"))
-    assert not is_passing(ValueError("not a database error"))
+    assert not is_transient_db_error(_raised(fresh_postgres_url, "SELECT * FROM nowhere"))
+    assert not is_transient_db_error(_raised(fresh_postgres_url, "SELECT 1/0"))
+    assert not is_transient_db_error(ValueError("not a database error"))

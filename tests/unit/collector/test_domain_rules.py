@@ -1,4 +1,4 @@
-"""Each rule of ETT-SPEC section 3, one small scripted job at a time."""
+"""Each rule of docs/metrics.md, one small scripted job at a time."""
 
 from __future__ import annotations
 

@@ -19,8 +19,21 @@ def _points(slow_rank: int | None, factor: float, windows: int = 30) -> list[Poi
     for r in range(4):
         for w in range(windows):
             compute = 0.096 * (factor if r == slow_rank and w >= 10 else 1.0) * (1 + 0.01 * r)
-            out.append(Point(0, r, w * 60.0, w * 60.0 + 60.0, 1, 500, 500 * 64, 60.0,
-                             500, 60.0, 60.0 - 500 * compute))  # fmt: skip
+            out.append(
+                Point(
+                    0,
+                    r,
+                    w * 60.0,
+                    w * 60.0 + 60.0,
+                    1,
+                    500,
+                    500 * 64,
+                    60.0,
+                    500,
+                    60.0,
+                    60.0 - 500 * compute,
+                )
+            )
     return out
 
 

@@ -29,9 +29,20 @@ def rank_points(
         timed = compute_s is not None
         wait = secs - 100 * (compute_s or 0.0) if timed else 0.0
         out.append(
-            Point(attempt, rank, t, t + secs, 1, 100, 3200, secs,
-                  100 if timed else 0, secs if timed else 0.0, wait)
-        )  # fmt: skip
+            Point(
+                attempt,
+                rank,
+                t,
+                t + secs,
+                1,
+                100,
+                3200,
+                secs,
+                100 if timed else 0,
+                secs if timed else 0.0,
+                wait,
+            )
+        )
         t += secs
     return out
 

@@ -15,9 +15,15 @@ from ett_collector.storage._compaction import DEFAULT_RETENTION_S
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [(None, DEFAULT_RAW_WINDOW_RETENTION_S), ("", 600.0), ("0", 0.0), ("3600", 3600.0),
-     ("keep", None), (" KEEP ", None)],
-)  # fmt: skip
+    [
+        (None, DEFAULT_RAW_WINDOW_RETENTION_S),
+        ("", 600.0),
+        ("0", 0.0),
+        ("3600", 3600.0),
+        ("keep", None),
+        (" KEEP ", None),
+    ],
+)
 def test_values(monkeypatch: pytest.MonkeyPatch, raw: str | None, want: float | None) -> None:
     if raw is None:
         monkeypatch.delenv("ETT_RAW_WINDOW_RETENTION_S", raising=False)

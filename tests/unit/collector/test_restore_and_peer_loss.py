@@ -1,4 +1,5 @@
-"""ETT-SPEC v1.2 unsaved time from the next attempt's restore, and causes under peer loss."""
+"""Unsaved time from the next attempt's restore (docs/metrics.md, "Unsaved time", v1.2), and
+causes under peer loss."""
 
 from __future__ import annotations
 

@@ -25,17 +25,30 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [("30d", 30 * 86400.0), ("12h", 43200.0), ("90m", 5400.0), ("2w", 14 * 86400.0),
-     ("45s", 45.0), ("600", 600.0), ("1.5d", 1.5 * 86400), (" KEEP ", None), ("keep", None)],
-)  # fmt: skip
+    [
+        ("30d", 30 * 86400.0),
+        ("12h", 43200.0),
+        ("90m", 5400.0),
+        ("2w", 14 * 86400.0),
+        ("45s", 45.0),
+        ("600", 600.0),
+        ("1.5d", 1.5 * 86400),
+        (" KEEP ", None),
+        ("keep", None),
+    ],
+)
 def test_durations(raw: str, want: float | None) -> None:
     assert parse_retention("ETT_RETAIN_SPANS", raw) == want
 
 
 def test_defaults_fit_a_year() -> None:
     retain = Settings().retain
-    assert retain == {"spans": 30 * 86400.0, "runs": 90 * 86400.0,
-                      "figures": 400 * 86400.0, "alerts": 400 * 86400.0}  # fmt: skip
+    assert retain == {
+        "spans": 30 * 86400.0,
+        "runs": 90 * 86400.0,
+        "figures": 400 * 86400.0,
+        "alerts": 400 * 86400.0,
+    }
     assert retain["figures"] is not None and retain["figures"] >= 365 * 86400
 
 
@@ -56,10 +69,12 @@ def test_shorter_than_the_live_refresh_is_refused(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize(
     ("env", "needle"),
-    [({"ETT_RETAIN_SPANS": "100d"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
-     ({"ETT_RETAIN_SPANS": "keep"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
-     ({"ETT_RETAIN_RUNS": "500d"}, "ETT_RETAIN_FIGURES must be at least ETT_RETAIN_RUNS")],
-)  # fmt: skip
+    [
+        ({"ETT_RETAIN_SPANS": "100d"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
+        ({"ETT_RETAIN_SPANS": "keep"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
+        ({"ETT_RETAIN_RUNS": "500d"}, "ETT_RETAIN_FIGURES must be at least ETT_RETAIN_RUNS"),
+    ],
+)
 def test_figures_outlive_what_they_are_computed_from(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], needle: str
 ) -> None:

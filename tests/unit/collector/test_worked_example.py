@@ -1,4 +1,4 @@
-"""ETT-SPEC section 4, the public worked example, figure by figure."""
+"""The worked example of docs/metrics.md ("Worked example"), figure by figure."""
 
 from __future__ import annotations
 

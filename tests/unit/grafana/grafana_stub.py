@@ -75,11 +75,15 @@ class GrafanaStub:
         for (m, prefix), status in self.refuse.items():
             if method == m and path.startswith(prefix):
                 return status, {
-                    403: {"message": "You'll need additional permissions to perform this "
-                                     "action. Permissions needed: dashboards:create"},
-                    412: {"message": "The dashboard has been changed by someone else",
-                          "status": "version-mismatch"},
-                }.get(status, {"message": "refused"})  # fmt: skip
+                    403: {
+                        "message": "You'll need additional permissions to perform this "
+                        "action. Permissions needed: dashboards:create"
+                    },
+                    412: {
+                        "message": "The dashboard has been changed by someone else",
+                        "status": "version-mismatch",
+                    },
+                }.get(status, {"message": "refused"})
         if path.startswith("/api/folders/") and method == "GET":
             uid = path.rsplit("/", 1)[1]
             if uid in self.folders:
@@ -104,8 +108,14 @@ class GrafanaStub:
             uid = body["dashboard"]["uid"]
             version = self.dashboards.get(uid, {}).get("version", 0) + 1
             self.dashboards[uid] = {"dashboard": body["dashboard"], "version": version}
-            return 200, {"id": 1, "uid": uid, "url": f"/d/{uid}", "status": "success",
-                         "version": version, "slug": uid}  # fmt: skip
+            return 200, {
+                "id": 1,
+                "uid": uid,
+                "url": f"/d/{uid}",
+                "status": "success",
+                "version": version,
+                "slug": uid,
+            }
         if path.startswith("/api/v1/provisioning/folder/") and method == "PUT":
             self.rule_groups[path] = body
             return 200, body

@@ -76,8 +76,12 @@ def test_macros_expand_as_grafana_does() -> None:
         "AND model IN ($model) AND job_id = '$job_id' AND $__unixEpochFilter(s) "
         "AND g = $__unixEpochGroup(s, '5m')"
     )
-    out = expand(sql, 1_700_000_000, 1_700_003_600,
-                 {"bucket": "1d", "model": ["dlrm", "o'brien"], "job_id": "j-1"})  # fmt: skip
+    out = expand(
+        sql,
+        1_700_000_000,
+        1_700_003_600,
+        {"bucket": "1d", "model": ["dlrm", "o'brien"], "job_id": "j-1"},
+    )
     assert out == (
         'SELECT floor(extract(epoch from bucket)/86400)*86400 AS "time", t AS "time" FROM v '
         "WHERE bucket BETWEEN '2023-11-14T22:13:20Z' AND '2023-11-14T23:13:20Z' "

@@ -25,8 +25,17 @@ def stub() -> Iterator[GrafanaStub]:
 
 
 def _push(stub: GrafanaStub, *extra: str, token: str | None = None) -> int:
-    return main(["grafana", "push", "--url", stub.url, "--token", token or stub.token,  # type: ignore[attr-defined]
-                 *extra])  # fmt: skip
+    return main(
+        [
+            "grafana",
+            "push",
+            "--url",
+            stub.url,
+            "--token",
+            token or stub.token,  # type: ignore[attr-defined]
+            *extra,
+        ]
+    )
 
 
 def test_push_writes_folder_datasources_and_dashboards(stub: GrafanaStub, capsys) -> None:
@@ -114,8 +123,21 @@ def test_unreachable_server(capsys) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once we leave: nothing listens there
-    assert main(["grafana", "push", "--url", f"http://127.0.0.1:{port}", "--token", "t",
-                 "--timeout", "2"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "grafana",
+                "push",
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--token",
+                "t",
+                "--timeout",
+                "2",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "cannot reach Grafana" in err and "Nothing was written" in err
 
@@ -125,10 +147,12 @@ def test_unreachable_server(capsys) -> None:
     [
         (["grafana", "push", "--token", "t"], "no Grafana URL"),
         (["grafana", "push", "--url", "grafana:3000", "--token", "t"], "http://"),
-        (["grafana", "push", "--url", "http://x", "--token", "t", "--pg-url", "mysql://a/b"],
-         "postgresql://"),
+        (
+            ["grafana", "push", "--url", "http://x", "--token", "t", "--pg-url", "mysql://a/b"],
+            "postgresql://",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments(argv: list[str], needle: str, capsys, monkeypatch) -> None:
     monkeypatch.delenv("GRAFANA_URL", raising=False)
     assert main(argv) == 2

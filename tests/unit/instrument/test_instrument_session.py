@@ -1,4 +1,5 @@
-"""Every span and attribute of ETT-SPEC section 2, produced through the public API."""
+"""Every span and attribute of docs/metrics.md, "The spans it reads", produced through the
+public API."""
 
 from __future__ import annotations
 

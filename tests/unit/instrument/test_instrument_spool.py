@@ -195,8 +195,13 @@ def test_an_attempt_ending_while_the_collector_is_away_loses_nothing() -> None:
     import ett
 
     root = Path(os.environ["ETT_SPOOL_DIR"])  # the test's own (tests/conftest.py)
-    sess = ett.init(job_id="away", endpoint=f"http://127.0.0.1:{free_port()}",
-                    install_handlers=False, window_s=0.05, exit_timeout_s=0)  # fmt: skip
+    sess = ett.init(
+        job_id="away",
+        endpoint=f"http://127.0.0.1:{free_port()}",
+        install_handlers=False,
+        window_s=0.05,
+        exit_timeout_s=0,
+    )
     sess.first_batch()
     for step in range(5):
         with sess.checkpoint_save(step):

@@ -73,8 +73,10 @@ def test_unplanted_windows_carry_waits_and_change_no_ett_figure() -> None:
         assert 1 - share <= statistics.median(waits) < 1 - share * 0.9  # the rank's spread
     for (tj, _), (uj, _) in zip(timed, untimed, strict=True):
         for tr, ur in zip(tj.ranks, uj.ranks, strict=True):
-            plain = [(a, b, {k: v for k, v in w.items() if k != sc.WINDOW_WAIT_S})
-                     for a, b, w in _windows(tr)]  # fmt: skip
+            plain = [
+                (a, b, {k: v for k, v in w.items() if k != sc.WINDOW_WAIT_S})
+                for a, b, w in _windows(tr)
+            ]
             assert plain == _windows(ur)
             assert all(sc.WINDOW_WAIT_S not in w for _, _, w in _windows(ur))
     assert _steady_step_s(job.ranks[0]) == pytest.approx(0.12, rel=0.01)
@@ -100,8 +102,10 @@ def test_a_straggler_computes_longer_and_the_others_wait_for_it() -> None:
     share = load_profile()["loop.compute_share"]
     for job in hit:
         ranks = [r for r in job.ranks if r.attempt == 0]
-        shapes = {tuple((a, b, w[sc.STEP_FIRST], w[sc.STEP_LAST]) for a, b, w in _windows(r))
-                  for r in ranks}  # fmt: skip
+        shapes = {
+            tuple((a, b, w[sc.STEP_FIRST], w[sc.STEP_LAST]) for a, b, w in _windows(r))
+            for r in ranks
+        }
         assert len(shapes) == 1  # every rank's windows step alike: wall step times are equal
         others = statistics.median(_compute_per_step(r) for r in ranks if r.rank != 1)
         assert _compute_per_step(ranks[1]) / others == pytest.approx(1.5, rel=0.1)
@@ -129,23 +133,35 @@ def test_a_bad_straggler_says_how_to_write_it(text: str, expected: str) -> None:
 
 def test_a_straggler_of_an_unknown_model_is_refused() -> None:
     with pytest.raises(ProfileError, match="lacks"):
-        FleetSpec(load_profile(), stragglers=(parse_straggler(
-            "model=nope rank=1 factor=2 at=2026-09-22T00:00:00Z"),))  # fmt: skip
+        FleetSpec(
+            load_profile(),
+            stragglers=(parse_straggler("model=nope rank=1 factor=2 at=2026-09-22T00:00:00Z"),),
+        )
 
 
 def test_the_truth_file_holds_the_slow_model_and_the_straggler(tmp_path: Path) -> None:
     path = tmp_path / "truth.jsonl"
     at = "at=2026-09-22T00:00:00Z"
     fleet = FleetSpec(
-        load_profile(models=[MODEL]), jobs=3, days=1, seed=1, start=START,
+        load_profile(models=[MODEL]),
+        jobs=3,
+        days=1,
+        seed=1,
+        start=START,
         regressions=(parse_regression(f"model={MODEL} component=step factor=1.3 {at}"),),
         stragglers=(parse_straggler(f"model={MODEL} rank=3 factor=1.5 {at}"),),
-    )  # fmt: skip
+    )
     simulate(fleet, None, path)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert lines[0]["record"] == "regression" and lines[0]["component"] == "step"
-    assert lines[1] == {"record": "straggler", "model": MODEL, "rank": 3, "factor": 1.5,
-                        "at": 1790035200.0, "at_iso": "2026-09-22T00:00:00Z"}  # fmt: skip
+    assert lines[1] == {
+        "record": "straggler",
+        "model": MODEL,
+        "rank": 3,
+        "factor": 1.5,
+        "at": 1790035200.0,
+        "at_iso": "2026-09-22T00:00:00Z",
+    }
     jobs, regressions = read_truth(path)
     assert [r.component for r in regressions] == ["step"] and len(jobs) == len(lines) - 2
     assert [(s.model, s.rank, s.factor) for s in read_stragglers(path)] == [(MODEL, 3, 1.5)]
@@ -157,8 +173,20 @@ def test_the_command_plants_a_straggler_and_refuses_a_bad_one(
     from ett_cli import main
 
     truth = tmp_path / "t.jsonl"
-    argv = ["simulate", "--dry-run", "--jobs", "2", "--days", "1", "--models", MODEL,
-            "--start", "2026-09-21T00:00:00Z", "--truth", str(truth)]  # fmt: skip
+    argv = [
+        "simulate",
+        "--dry-run",
+        "--jobs",
+        "2",
+        "--days",
+        "1",
+        "--models",
+        MODEL,
+        "--start",
+        "2026-09-21T00:00:00Z",
+        "--truth",
+        str(truth),
+    ]
     good = "model=dcn-v2 rank=1 factor=1.5 at=2026-09-21T06:00:00Z"
     assert main([*argv, "--straggler", good]) == 0
     assert [s.rank for s in read_stragglers(truth)] == [1]

@@ -1,0 +1,85 @@
+"""The service's own routes: ``GET /healthz`` (liveness and counts), ``GET /readyz`` (can the
+database take a write now: 503 with ``Retry-After`` when not) and ``GET /metrics`` (Prometheus).
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..read.metrics import CONTENT_TYPE, CollectorMetrics
+from ..settings import Settings
+from ..storage import is_transient_db_error
+from ..storage._replica import replication
+from ..write.pipeline import Pipeline
+from ..write.retention import RetentionLoop
+from ._answers import RETRY_HEADERS, db_reason
+from ._readiness import DiskWatch
+
+
+class Health:
+    """The handlers of ``/healthz``, ``/readyz`` and ``/metrics`` over one pipeline."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pipeline: Pipeline,
+        metrics: CollectorMetrics,
+        disk: DiskWatch,
+        retention: RetentionLoop,
+    ) -> None:
+        self.settings, self.pipeline, self.metrics = settings, pipeline, metrics
+        self.disk, self.retention = disk, retention
+
+    def routes(self) -> list[Route]:
+        """``/healthz``, ``/readyz``, ``/metrics``."""
+        return [
+            Route("/healthz", self.healthz),
+            Route("/readyz", self.readyz),
+            Route("/metrics", self.metrics_route),
+        ]
+
+    async def healthz(self, request: Request) -> Response:
+        """Liveness: the process serves; a database outage is /readyz's business, not a
+        restart's. The store's counts, the standby's lag, the windows this process could not
+        fold, and the low-disk pruner's state when it runs."""
+        store = self.pipeline.store
+        try:
+            counts = await run_in_threadpool(store.span_counts)
+        except Exception as exc:
+            if not is_transient_db_error(exc):
+                raise
+            return JSONResponse({"status": "ok", "database": f"unavailable: {db_reason(exc)}"})
+        if self.settings.read_only:  # the standby's lag behind the primary
+            counts |= await run_in_threadpool(replication, store.engine)
+            counts["read_only"] = True
+        counts["unfolded_windows"] = sum(store.compactor.unfolded.values())  # this process's
+        body: dict[str, object] = {"status": "ok", **counts}
+        if self.retention.disk_prune is not None:  # ETT_PRUNE_ON_LOW_DISK
+            body["disk_prune"] = self.retention.disk_prune.prune.state()
+        return JSONResponse(body)
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready when the database takes a write (a read-only collector: when it reads)."""
+        store = self.pipeline.store
+        try:
+            if self.settings.read_only:  # ready when it reads; it never writes
+                await run_in_threadpool(store.span_counts)
+                return JSONResponse({"status": "ready", "read_only": True})
+            await run_in_threadpool(store.check_writable)
+            reason = await run_in_threadpool(self.disk.problem)  # SQLite keeps the probe in memory
+        except Exception as exc:
+            reason = db_reason(exc)
+        if reason is not None:
+            return JSONResponse(
+                {"status": "unavailable", "error": f"the database cannot take a write: {reason}"},
+                status_code=503,
+                headers=RETRY_HEADERS,
+            )
+        return JSONResponse({"status": "ready"})
+
+    async def metrics_route(self, request: Request) -> Response:
+        """The Prometheus exposition of this process (or of every worker's, multiprocess)."""
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)

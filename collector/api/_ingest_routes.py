@@ -1,0 +1,144 @@
+"""``POST /v1/traces``: OTLP/HTTP in (protobuf or JSON, gzip), stored in chunks.
+
+The answers follow OTLP's retry rules: 200 with the partial-success counts; 403 on a read-only
+collector (a retry cannot succeed); 413 for a body over ``ETT_MAX_BODY_BYTES``; 429 while too
+many decoded bytes are in flight (``Retry-After``); other 4xx for what cannot be decoded; 503
+while the database cannot take spans (``Retry-After`` grows with the outage, see
+``_admission.py``). Each answer is counted in ``ett_collector_requests_total`` by its status.
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import otlp
+from ..read.metrics import CollectorMetrics
+from ..settings import Settings
+from ..storage import is_transient_db_error
+from ..write.pipeline import Pipeline
+from ._admission import Busy, InflightBudget, OutageClock, Ticket
+from ._answers import db_reason
+from ._readiness import DiskWatch
+
+READ_ONLY_REFUSAL = (
+    "this collector is read-only (ett serve --read-only, a hot standby's reads): it stores no "
+    "spans; send them to the collector on the primary database"
+)
+"""The answer to a trace export sent to a read-only collector (HTTP 403)."""
+
+INGEST_CHUNK_SPANS = 5000
+"""Spans stored per transaction: a large request is committed in chunks, so the small requests
+of other clients are stored between them instead of waiting for the whole of it. A request
+refused part-way (503) has its first chunks stored; the client's retry stores the rest (stored
+spans are recognised and skipped)."""
+
+
+class TraceIngest:
+    """The ``POST /v1/traces`` handler, :meth:`traces`, over one pipeline."""
+
+    def __init__(
+        self, settings: Settings, pipeline: Pipeline, metrics: CollectorMetrics, disk: DiskWatch
+    ) -> None:
+        self.settings, self.pipeline, self.metrics, self.disk = settings, pipeline, metrics, disk
+        self.budget = InflightBudget(settings.max_inflight_bytes)
+        self.outage = OutageClock()
+
+    async def traces(self, request: Request) -> Response:
+        """Decode and store the request's spans; answer in the request's encoding."""
+        ctype = request.headers.get("content-type")
+        out_type = otlp.response_content_type(ctype)
+        if self.settings.read_only:  # 403: OTLP clients do not retry it (a retry cannot succeed)
+            return self._refused(403, READ_ONLY_REFUSAL, out_type)
+        ticket = self.budget.ticket()
+        try:
+            result = await self._store(request, ctype, ticket)
+        except Busy as exc:
+            return self._refused(429, str(exc), out_type, {"Retry-After": str(exc.retry_after_s)})
+        except otlp.OtlpError as exc:  # one HTTP→gRPC table
+            return self._refused(exc.status, exc.message, out_type)
+        except Exception as exc:
+            self.disk.write_failed(exc)  # a full or read-only disk: /readyz says so until it passes
+            if not is_transient_db_error(exc):
+                raise  # a bug: 500, which OTLP clients do not retry
+            message = f"spans not stored, the database is unavailable; retry: {db_reason(exc)}"
+            return self._refused(
+                503, message, out_type, {"Retry-After": str(self.outage.refused())}
+            )
+        finally:
+            ticket.release()
+        self._count_stored(result)
+        body = otlp.encode_export_response(result, out_type == "application/json")
+        return Response(body, status_code=200, media_type=out_type)
+
+    async def _store(
+        self, request: Request, ctype: str | None, ticket: Ticket
+    ) -> otlp.DecodeResult:
+        raw = await _read_limited(request, self.settings.max_body_bytes, ticket)
+        return await run_in_threadpool(
+            _decode_and_ingest,
+            raw,
+            ctype,
+            request.headers.get("content-encoding"),
+            self.settings.max_body_bytes,
+            self.pipeline,
+            ticket,
+        )
+
+    def _refused(
+        self, status: int, message: str, out_type: str, headers: dict[str, str] | None = None
+    ) -> Response:
+        """An OTLP status answer, counted by its HTTP status."""
+        self.metrics.requests.labels(str(status)).inc()
+        body = otlp.encode_status(status, message, out_type == "application/json")
+        return Response(body, status, headers, media_type=out_type)
+
+    def _count_stored(self, result: otlp.DecodeResult) -> None:
+        self.outage.stored()
+        self.disk.write_succeeded()
+        metrics = self.metrics
+        metrics.requests.labels("200").inc()
+        metrics.spans.labels("accepted").inc(len(result.records))
+        if result.rejected:
+            metrics.spans.labels("rejected").inc(result.rejected)
+        if result.unknown_span_names:
+            metrics.unknown_span_names.inc(result.unknown_span_names)
+        if result.unknown_attributes:
+            metrics.unknown_attributes.inc(result.unknown_attributes)
+
+
+def _decode_and_ingest(
+    raw: bytes,
+    ctype: str | None,
+    encoding: str | None,
+    max_bytes: int,
+    pipeline: Pipeline,
+    ticket: Ticket,
+) -> otlp.DecodeResult:
+    """Decode (charging the decompressed size to ``ticket``) and store in chunks."""
+    result = otlp.decode_traces(raw, ctype, encoding, max_bytes, ticket.charge_up_to)
+    records = result.records
+    for i in range(0, len(records), INGEST_CHUNK_SPANS):
+        pipeline.ingest(records[i : i + INGEST_CHUNK_SPANS])
+    return result
+
+
+async def _read_limited(request: Request, max_bytes: int, ticket: Ticket) -> bytes:
+    """The request body, refusing (413) as soon as it passes ``max_bytes``; its bytes are
+    charged to ``ticket`` as they come (the declared length at once), which may raise
+    :class:`Busy`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        if int(declared) > max_bytes:
+            raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
+        ticket.charge_up_to(int(declared))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise otlp.OtlpError(413, f"body exceeds the limit of {max_bytes} bytes")
+        ticket.charge_up_to(size)
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,146 @@
+"""What the collector's commands share: the environment they document, the pipeline and the
+query they open on ``--db``, the runner of read questions, and the pieces the commands module
+hands in (:class:`Kit`).
+
+Only ``ett_collector.commands`` itself imports ``ett_cli`` (the layer rule): the modules here
+raise :class:`CommandError`, which its guard turns into ``ett_cli.CliError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ett import semconv
+
+from ..settings import Settings
+from . import _serve_security
+
+Run = Callable[[argparse.Namespace], int]
+"""A command: its parsed arguments in, its exit code out."""
+
+_WINDOW = semconv.DEFAULT_WINDOW_S
+_DEAD = semconv.PRESUMED_DEAD_WINDOWS
+ENVIRONMENT = f"""\
+environment:
+  ETT_HOME            data folder (default ~/.local/share/ett; SQLite at $ETT_HOME/collector.db)
+  ETT_DB_URL          database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)
+  ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
+  ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
+  ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
+  ETT_READ_WAIT_S     how long a read of a job with spans but no figures yet waits for its
+                      first figures, then 503 (default 2 s); a job with figures is answered
+                      at once, "fresh": false while newer spans await their recompute
+  ETT_READ_THREADS    threads answering read requests at once per process (default 8;
+                      ingest keeps its own 40)
+  ETT_READ_CACHE      jobs whose last read answer each process keeps, checked against the
+                      database (default 1000; 0 turns it off)
+  ETT_READ_RECHECK_S  how long a kept answer, once checked against the database, is answered
+                      without a new check (default 0.25 s; 0 checks on every read): this
+                      process's own ingest and recomputes show at once, changes by another
+                      worker process or collector (ett recompute) within this long
+  ETT_WORKERS         server processes (default 1)
+{_serve_security.SECURITY_ENVIRONMENT.rstrip()}
+  ETT_RETAIN_SPANS    how long a job's raw spans are kept after it ended (default 30d; 'keep');
+                      then its figures stay as stored and `ett recompute` refuses it
+  ETT_RETAIN_RUNS     its folded heartbeat runs (default 90d), at least ETT_RETAIN_SPANS
+  ETT_RETAIN_FIGURES  its figures, segments and fleet cells (default 400d)
+  ETT_RETAIN_ALERTS   resolved alerts, after they resolved (default 400d)
+  ETT_READ_ONLY       1: as --read-only (serve reads from a hot standby)
+"""
+"""The epilog of ``ett serve`` and ``ett db prune``: every variable the service reads."""
+
+
+class CommandError(Exception):
+    """A user-facing failure of a command, in one line: ``exit_code`` 2 for what the user wrote
+    (the default), 1 for a failure at run time (the commands module makes it a ``CliError``)."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True, slots=True)
+class Kit:
+    """The shared pieces each command module's ``register(sub, kit)`` is handed.
+
+    ``command(sub, name, run, **texts)`` adds a subcommand (``texts``: its help, description...)
+    that takes ``--db`` and runs ``run`` through ``guard``; ``guard(run)`` makes configuration
+    and database errors one line; ``console()`` is the ``rich`` console of ``ett``.
+    """
+
+    command: Callable[..., Any]
+    guard: Callable[[Run], Run]
+    console: Callable[[], Any]
+
+
+def settings_for(db: str) -> Settings:
+    """The collector's settings (``ETT_*``) for the database ``db``."""
+    return Settings(db_url=db)
+
+
+def open_pipeline(args: argparse.Namespace, *, read: bool = False) -> Any:
+    """A pipeline over the store ``args.target`` names: migrated, or for ``read`` commands
+    only an existing database (never created; migrated only when its schema is older)."""
+    from ..storage import Store
+    from ..write.pipeline import Pipeline
+    from . import _target
+
+    if read:
+        store = _target.open_for_reading(args.target)
+    else:
+        store = Store(args.target.url)
+        store.upgrade()
+    return Pipeline(store, window_s=settings_for(args.target.url).window_s)
+
+
+def read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[Any], None]) -> int:
+    """Answer ``fn(query)`` through the query layer (waiting for fresh figures, as no background
+    worker runs here) and print it with ``render`` (``--json``: as JSON); a job not found, not
+    ready or not computable exits 1 with one line, a bad question 2."""
+    from ..read.query import NotFound, NotReady, Query, QueryError, RecomputeFailed
+
+    target = args.target
+    settings = settings_for(target.url)  # no background worker here: wait for fresh figures
+    query = Query(open_pipeline(args, read=True), read_wait_s=settings.read_wait_s, wait_fresh=True)
+    try:
+        data = fn(query)
+    except NotFound as exc:
+        where = f"{target.shown} (from {target.source})"
+        hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
+        print(f"ett {args.command}: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
+        return 1
+    except (NotReady, RecomputeFailed) as exc:
+        print(f"ett {args.command}: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except QueryError as exc:
+        print(f"ett {args.command}: {exc}", file=sys.stderr)
+        return 2
+    _print(args, data, render)
+    _notes(args, data, query)
+    return 0
+
+
+def _print(args: argparse.Namespace, data: Any, render: Callable[[Any], None]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
+    else:
+        render(data)
+
+
+def _notes(args: argparse.Namespace, data: Any, query: Any) -> None:
+    """Say on stderr when the figures shown are older than the spans."""
+    if isinstance(data, dict) and data.get("error"):
+        note = f"{data['error']}; these figures are older"
+        print(f"ett {args.command}: note: {note}", file=sys.stderr)
+    if isinstance(data, list) and (pending := query.pending_jobs()):
+        print(
+            f"ett {args.command}: note: {pending} job(s) have spans newer than their figures; "
+            "a running `ett serve` computes them in the background, `ett recompute` does it now",
+            file=sys.stderr,
+        )

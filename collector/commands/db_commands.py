@@ -1,0 +1,165 @@
+"""``ett db upgrade``, ``ett db grant-readonly``, ``ett db prune`` and ``ett recompute``: the
+database's schema, its read-only role for Grafana, its retention, and the figures re-derived
+from the raw spans."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ._runner import ENVIRONMENT, CommandError, Kit, open_pipeline, settings_for
+
+
+def register(sub: Any, kit: Kit) -> None:
+    """Add ``db`` (``upgrade``, ``grant-readonly``, ``prune``) and ``recompute`` to ``ett``."""
+    db = sub.add_parser("db", help="database schema management")
+    dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
+    dbsub.required = True
+    kit.command(dbsub, "upgrade", _upgrade, help="apply Alembic migrations up to the latest schema")
+    ro = kit.command(
+        dbsub,
+        "grant-readonly",
+        _grant_readonly,
+        help="create or update a PostgreSQL role that may only read the ett_v1_* views "
+        "(for Grafana)",
+    )
+    ro.add_argument("role", metavar="ROLE", help="role name, e.g. ett_grafana")
+    ro.add_argument(
+        "--password-env",
+        metavar="VAR",
+        default=None,
+        help="set the role's password from this environment variable (never on the command line)",
+    )
+    prune = kit.command(
+        dbsub,
+        "prune",
+        _prune,
+        help="delete what the ETT_RETAIN_* periods let go (the service does it by itself)",
+        description="Delete the raw spans, heartbeat runs, job figures and resolved alerts "
+        "older than their retention (ETT_RETAIN_SPANS, ETT_RETAIN_RUNS, ETT_RETAIN_FIGURES, "
+        "ETT_RETAIN_ALERTS), in small batches. A running job is never pruned; a job whose raw "
+        "spans are gone keeps its figures, segments and fleet cells.",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what would be deleted; delete nothing"
+    )
+    rec = kit.command(
+        sub, "recompute", _recompute, help="re-derive jobs' segments and figures from raw spans"
+    )
+    rec.add_argument("jobs", nargs="*", metavar="JOB", help="job ids (default: every job)")
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    open_pipeline(args)
+    print("database schema is up to date")
+    return 0
+
+
+def _grant_readonly(args: argparse.Namespace) -> int:
+    from ..storage import Store
+    from ..storage._roles import RoleError, grant_readonly
+
+    password = None
+    if args.password_env:
+        password = os.environ.get(args.password_env)
+        if not password:
+            raise CommandError(f"--password-env {args.password_env}: that variable is not set")
+    store = Store(args.target.url)
+    store.upgrade()
+    try:
+        views = grant_readonly(store.engine, args.role, password)
+    except RoleError as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"role {args.role} may log in and read {', '.join(views)} (read-only transactions)")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ett import semconv as sc
+
+    from ..storage import Store
+    from ..storage._retention import Policy, Retention
+
+    settings = settings_for(args.target.url)  # the ETT_RETAIN_* periods, checked
+    store = Store(args.target.url)
+    store.upgrade()
+    quiet_s = sc.PRESUMED_DEAD_WINDOWS * settings.window_s
+    retention = Retention(store.engine, Policy.of(settings.retain, quiet_s))
+    if args.dry_run:
+        print(f"would delete: {retention.plan().describe()}")
+        return 0
+    with Progress(transient=True, console=Console(stderr=True)) as progress:  # stdout: the answer
+        task = progress.add_task("pruning", total=None)
+        tally = retention.run(
+            progress=lambda t: progress.update(task, description=f"deleted {t.rows():,} rows")
+        )
+    print(f"deleted: {tally.describe()}")
+    return 0
+
+
+def _recompute(args: argparse.Namespace) -> int:
+    # an existing database: a mistyped path creates nothing
+    pipeline = open_pipeline(args, read=True)
+    if args.jobs:
+        return _recompute_jobs(pipeline, args.jobs)
+    return _recompute_all(pipeline)
+
+
+def _recompute_jobs(pipeline: Any, jobs: list[str]) -> int:
+    """Recompute the named jobs; one line on stderr for each that could not be (exit 1)."""
+    from ..write.pipeline import Outcome, pruned_reason
+
+    not_done = 0
+    for j in jobs:
+        outcome = pipeline.recompute_job(j)
+        if outcome is Outcome.SAVED:
+            continue
+        not_done += 1
+        if outcome is Outcome.FAILED:
+            why = pipeline.store.recompute_failure(j)
+            print(f"ett: the figures of job {j!r} could not be computed: {why}", file=sys.stderr)
+        elif outcome is Outcome.PRUNED:
+            why = pruned_reason(pipeline.store.spans_pruned_at(j) or 0.0)
+            print(f"ett: job {j!r} cannot be recomputed: {why}", file=sys.stderr)
+        elif outcome is Outcome.BUSY:
+            print(f"ett: job {j!r} is being recomputed by a collector now", file=sys.stderr)
+        else:
+            print(f"ett: no spans for job {j!r}", file=sys.stderr)
+    if not_done < len(jobs):  # the errors above alone say that none was
+        print(f"recomputed {len(jobs) - not_done} job(s)")
+    return 1 if not_done else 0
+
+
+def _recompute_all(pipeline: Any) -> int:
+    """Recompute every job, with a progress bar; exit 1 when some could not be computed."""
+    from rich.progress import Progress
+
+    from ..storage._retention import pruned_jobs
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("recomputing jobs", total=None)
+        n = pipeline.recompute_all(
+            lambda done, total: progress.update(task, completed=done, total=total)
+        )
+    failed = pipeline.store.span_counts()["failed_jobs"]
+    pruned = pruned_jobs(pipeline.store.engine)
+    print(f"recomputed {n - failed - pruned} job(s)")
+    if pruned:
+        print(
+            f"{pruned} job(s) kept their stored figures: their raw spans were pruned "
+            "(ETT_RETAIN_SPANS)"
+        )
+    if failed:
+        print(
+            f"ett: {failed} job(s) could not be computed; `ett report JOB` says why",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,220 @@
+"""``ett serve``: the collector service, on one process or on several workers.
+
+The address is bound first (nothing is created on a busy port), the database is migrated (or,
+``--read-only``, checked to be at the newest schema), then uvicorn serves the app of
+``ett_collector.api._factory``; several workers share the socket and the database and receive
+their settings through ``ETT_*`` variables (the one hand-off of the multi-worker factory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import tempfile
+from typing import Any
+
+from ..settings import DEFAULT_PORT, ConfigError, Settings
+from . import _serve_security
+from ._runner import ENVIRONMENT, CommandError, Kit
+from ._target import add_db_option as _db_arg
+
+
+def register(sub: Any, kit: Kit) -> None:
+    """Add ``serve`` to ``ett``."""
+    serve = sub.add_parser(
+        "serve",
+        help="run the collector: OTLP/HTTP in, read API, /metrics",
+        description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip), "
+        "the read API under /api/v1/, /healthz and /metrics. Applies database migrations first.",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 4318)")
+    _db_arg(serve)
+    serve.add_argument(
+        "--token", default=None, help="one bearer token for everything (or ETT_TOKEN)"
+    )
+    _serve_security.add_options(serve)  # scoped token files, TLS
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        default=None,
+        help="serve the read API, /metrics and the dashboards from a database that only "
+        "reads (a PostgreSQL hot standby; or ETT_READ_ONLY=1): ingest is refused, nothing is "
+        "migrated or recomputed, /healthz reports the replication lag",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="server processes sharing the database (default 1, or ETT_WORKERS); more "
+        "processes decode OTLP in parallel",
+    )
+    serve.set_defaults(func=kit.guard(_serve))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    args.workers = _workers(args.workers)
+    settings = _settings(args)
+    sock = _bind(settings.host, settings.port)  # the address first: nothing created on a busy port
+    _serve_security.warn_if_open(settings)  # once the address is known to be one
+    _prepare_database(settings, args.target)
+    where = f"{_serve_security.scheme(settings)}://{settings.host}:{settings.port}"
+    where += f" (db: {args.target.shown}"
+    if args.workers == 1:
+        _serve_here(settings, sock, f"ett collector listening on {where}, 1 worker)")
+        return 0
+    sock.close()  # uvicorn's supervisor binds it again for its workers
+    _serve_workers(
+        settings, args.workers, f"ett collector starting {args.workers} workers on {where})"
+    )
+    return 0
+
+
+def _workers(given: int | None) -> int:
+    """``--workers``, else ``ETT_WORKERS``, else 1; at least 1."""
+    if given is None:
+        raw = os.environ.get("ETT_WORKERS") or "1"
+        if not raw.isdigit():
+            raise CommandError(
+                f"ETT_WORKERS={raw!r} is not a whole number: write e.g. ETT_WORKERS=2"
+            )
+        given = int(raw)
+    if given < 1:
+        raise ConfigError(f"--workers must be at least 1, got {given}")
+    return given
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The service's settings: the address, the database, the token, ``--read-only`` and the
+    security options laid over the ``ETT_*`` variables."""
+    token = {"token": args.token} if args.token else {}
+    settings = Settings(host=args.host, port=args.port, db_url=args.target.url, **token)
+    if args.read_only:
+        settings = dataclasses.replace(settings, read_only=True)
+    return _serve_security.apply(args, settings)
+
+
+def _prepare_database(settings: Settings, target: Any) -> None:
+    """Migrate the database, or check a read-only one's schema: fail fast on a bad database,
+    before any worker starts."""
+    from ..storage import Store
+
+    try:
+        if settings.read_only:
+            _check_replica(Store(settings.db_url), target.shown)
+        else:
+            Store(settings.db_url).upgrade()
+    except OSError as exc:  # its folder cannot be made: a file in the way, no permission
+        where = f"{target.shown} (from {target.source})"
+        raise CommandError(
+            f"cannot create the database {where}: {exc.strerror}: {exc.filename}"
+        ) from None
+
+
+def _serve_here(settings: Settings, sock: Any, line: str) -> None:
+    """Serve on this process, on the bound ``sock``; print ``line`` once it listens."""
+    import uvicorn
+
+    from ..api._factory import build_app
+
+    config = uvicorn.Config(
+        build_app(settings),
+        log_level="warning",
+        timeout_keep_alive=math.ceil(settings.keep_alive_s),
+        **settings.tls.uvicorn_options(),
+    )
+    _announcing_server(config, line).run(sockets=[sock])
+
+
+def _serve_workers(settings: Settings, workers: int, line: str) -> None:
+    """Serve on ``workers`` processes, each building its app from the ``ETT_*`` variables
+    written here (``ett_collector.api._factory.app_from_env``)."""
+    import uvicorn
+
+    os.environ["ETT_DB_URL"] = settings.db_url
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
+    os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
+    if settings.token:
+        os.environ["ETT_TOKEN"] = settings.token
+    if settings.read_only:
+        os.environ["ETT_READ_ONLY"] = "1"
+    os.environ.update(_serve_security.worker_environment(settings))
+    print(line, flush=True)
+    uvicorn.run(
+        "ett_collector.api._factory:app_from_env",
+        factory=True,
+        workers=workers,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        timeout_keep_alive=math.ceil(settings.keep_alive_s),
+        **settings.tls.uvicorn_options(),
+    )
+
+
+def _check_replica(store: Any, shown: str) -> None:
+    """A read-only collector migrates nothing: its database must be at the newest schema (the
+    primary's collector, or ``ett db upgrade`` on the primary, brings it there)."""
+    from ..storage import head_revision
+
+    revision, head = store.revision(), head_revision()
+    if revision != head:
+        raise CommandError(
+            f"--read-only: the database {shown} is at schema {revision or 'none'}, this ett "
+            f"needs {head}: run `ett db upgrade` against the primary, then start again"
+        )
+
+
+def _bind(host: str, port: int) -> Any:
+    """A listening socket on ``host:port``, or ``CommandError`` (exit 2) saying why not."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CommandError(
+            f"--host {host!r} is not an address: write an IP such as 127.0.0.1 or "
+            f"0.0.0.0, or a resolvable host name ({exc})"
+        ) from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use (another ett serve?): stop it or pass --port N"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            why = f"port {port} needs privileges: pass --port above 1023"
+        else:
+            why = (
+                f"cannot listen on {host}:{port}: {exc.strerror}; pass --host with an "
+                "address of this machine (127.0.0.1, 0.0.0.0)"
+            )
+        raise CommandError(why) from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announcing_server(config: Any, line: str) -> Any:
+    """A uvicorn server that prints ``line`` once it is listening."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        def __init__(self, config: Any, line: str) -> None:
+            super().__init__(config)
+            self._line = line
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(self._line, flush=True)
+
+    return AnnouncingServer(config, line)

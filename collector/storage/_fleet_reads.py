@@ -1,0 +1,84 @@
+"""The store's reads across jobs: the fleet over time, the filter values, the checkpoint advice,
+lost time and the stored summaries the alerts read. Part of :class:`ett_collector.storage.Store`
+(its base class), kept apart from the per-job repository."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from ett_collector.schemas import LostTimeJSON
+from ett_collector.storage import _advice, _lost_time, _timeseries
+from ett_collector.storage._tables import job_figures
+
+
+def job_summaries(engine: Engine, since: float | None) -> list[dict[str, Any]]:
+    """The stored summary (``JobSummary.to_dict()``) of every computed job whose end is after
+    ``since`` (None: all), by end then job id."""
+    fig = job_figures.c
+    query = select(fig.summary).order_by(fig.end, fig.job_id)
+    if since is not None:
+        query = query.where(fig.end > since)
+    with engine.connect() as conn:
+        rows = list(conn.execute(query).scalars())
+    if not rows:
+        return []
+    summaries: list[dict[str, Any]] = json.loads("[" + ",".join(rows) + "]")  # one parse
+    return summaries
+
+
+class FleetReads:
+    """Reads over every job's stored figures (the Fleet page, the advice, lost time, alerts)."""
+
+    _engine: Engine
+
+    def fleet_overview(
+        self,
+        since: float,
+        until: float,
+        *,
+        by: str,
+        bucket: str | None,
+        model: str | None,
+        team: str | None,
+        state: str | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        """The Fleet page's answer (:func:`ett_collector.storage._timeseries.fleet_overview`).
+
+        Raises:
+            ValueError: for an unknown ``by`` or ``bucket``.
+        """
+        return _timeseries.fleet_overview(
+            self._engine, since, until, by, bucket, model, team, state, limit
+        )
+
+    def facets(self) -> dict[str, list[str]]:
+        """``{"models": [...], "teams": [...]}`` that computed jobs name, sorted."""
+        return _timeseries.facets(self._engine)
+
+    def checkpoint_advice(
+        self, since: float | None, model: str | None, team: str | None
+    ) -> dict[str, Any]:
+        """Checkpoint interval in use vs Young's optimum, per model (pooled) and per job
+        (:func:`ett_collector.storage._advice.checkpoint_advice`)."""
+        return _advice.checkpoint_advice(self._engine, since, model, team)
+
+    def job_summaries(self, since: float | None = None) -> list[dict[str, Any]]:
+        """:func:`job_summaries` of this store."""
+        return job_summaries(self._engine, since)
+
+    def lost_time(
+        self, group_by: str, since: float | None = None, until: float | None = None
+    ) -> list[LostTimeJSON]:
+        """Idle and failure seconds by ``group_by`` (component, job, model or team), clipped to
+        ``[since, until]``: rows ``{key, idle_s, failure_s, lost_s}``, largest ``lost_s`` first.
+
+        Raises:
+            ValueError: for another ``group_by``.
+        """
+        _lost_time.lost_time_statement(group_by, since, until)  # validate before connecting
+        with self._engine.connect() as conn:
+            return _lost_time.lost_time(conn, group_by, since, until)
