@@ -210,6 +210,16 @@ def _float_env(name: str, default: float) -> float:
     )
 
 
+def window_s_from_env() -> float:
+    """``ETT_WINDOW_S``, the train window length (the emitter's default when unset): the
+    collector's and ``ett simulate``'s one reading of it.
+
+    Raises:
+        ConfigError: when it is not a positive number.
+    """
+    return _float_env("ETT_WINDOW_S", semconv.DEFAULT_WINDOW_S)
+
+
 def _seconds_env(name: str, default: float) -> float:
     """A finite number of seconds, 0 or more, from ``name`` (``default`` when unset)."""
     return _number_env(
@@ -267,9 +277,7 @@ class Settings:
             _float_env("ETT_MAX_INFLIGHT_BYTES", DEFAULT_MAX_INFLIGHT_BYTES)
         )
     )
-    window_s: float = field(
-        default_factory=lambda: _float_env("ETT_WINDOW_S", semconv.DEFAULT_WINDOW_S)
-    )
+    window_s: float = field(default_factory=window_s_from_env)
     live_refresh_s: float = field(default_factory=lambda: _float_env("ETT_LIVE_REFRESH_S", 5.0))
     read_wait_s: float = field(
         default_factory=lambda: _float_env("ETT_READ_WAIT_S", DEFAULT_READ_WAIT_S)

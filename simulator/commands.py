@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ett import semconv
 from ett_cli import CliError
 
 if TYPE_CHECKING:
@@ -156,14 +155,13 @@ def _names(text: str | None, what: str) -> list[str] | None:
 
 
 def _window_s() -> float:
-    raw = os.environ.get("ETT_WINDOW_S") or str(semconv.DEFAULT_WINDOW_S)
+    """The collector's train window length (``ETT_WINDOW_S``), read as the collector reads it."""
+    from ett_collector.settings import ConfigError, window_s_from_env
+
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise CliError(f"ETT_WINDOW_S={raw!r} must be a number of seconds > 0")
-    return value
+        return window_s_from_env()
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _simulate(args: argparse.Namespace) -> int:

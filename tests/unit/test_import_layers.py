@@ -98,6 +98,7 @@ RULES = (  # the most specific importer wins
             "ett_collector.write.pipeline",
             "ett_collector.storage",
             "ett_collector.otlp",
+            "ett_collector.settings",  # ETT_WINDOW_S, read as the collector reads it
         ),
     ),
 )
