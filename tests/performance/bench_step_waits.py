@@ -11,7 +11,8 @@ does not fail on a slow machine. Printed side by side, in one run:
    built-in all-reduce, with torch's Python ``allreduce_hook`` and with the timing hook around
    it: the timing's own cost per step is the last less the second;
 3. ingest and compaction CPU per window, and ``window_series`` bytes per folded window
-   (SQLite), with and without ``ett.window.wait_s`` on the windows (target <= 100 B per span).
+   (SQLite): without the series (compaction writing no series row), with it, and with
+   ``ett.window.wait_s`` on the windows too (target <= 100 B per span).
 """
 
 from __future__ import annotations
@@ -112,7 +113,22 @@ def _windows(ranks: int, n: int, waits: bool) -> list[object]:
     return out
 
 
-def _series_figures(ranks: int, n: int, waits: bool) -> dict[str, float]:
+def _series_figures(ranks: int, n: int, waits: bool, series: bool = True) -> dict[str, float]:
+    """Ingest and compaction CPU per window and ``window_series`` bytes per window; without
+    ``series``, compaction writes no series row (``series_rows`` a no-op for the run: the
+    series' own cost is the difference)."""
+    from ett_collector.storage import _compaction
+
+    keep = _compaction.series_rows
+    if not series:
+        _compaction.series_rows = lambda job_id, windows: []  # type: ignore[assignment]
+    try:
+        return _measure_series(ranks, n, waits)
+    finally:
+        _compaction.series_rows = keep
+
+
+def _measure_series(ranks: int, n: int, waits: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{Path(tmp)}/b.db", raw_window_retention_s=0.0)
         store.upgrade()
@@ -151,10 +167,11 @@ def run(n_steps: int = 1_000_000, n_spans: int = 100_000, repeats: int = 5) -> d
         print(f"  DDP step, timed hook         {f['ddp_timed_us']:8.1f} us  ({hook:+.1f} us)")
     except ImportError:
         print("  DDP step: torch is not installed")
-    for waits in (False, True):
-        s = _series_figures(ranks=8, n=2000, waits=waits)
-        f[f"series_b_{int(waits)}"] = s["series_b_per_window"]
-        label = "with wait_s   " if waits else "without wait_s"
+    cases = (("no series     ", False, False), ("without wait_s", False, True))
+    for label, waits, series in (*cases, ("with wait_s   ", True, True)):
+        s = _series_figures(ranks=8, n=2000, waits=waits, series=series)
+        f[f"series_b_{int(waits)}_{int(series)}"] = s["series_b_per_window"]
+        f[f"ingest_us_{int(waits)}_{int(series)}"] = s["cpu_us_per_window"]
         print(
             f"  ingest+compact {label} {s['cpu_us_per_window']:8.1f} us CPU/window, "
             f"series {s['series_b_per_window']:5.1f} B/window"
