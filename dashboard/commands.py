@@ -136,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
     os.execve(cmd[0], cmd, env)
 
 
+# kept alike: `ett serve`'s _bind (collector/commands/serve_commands.py) resolves and binds the
+# same way; the dashboard may not import the collector's commands (test_import_layers.py).
 def _check_free(host: str, port: int) -> None:
     """``CliError`` (exit 2) unless ``host:port`` can be listened on now."""
     try:

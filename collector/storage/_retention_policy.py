@@ -42,6 +42,8 @@ class Policy:
         return all(v is None for v in (self.spans_s, self.runs_s, self.figures_s, self.alerts_s))
 
 
+# kept alike: the library's spool counters (instrument/_spool_send.py, Drained) have this shape;
+# the library and the server share no code but the span vocabulary.
 @dataclass
 class Tally:
     """What a pass deleted (or, for a plan, would delete)."""
