@@ -210,6 +210,18 @@ def _float_env(name: str, default: float) -> float:
     )
 
 
+_ON, _OFF = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
+
+
+def _switch_env(name: str) -> bool:
+    """A yes/no setting from ``name``: ``1``/``true``/``yes``/``on`` or, unset,
+    ``0``/``false``/``no``/``off``; anything else is refused, naming the variable."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw not in _ON | _OFF:
+        raise ConfigError(f"{name} must be 1 or 0 (true or false), got {os.environ[name]!r}")
+    return raw in _ON
+
+
 def window_s_from_env() -> float:
     """``ETT_WINDOW_S``, the train window length (the emitter's default when unset): the
     collector's and ``ett simulate``'s one reading of it.
@@ -295,11 +307,7 @@ class Settings:
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )
-    read_only: bool = field(
-        default_factory=lambda: (
-            os.environ.get("ETT_READ_ONLY", "").strip().lower() in ("1", "true", "yes")
-        )
-    )
+    read_only: bool = field(default_factory=lambda: _switch_env("ETT_READ_ONLY"))
     """``ett serve --read-only`` (``ETT_READ_ONLY=1``): serve reads from a hot standby, refuse
     ingest, run no background loop (they write)."""
     retain: dict[str, float | None] = field(default_factory=retention_from_env)
@@ -310,11 +318,7 @@ class Settings:
     """HTTPS (``ETT_TLS_CERT``, ``ETT_TLS_KEY``, ``ETT_TLS_CLIENT_CA``; :mod:`.security`)."""
     min_free_bytes: int = field(default_factory=min_free_bytes_from_env)
     """Free bytes below which the SQLite database is not ready (0: no check)."""
-    prune_on_low_disk: bool = field(
-        default_factory=lambda: (
-            os.environ.get("ETT_PRUNE_ON_LOW_DISK", "").strip().lower() in ("1", "true", "yes")
-        )
-    )
+    prune_on_low_disk: bool = field(default_factory=lambda: _switch_env("ETT_PRUNE_ON_LOW_DISK"))
     """``ETT_PRUNE_ON_LOW_DISK=1`` (off by default): while the SQLite database's disk is short
     of space, prune ended jobs' raw spans, then their runs, oldest first, past the retention
     periods, until it is not (``write/_disk_prune.py``); figures stay."""
