@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from ett_collector.write.pipeline import Pipeline
 from ett_collector.write.retention import RetentionLoop
 from tests.integration.test_readiness_disk import _body
 from tests.support.collector_process import Collector, start_collector
+from tests.support.tmpfs import mounted_tmpfs
 from tests.support.waits import wait_until
 
 MIN_FREE = 1024 * 1024
@@ -36,23 +36,8 @@ KEEP = {f"ETT_RETAIN_{k}": "keep" for k in ("SPANS", "RUNS", "FIGURES", "ALERTS"
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs at ``tmp_path/disk`` for the test's length."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(
-            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'mount failed'}): run the "
-            "test as root (or with CAP_SYS_ADMIN) to fill a real disk"
-        )
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "16m") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def _free(path: Path) -> int:

@@ -28,6 +28,7 @@ from ett_collector.api._readiness import ENV_MIN_FREE_BYTES, DiskWatch, sqlite_p
 from ett_collector.settings import ConfigError, Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.tmpfs import mounted_tmpfs
 
 _ids = itertools.count(1)
 
@@ -115,23 +116,8 @@ def test_below_the_free_space_threshold_the_database_is_not_ready(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs at ``tmp_path/disk`` for the test's length."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(
-            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'mount failed'}): run the "
-            "test as root (or with CAP_SYS_ADMIN) to fill a real disk"
-        )
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+    with mounted_tmpfs(tmp_path / "disk", "4m") as where:
+        yield where
 
 
 def _remount(disk: Path, mode: str) -> None:
