@@ -84,6 +84,7 @@ class BlockingStatsJSON(TypedDict):
     mean_s: float | None
     max_s: float | None
     p95_s: float | None
+    async_count: int
 
 
 class BlockingEventJSON(TypedDict):

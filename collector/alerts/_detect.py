@@ -13,15 +13,17 @@ before the recent window):
 
 A fresh change is scanned: the test also runs on the newest 3, 5, 8, ... jobs of the window, the
 smallest p-value kept under a weighted Bonferroni correction (:func:`weighted_scan`), so a change
-that began inside the window is not diluted by the jobs before it. Only jobs that ended are samples
-(:func:`_ended`). Every p-value of the evaluation goes through Benjamini-Hochberg; a change fires
-when its q-value is at most ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than
-the baseline rate would (the effect floor). One incident is one (group, component): the ETT, time
-to start and checkpoint blocking of the same jobs, and the teams they belong to, are its
-annotations, not alerts of their own. Once firing, an incident keeps the baseline it was found
-against (the ``baseline_until`` of its figures) and resolves only when the recent jobs no longer
-differ from that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor:
-one noisy window does not resolve it, and a lasting regression does not become its own baseline.
+that began inside the window is not diluted by the jobs before it. Only jobs that ended are
+samples (:func:`_ended`), except in the start-up view of :data:`STARTUP_VIEW`'s components,
+whose samples are the first start-ups of the jobs that reached their first batch. Every p-value
+of the evaluation goes through Benjamini-Hochberg; a change fires when its q-value is at most
+``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than the baseline rate would
+(the effect floor). One incident is one (group, component): the ETT, time to start and
+checkpoint blocking of the same jobs, and the teams they belong to, are its annotations, not
+alerts of their own. Once firing, an incident keeps the baseline it was found against (the
+``baseline_until`` of its figures) and resolves only when the recent jobs no longer differ from
+that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor: one noisy
+window does not resolve it, and a lasting regression does not become its own baseline.
 
 Pure: the state of the firing incidents comes in (``active``), so the live evaluator and the
 backtest walk the same steps.
@@ -43,6 +45,7 @@ from ._fleet import Fleet, JobFacts
 from ._lognormal import LogBaseline
 from ._stats import (
     RankBaseline,
+    StratifiedRankBaseline,
     benjamini_hochberg,
     poisson_rate_greater,
     rank_test_greater,
@@ -59,9 +62,39 @@ DAY = 86400.0
 UNITS = {
     "training": "s per job-hour",
     "publishing": "s per job",
+    "startups": "s per first start-up",
     "failures": "failures per training hour",
 }
 """The unit of each population's values."""
+
+STARTUP_VIEW = frozenset(
+    {"scheduler", "runtime", "comms", "model", "sharding", "compile", "data", "other"}
+)
+"""Components of a first start-up, tested twice: per job-hour of the jobs that ended, and per
+first start-up of the jobs that reached their first batch (running ones too), the smaller
+p-value kept under Bonferroni (doubled). A start-up is whole minutes into a job that may run
+for hours, and its seconds are not divided by the job's length, so a slower start-up shows
+in the jobs that started after it, long before they end."""
+
+
+def _checkpoint_mode(j: JobFacts) -> str:
+    return j.checkpoint_mode or "unknown"
+
+
+STRATA: dict[str, Callable[[JobFacts], str]] = {"checkpoint": _checkpoint_mode}
+"""Components whose jobs are of kinds that differ by more than any change the rule should
+wait for: ``checkpoint`` (sync saves block ~7x longer than async ones; ``ett.checkpoint.mode``).
+Their rank test is stratified (:class:`StratifiedRankBaseline`): a job is ranked among the
+baseline jobs of its own kind, so an async job whose saves tripled is not hidden among the
+sync ones."""
+
+
+def _end(j: JobFacts) -> float:
+    return j.end
+
+
+def _first_batch(j: JobFacts) -> float:
+    return j.first_batch if j.first_batch is not None else j.end
 
 
 @dataclass(frozen=True)
@@ -84,6 +117,9 @@ class Test:
     component no job was charged) cannot show a change and is left out of the family."""
     population: str
     """A key of :data:`UNITS`: what one job's value is."""
+    when: Callable[[JobFacts], float] = _end
+    """The instant a job became a sample (its end; its first batch for ``startups``): the
+    order of the scan and of the change point."""
 
 
 def _wall_hours(j: JobFacts) -> float:
@@ -101,6 +137,13 @@ def _rate_of(component: str) -> Callable[[JobFacts], float]:
 def _seconds_of(component: str) -> Callable[[JobFacts], float]:
     def seconds(j: JobFacts) -> float:
         return j.lost.get(component, 0.0)
+
+    return seconds
+
+
+def _startup_of(component: str) -> Callable[[JobFacts], float]:
+    def seconds(j: JobFacts) -> float:
+        return j.startup.get(component, 0.0)
 
     return seconds
 
@@ -171,35 +214,45 @@ def _component_test(
     base: Sequence[JobFacts],
     until: float,
     scan: bool,
+    population: str = "training",
 ) -> Test | None:
     """The rank test of component ``c`` of the recent jobs against the baseline's (scanned over
     the newest suffixes when ``scan``): seconds per job-hour of the training jobs, seconds per
-    job of the standalone ones (``publish``). With ``test: lognormal`` the predictive t-test of
-    the log values instead, scanned from one job, where :meth:`LogBaseline.fits`."""
-    trained = c != PUBLISH  # publish: the standalone publishing jobs
+    job of the standalone ones (``publish``), seconds of the first start-up (``startups``: the
+    jobs are those that reached their first batch in the windows). With ``test: lognormal`` the
+    predictive t-test of the log values instead, scanned from one job, where
+    :meth:`LogBaseline.fits`."""
+    trained = population != "publishing"  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
     if len(rj) < rule.min_jobs or len(bj) < rule.min_baseline_jobs:
         return None
     days = rule.window_s / DAY
-    if trained:  # seconds per job-hour
+    per_hour = population == "training"
+    when = _first_batch if population == "startups" else _end
+    if per_hour:  # seconds per job-hour
         value_of = _rate_of(c)
         then = _pooled(bj, c)
-        population = "training"
-    else:  # seconds per job
-        value_of = _seconds_of(c)
+    else:  # seconds per job, or per first start-up
+        value_of = _startup_of(c) if population == "startups" else _seconds_of(c)
         then = sum(map(value_of, bj)) / len(bj)
-        population = "publishing"
     ys = [value_of(j) for j in bj]
-    newest = sorted(rj, key=lambda j: (j.end, j.job_id), reverse=True)
+    newest = sorted(rj, key=lambda j: (when(j), j.job_id), reverse=True)
     xs = [value_of(j) for j in newest]
     lognormal = rule.test == "lognormal" and LogBaseline.fits(ys, xs)
-    tester = LogBaseline(ys) if lognormal else RankBaseline(ys)
     least = LogBaseline.least if lognormal else rule.min_jobs
     sizes = suffix_sizes(len(newest), least) if scan else [len(newest)]
-    p, k = weighted_scan(tester.scan(xs, sizes), sizes)
+    stratum = STRATA.get(c) if per_hour else None
+    if lognormal:
+        ps = LogBaseline(ys).scan(xs, sizes)
+    elif stratum is not None:
+        strata = StratifiedRankBaseline([(stratum(j), y) for j, y in zip(bj, ys, strict=True)])
+        ps = strata.scan([(stratum(j), x) for j, x in zip(newest, xs, strict=True)], sizes)
+    else:
+        ps = RankBaseline(ys).scan(xs, sizes)
+    p, k = weighted_scan(ps, sizes)
     part, mine = newest[:k], xs[:k]
-    if trained:
+    if per_hour:
         now = _pooled(part, c)
         extra = sum((j.lost.get(c, 0.0) - then * _wall_hours(j)) * j.gpus for j in part)
     else:
@@ -220,7 +273,18 @@ def _component_test(
         value_of=value_of,
         varies=varies,
         population=population,
+        when=when,
     )
+
+
+def _either(a: Test | None, b: Test | None) -> Test | None:
+    """The more significant of two views of one component, its p-value doubled (Bonferroni
+    over the two) when both could show a change; a view whose values never vary is no view."""
+    views = [x for x in (a, b) if x is not None and x.varies]
+    if len(views) < 2:
+        return views[0] if views else (a or b)
+    best = min(views, key=lambda x: x.p)
+    return replace(best, p=min(1.0, 2.0 * best.p))
 
 
 def _failure_test(
@@ -304,22 +368,31 @@ def tests_at(
     the incidents already open (their baseline stays where it was when they fired)."""
     out: list[Test] = []
     length = rule.baseline_s - rule.window_s
+    startups = any(c in STARTUP_VIEW for c in rule.components)
     for key in fleet.groups(rule.by):
         recent = _ended(fleet.members(rule.by, key, t, rule.window_s))
-        if len(recent) < rule.min_jobs:
+        started = fleet.started(rule.by, key, t, rule.window_s) if startups else []
+        if len(recent) < rule.min_jobs and len(started) < rule.min_jobs:
             continue
-        bases: dict[float, list[JobFacts]] = {}
+        bases: dict[float, tuple[list[JobFacts], list[JobFacts]]] = {}
         for c in rule.components:
             until = frozen.get((key, c), t - rule.window_s)
             if until not in bases:
-                bases[until] = _ended(fleet.members(rule.by, key, until, length))
-            base = bases[until]
+                bases[until] = (
+                    _ended(fleet.members(rule.by, key, until, length)),
+                    fleet.started(rule.by, key, until, length) if startups else [],
+                )
+            base, base_started = bases[until]
             scan = (key, c) not in frozen  # an open incident is judged on its whole window
-            test = (
-                _failure_test(rule, key, recent, base, until, scan)
-                if c == FAILURE
-                else _component_test(rule, key, c, recent, base, until, scan)
-            )
+            if c == FAILURE:
+                test = _failure_test(rule, key, recent, base, until, scan)
+            else:
+                test = _component_test(rule, key, c, recent, base, until, scan)
+                if c in STARTUP_VIEW:
+                    first = _component_test(
+                        rule, key, c, started, base_started, until, scan, "startups"
+                    )
+                    test = _either(test, first)
             if test is not None:
                 out.append(test)
     return out
@@ -330,7 +403,7 @@ def _onset(test: Test) -> float:
     separates them most (smallest rank-test p-value), the after part starting in the recent
     window;
     the onset is the later of the first after-job's start and the last before-job's end."""
-    jobs = sorted((*test.baseline, *test.recent), key=lambda j: (j.end, j.job_id))
+    jobs = sorted((*test.baseline, *test.recent), key=lambda j: (test.when(j), j.job_id))
     values = [test.value_of(j) for j in jobs]
     first_recent = len(test.baseline)
     best_i, best_p = first_recent, 2.0
@@ -339,8 +412,10 @@ def _onset(test: Test) -> float:
         if p < best_p:
             best_i, best_p = i, p
     start = jobs[best_i].alloc
-    before = jobs[best_i - 1].end if best_i > 0 else start
-    return max(start, before)
+    if best_i == 0:
+        return start
+    last = jobs[best_i - 1]  # a start-up of the last job before began at its allocation
+    return max(start, last.alloc if test.population == "startups" else last.end)
 
 
 def utc_minute(t: float) -> str:
@@ -475,7 +550,8 @@ def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: f
         f"{test.component} of {rule.by.value} {test.key}: {_growth(test.ratio)} since "
         f"{utc_minute(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
         f"({test.recent_value:.3g} against {test.baseline_value:.3g} {unit}; "
-        f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs in the last {rule.window} "
+        f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs "
+        f"{'started ' if test.population == 'startups' else ''}in the last {rule.window} "
         f"against {len(test.baseline)} before)"
     )
     notes = _annotations(test)

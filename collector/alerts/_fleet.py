@@ -87,6 +87,15 @@ class JobFacts(Seconds):
     """Rank-seconds the job spent stepping (outside stalls)."""
     stragglers: tuple[Straggling, ...] = ()
     """Per attempt with two or more timed ranks: its top rank and how long it straggled."""
+    checkpoint_mode: str | None = None
+    """``async`` when at least half of the job's saves were async, ``sync`` when fewer, None
+    without a save or in figures stored before the count existed."""
+    first_batch: float | None = None
+    """When the first attempt reached its first batch (None: it did not, or not yet)."""
+    startup: dict[str, float] = field(default_factory=dict)
+    """Seconds of each component in the first attempt's start-up, whole once ``first_batch``
+    has come (``ett_collector.storage.first_startups``; components outside :data:`COMPONENTS`
+    folded into other)."""
 
     def group(self, by: GroupKey) -> str:
         """The job's model or team."""
@@ -102,13 +111,23 @@ class JobFacts(Seconds):
         return value
 
 
-def facts_from_summary(summary: dict[str, Any]) -> JobFacts:
-    """Facts of one job from its ``JobSummary.to_dict()``."""
-    lost: dict[str, float] = {}
-    for comp, seconds in (summary.get("lost_by_component") or {}).items():
+def _folded(seconds: dict[str, Any]) -> dict[str, float]:
+    """Seconds by component, those outside :data:`COMPONENTS` folded into other."""
+    out: dict[str, float] = {}
+    for comp, value in seconds.items():
         key = comp if comp in COMPONENTS else "other"
-        lost[key] = lost.get(key, 0.0) + float(seconds)
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def facts_from_summary(
+    summary: dict[str, Any], startup: dict[str, float] | None = None
+) -> JobFacts:
+    """Facts of one job from its ``JobSummary.to_dict()`` and the seconds by component of its
+    first start-up (``startup``; none when not given)."""
     attempts = summary.get("attempts") or []
+    first = next((a for a in attempts if a.get("attempt", 0) == 0), None)
+    first_batch = None if first is None else first.get("first_batch")
     return JobFacts(
         job_id=summary["job_id"],
         model=summary.get("model") or UNKNOWN,
@@ -125,13 +144,23 @@ def facts_from_summary(summary: dict[str, Any]) -> JobFacts:
         tts=None if summary.get("tts_s") is None else float(summary["tts_s"]),
         ttr=tuple(float(x) for x in summary.get("ttr_s") or () if x is not None),
         causes={str(k): int(v) for k, v in (summary.get("failure_causes") or {}).items()},
-        lost=lost,
+        lost=_folded(summary.get("lost_by_component") or {}),
         restarts=tuple(float(a["alloc"]) for a in attempts if a.get("attempt", 0) > 0),
         gpus=max([len(a.get("ranks") or ()) for a in attempts] + [1]),
         trained=summary.get("tts_s") is not None or float(summary["productive_s"]) > 0,
         failures=int(summary.get("failures") or 0),
+        checkpoint_mode=_checkpoint_mode(summary.get("checkpoint_blocking_stats")),
+        first_batch=None if first_batch is None else float(first_batch),
+        startup=_folded(startup or {}) if first_batch is not None else {},
         **_loop(summary.get("loop_facts")),
     )
+
+
+def _checkpoint_mode(stats: Any) -> str | None:
+    """A job's checkpoint mode from its ``checkpoint_blocking_stats`` (None: not known)."""
+    if not isinstance(stats, dict) or "async_count" not in stats or not stats.get("count"):
+        return None
+    return "async" if 2 * int(stats["async_count"]) >= int(stats["count"]) else "sync"
 
 
 def _loop(facts: Any) -> dict[str, Any]:
@@ -200,6 +229,11 @@ class _Group:
                 acc += j.lost.get(name[5:], 0.0) if name.startswith("lost:") else j.figure(name)
                 out.append(acc)
             self.prefix[name] = out
+        self.starters = sorted(
+            (j for j in self.jobs if j.first_batch is not None),
+            key=lambda j: (j.first_batch, j.job_id),
+        )
+        self.first_batches = [j.first_batch or 0.0 for j in self.starters]
 
     def span(self, lo: float, hi: float) -> tuple[int, int]:
         """Index range of jobs with end in ``(lo, hi]``."""
@@ -221,6 +255,11 @@ class _Group:
     def members(self, lo: float, hi: float) -> list[JobFacts]:
         i, k = self.span(lo, hi)
         return self.jobs[i:k]
+
+    def started(self, lo: float, hi: float) -> list[JobFacts]:
+        """Jobs whose first attempt reached its first batch in ``(lo, hi]``, by that instant."""
+        i = bisect.bisect_right(self.first_batches, lo)
+        return self.starters[i : bisect.bisect_right(self.first_batches, hi)]
 
 
 class Fleet:
@@ -246,6 +285,11 @@ class Fleet:
     def members(self, by: GroupKey, key: str, t: float, window_s: float) -> list[JobFacts]:
         """The group's jobs that ended in ``(t - window_s, t]``, by end."""
         return self._groups[by][key].members(t - window_s, t)
+
+    def started(self, by: GroupKey, key: str, t: float, window_s: float) -> list[JobFacts]:
+        """The group's jobs (running ones too) whose first attempt reached its first batch in
+        ``(t - window_s, t]``, by that instant."""
+        return self._groups[by][key].started(t - window_s, t)
 
     def live(self, by: GroupKey, key: str, state: str) -> list[JobFacts]:
         """The group's jobs whose stored state is ``state`` (running, presumed_dead)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from ett_collector.storage import job_summaries
+from ett_collector.storage import first_startups, job_summaries
 
 from ._fleet import JobFacts, facts_from_summary
 
 
 def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:
-    """Facts of every computed job whose end is after ``since`` (None: all), by end."""
-    return [facts_from_summary(s) for s in job_summaries(engine, since)]
+    """Facts of every computed job whose end is after ``since`` (None: all), by end, with the
+    seconds of its first start-up."""
+    startups = first_startups(engine, since)
+    return [facts_from_summary(s, startups.get(s["job_id"])) for s in job_summaries(engine, since)]

@@ -20,6 +20,8 @@ class Checkpoint:
     block_start: float
     block_end: float
     committed_at: float | None
+    is_async: bool = False
+    """Whether a save of it says ``ett.checkpoint.mode = async``."""
 
     @property
     def snapshot(self) -> float:
@@ -64,6 +66,7 @@ def checkpoints_of(spans: Sequence[SpanRecord]) -> list[Checkpoint]:
                 block_start=min(s.start for s in group),
                 block_end=max(s.end for s in group),
                 committed_at=committed,
+                is_async=is_async,
             )
         )
     out.sort(key=lambda c: c.block_start)
@@ -114,12 +117,13 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return ordered[max(1, math.ceil(q * len(ordered))) - 1]
 
 
-def blocking_stats(per_save: Sequence[float]) -> BlockingStats:
-    """Count, min, mean, max and p95 (nearest rank) of the blocking seconds of each save; the
-    figures are None when there was no save."""
+def blocking_stats(per_save: Sequence[float], async_count: int = 0) -> BlockingStats:
+    """Count, min, mean, max and p95 (nearest rank) of the blocking seconds of each save, and
+    how many of the saves were async; the figures are None when there was no save."""
     if not per_save:
         return BlockingStats(0, None, None, None, None)
     return BlockingStats(
+        async_count=async_count,
         count=len(per_save),
         min_s=min(per_save),
         mean_s=sum(per_save) / len(per_save),

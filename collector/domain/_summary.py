@@ -75,6 +75,7 @@ class _Walk:
         self.checkpoints = 0
         self.intervals: list[float] = []
         self.per_save: list[float] = []
+        self.async_saves = 0
 
     def attempt(self, i: int) -> None:
         """Add attempt ``i``'s segments and summary; move the cursor to its end."""
@@ -133,6 +134,7 @@ class _Walk:
         self.checkpoints += tr.checkpoints_in_training
         self.intervals += tr.snapshot_intervals
         self.per_save += [c.block_end - c.block_start for c in ckpts]
+        self.async_saves += sum(c.is_async for c in ckpts)
         hi = max(end, t_hi)
         self.segments += shutdown_segments(f.attempt, f.spans, t_hi, hi, failed)
         return hi
@@ -225,6 +227,6 @@ def _compose(spans: Sequence[SpanRecord], walk: _Walk) -> JobSummary:
         span_count=sum(s.count for s in spans),
         last_span_end=max(s.end for s in spans),
         checkpoint_restore_s=checkpoint_restore(segments),
-        checkpoint_blocking_stats=blocking_stats(walk.per_save),
+        checkpoint_blocking_stats=blocking_stats(walk.per_save, walk.async_saves),
         blocking_events=blocking_events(spans),
     )

@@ -145,6 +145,8 @@ class BlockingStats:
     mean_s: float | None
     max_s: float | None
     p95_s: float | None
+    async_count: int = 0
+    """Saves whose mode is ``async`` (``ett.checkpoint.mode``); the rest are sync or unsaid."""
 
 
 @dataclass(frozen=True, slots=True)

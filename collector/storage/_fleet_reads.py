@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from ett_collector.schemas import LostTimeJSON
 from ett_collector.storage import _advice, _lost_time, _timeseries
-from ett_collector.storage._tables import job_figures
+from ett_collector.storage._tables import job_figures, segments
 
 
 def job_summaries(engine: Engine, since: float | None) -> list[dict[str, Any]]:
@@ -27,6 +27,30 @@ def job_summaries(engine: Engine, since: float | None) -> list[dict[str, Any]]:
         return []
     summaries: list[dict[str, Any]] = json.loads("[" + ",".join(rows) + "]")  # one parse
     return summaries
+
+
+def first_startups(engine: Engine, since: float | None) -> dict[str, dict[str, float]]:
+    """Seconds of each component in the first attempt's start-up (attempt 0, ``startup``
+    segments in the ``idle`` category: a start-up that failed is the failure's), by job, for
+    every job whose stored end is after ``since`` (None: all). A start-up is whole once the
+    attempt's first batch has come, while the job runs on: the alerts' earliest evidence of a
+    slower start-up (``collector/alerts/_detect.py``)."""
+    seg, fig = segments.c, job_figures.c
+    seconds = func.sum((seg.end - seg.start) * seg.share)
+    query = (
+        select(seg.job_id, seg.component, seconds)
+        .join(job_figures, fig.job_id == seg.job_id)
+        .where(seg.attempt == 0, seg.kind == "startup", seg.category == "idle")
+        .group_by(seg.job_id, seg.component)
+    )
+    if since is not None:
+        query = query.where(fig.end > since)
+    out: dict[str, dict[str, float]] = {}
+    with engine.connect() as conn:
+        for job_id, component, total in conn.execute(query):
+            if component is not None:
+                out.setdefault(job_id, {})[component] = float(total or 0.0)
+    return out
 
 
 class FleetReads:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ett_collector.alerts._stats import (
+    StratifiedRankBaseline,
     benjamini_hochberg,
     poisson_rate_greater,
     rank_test_greater,
@@ -136,3 +137,56 @@ def test_the_exact_u_distribution_is_the_count_of_orderings() -> None:
             counts[sum(p - i for i, p in enumerate(pos))] += 1  # baseline values below each
         assert _u_counts(n1, n2) == tuple(counts)
     assert sum(_u_counts(12, 150)) == math.comb(162, 12)
+
+
+def _brute_stratified(recent: list[tuple[str, float]], base: list[tuple[str, float]]) -> float:
+    """P(sum of the strata's U >= the one seen) by listing every split within each stratum."""
+
+    def u(r: list[float], b: list[float]) -> int:
+        return sum(1 for x in r for y in b if x > y)
+
+    strata = sorted({k for k, _ in base})
+    pools = {k: [v for s, v in recent if s == k] + [v for s, v in base if s == k] for k in strata}
+    mine = {k: sum(1 for s, _ in recent if s == k) for k in strata}
+    seen = sum(u(pools[k][: mine[k]], pools[k][mine[k] :]) for k in strata)
+    splits = [list(itertools.combinations(range(len(pools[k])), mine[k])) for k in strata]
+    hits = total = 0
+    for choice in itertools.product(*splits):
+        s = 0
+        for k, idx in zip(strata, choice, strict=True):
+            chosen = set(idx)
+            r = [pools[k][i] for i in idx]
+            s += u(r, [v for i, v in enumerate(pools[k]) if i not in chosen])
+        total += 1
+        hits += s >= seen
+    return hits / total
+
+
+def test_the_stratified_rank_test_is_exact() -> None:
+    rng = random.Random(3)
+    for _ in range(25):
+        base = [("a", rng.random()) for _ in range(rng.randint(2, 5))]
+        base += [("b", 5 + rng.random()) for _ in range(rng.randint(2, 5))]
+        recent = [(k, rng.random() + (5 if k == "b" else 0)) for k in rng.choices("ab", k=3)]
+        [p] = StratifiedRankBaseline(base).scan(recent, [len(recent)])
+        assert p == pytest.approx(_brute_stratified(recent, base), abs=1e-12)
+
+
+def test_one_stratum_is_the_plain_rank_test_and_an_unknown_one_is_no_evidence() -> None:
+    base = [1.0, 5.0, 2.0, 8.0, 3.0]
+    one = StratifiedRankBaseline([("s", v) for v in base])
+    assert one.scan([("s", 9.0), ("s", 4.0)], [2]) == [
+        pytest.approx(rank_test_greater([9, 4], base))
+    ]
+    assert one.scan([("new", 100.0)], [1]) == [1.0]
+
+
+def test_stratifying_finds_a_change_hidden_between_two_modes() -> None:
+    # async saves ~3 s, sync ~20 s; the newest async jobs tripled to ~9 s, between the modes
+    rng = random.Random(7)
+    base = [("async", 3 * rng.lognormvariate(0, 0.3)) for _ in range(30)]
+    base += [("sync", 20 * rng.lognormvariate(0, 0.3)) for _ in range(20)]
+    recent = [("async", 9 * rng.lognormvariate(0, 0.3)) for _ in range(4)]
+    plain = rank_test_greater([v for _, v in recent], [v for _, v in base])
+    [stratified] = StratifiedRankBaseline(base).scan(recent, [4])
+    assert stratified < 1e-4 < plain

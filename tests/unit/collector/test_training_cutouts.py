@@ -295,6 +295,7 @@ def test_job_json_and_report_carry_restore_and_per_save_statistics() -> None:
         "mean_s": 10.0,
         "max_s": 10.0,
         "p95_s": 10.0,
+        "async_count": 0,  # the example's saves say no mode: sync
     }
     text = _text(dict(job))
     assert "checkpoint blocking 20.0s over 2 saves (per save: min 10.0s, mean 10.0s" in text
