@@ -402,7 +402,8 @@ def _onset(test: Test) -> float:
     """The change point: the split of the group's jobs (by end) into before and after that
     separates them most (smallest rank-test p-value), the after part starting in the recent
     window;
-    the onset is the later of the first after-job's start and the last before-job's end."""
+    the onset is the later of the first after-job's start and the last before-job's end (its
+    start for ``startups``: its start-up began there)."""
     jobs = sorted((*test.baseline, *test.recent), key=lambda j: (test.when(j), j.job_id))
     values = [test.value_of(j) for j in jobs]
     first_recent = len(test.baseline)
