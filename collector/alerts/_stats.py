@@ -128,16 +128,20 @@ class RankBaseline:
         mine: dict[float, int] = {}
         u, ties = 0.0, self.ties
         for n1, x in enumerate(recent, start=1):
-            lo = bisect.bisect_left(self.values, x)
-            base = self.counts.get(x, 0)
-            u += lo + base / 2.0
-            had = mine.get(x, 0)
-            mine[x] = had + 1
-            t0, t1 = had + base, had + base + 1
-            ties += (t1**3 - t1) - (t0**3 - t0)
+            du, dties = self.step(x, mine)
+            u, ties = u + du, ties + dties
             if n1 in want:
                 out[n1] = self._tail(u, n1, n2, ties)
         return [out.get(k, 1.0) for k in sizes]
+
+    def step(self, x: float, mine: dict[float, int]) -> tuple[float, float]:
+        """One more recent value ``x``: what it adds to U (the baseline values below it, half
+        those equal) and to the tie term; ``mine`` counts the recent values so far."""
+        base = self.counts.get(x, 0)
+        had = mine.get(x, 0)
+        mine[x] = had + 1
+        t0, t1 = had + base, had + base + 1
+        return bisect.bisect_left(self.values, x) + base / 2.0, (t1**3 - t1) - (t0**3 - t0)
 
     @staticmethod
     def _tail(u: float, n1: int, n2: int, ties: float) -> float:
@@ -153,7 +157,8 @@ class StratifiedRankBaseline:
     the stratified rank test: each recent value is ranked only among the baseline values of its
     own stratum, and the statistic is the sum of the strata's U. Under no change the strata's U
     are independent, so the sum's distribution is the convolution of theirs: exact without ties
-    when every stratum is within :data:`EXACT_MAX_CELLS`, else the normal approximation with
+    when every stratum is within :data:`EXACT_MAX_CELLS` and the convolution within
+    :data:`EXACT_MAX_CONVOLUTION`, else the normal approximation with
     the strata's means and tie-corrected variances added. A stratum the baseline lacks carries
     no evidence and is left out. It is the plain rank test when there is one stratum; with two
     modes 7x apart it no longer needs a change to climb over the other mode to show."""
@@ -175,15 +180,10 @@ class StratifiedRankBaseline:
         for i, (stratum, x) in enumerate(recent, start=1):
             b = self.strata.get(stratum)
             if b is not None:
-                lo = bisect.bisect_left(b.values, x)
-                base = b.counts.get(x, 0)
-                u[stratum] = u.get(stratum, 0.0) + lo + base / 2.0
+                du, dties = b.step(x, mine.setdefault(stratum, {}))
+                u[stratum] = u.get(stratum, 0.0) + du
                 n1[stratum] = n1.get(stratum, 0) + 1
-                seen = mine.setdefault(stratum, {})
-                had = seen.get(x, 0)
-                seen[x] = had + 1
-                t0, t1 = had + base, had + base + 1
-                ties[stratum] += (t1**3 - t1) - (t0**3 - t0)
+                ties[stratum] += dties
             if i in want:
                 out[i] = self._tail(u, n1, ties)
         return [out.get(k, 1.0) for k in sizes]
@@ -212,14 +212,8 @@ class StratifiedRankBaseline:
             )
             return min(1.0, p)
         mean = sum(a * b / 2.0 for a, b in sizes.values())
-        var = 0.0
-        for k, (a, b) in sizes.items():
-            n = a + b
-            var += a * b / 12.0 * ((n + 1) - ties[k] / (n * (n - 1)))
-        if var <= 0:
-            return 1.0
-        z = (total - mean - 0.5) / math.sqrt(var)
-        return min(1.0, 0.5 * math.erfc(z / math.sqrt(2.0)))
+        var = sum(_u_variance(a, b, ties[k]) for k, (a, b) in sizes.items())
+        return _upper_normal(total - mean, var)
 
 
 def _convolve(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -234,11 +228,20 @@ def _convolve(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 def _normal_tail(u: float, n1: int, n2: int, ties: float) -> float:
     """``P(U >= u)`` by the normal approximation with tie and continuity corrections."""
+    return _upper_normal(u - n1 * n2 / 2.0, _u_variance(n1, n2, ties))
+
+
+def _u_variance(n1: int, n2: int, ties: float) -> float:
+    """The variance of U under no change, with the tie correction."""
     n = n1 + n2
-    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    return n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+
+
+def _upper_normal(excess: float, var: float) -> float:
+    """``P(Z >= (excess - 0.5) / sd)``: the upper tail with the continuity correction."""
     if var <= 0:
         return 1.0
-    z = (u - n1 * n2 / 2.0 - 0.5) / math.sqrt(var)
+    z = (excess - 0.5) / math.sqrt(var)
     return min(1.0, 0.5 * math.erfc(z / math.sqrt(2.0)))
 
 
