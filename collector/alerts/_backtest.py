@@ -2,8 +2,8 @@
 
 The replay walks the same states as the evaluator (:func:`advance`) over the same conditions,
 at every instant where a condition can change: a job's end (it enters a window), a job's end
-plus a window's length (it leaves it), the same for restart allocations and first batches (a
-first start-up is whole), and those instants
+plus a window's length (it leaves it), the same for restart allocations, first batches (a
+first start-up is whole) and checkpoint saves' ends (a save is whole), and those instants
 plus each rule's ``for:`` (a pending alert may fire). Between them every figure is constant, so
 the replay is exact for the jobs as they are stored now, and a firing is reported at the
 instant its last job ended (the live evaluator, ticking every ``--alert-interval``, fires at most
@@ -60,7 +60,7 @@ def instants(jobs: list[JobFacts], rules: RuleSet, since: float, until: float) -
     points: set[float] = {since, until}
     for j in jobs:
         firsts = () if j.first_batch is None else (j.first_batch,)
-        for x in (j.end, *j.restarts, *firsts):
+        for x in (j.end, *j.restarts, *firsts, *(end for end, _ in j.saves)):
             for w in lengths:
                 for f in fors:
                     t = x + w + f

@@ -41,7 +41,7 @@ from typing import Any
 from ett_collector.domain.model import JobState
 
 from ._conditions import Finding, OpenAlert, alert_key, held_open, labels_of
-from ._fleet import Fleet, JobFacts
+from ._fleet import Fleet, JobFacts, Save
 from ._lognormal import LogBaseline
 from ._stats import (
     RankBaseline,
@@ -63,6 +63,7 @@ UNITS = {
     "training": "s per job-hour",
     "publishing": "s per job",
     "startups": "s per first start-up",
+    "saves": "s per checkpoint save",
     "failures": "failures per training hour",
 }
 """The unit of each population's values."""
@@ -120,6 +121,12 @@ class Test:
     when: Callable[[JobFacts], float] = _end
     """The instant a job became a sample (its end; its first batch for ``startups``): the
     order of the scan and of the change point."""
+    samples: tuple[int, int] | None = None
+    """``(recent, baseline)`` samples when they are not jobs (``saves``)."""
+    shown: tuple[JobFacts, ...] = ()
+    """The jobs that show the change, worst first, when the samples are not jobs."""
+    change_point: Callable[[], float] | None = None
+    """The onset, when the samples are not jobs (computed only for an alert that fires)."""
 
 
 def _wall_hours(j: JobFacts) -> float:
@@ -287,6 +294,127 @@ def _either(a: Test | None, b: Test | None) -> Test | None:
     return replace(best, p=min(1.0, 2.0 * best.p))
 
 
+SAVE_VIEW = "checkpoint"
+"""The component also tested per save: each checkpoint save that blocked training is a sample
+once it ended, the running jobs' saves too (:func:`_save_test`)."""
+
+
+def _save_stratum(j: JobFacts) -> str:
+    """The kind of a job's saves: its checkpoint mode and its width (the loop waits for the
+    slowest rank's save, so a job of more ranks blocks longer at no change)."""
+    return f"{_checkpoint_mode(j)}/{j.gpus}"
+
+
+SAVE_VIEW_MIN_JOBS = 2
+"""The save view's p-value is the largest over leaving out each recent job's saves in turn,
+so no one job (on a slow file system, say) makes an alert on its own; it needs saves of this
+many jobs in the recent window."""
+
+
+def _save_test(
+    rule: Rule,
+    key: str,
+    recent: Sequence[Save],
+    base: Sequence[Save],
+    until: float,
+    scan: bool,
+) -> Test | None:
+    """The stratified rank test of the recent checkpoint saves' blocking seconds against the
+    baseline's, each save ranked among the baseline saves of jobs of its job's checkpoint mode
+    and width (:func:`_save_stratum`), scanned over the newest saves when ``scan``. The saves of
+    one stratum are assumed exchangeable under no change; a job-level effect (one job's slow
+    storage) is guarded against by leaving out each recent job in turn and keeping the largest
+    p-value (:data:`SAVE_VIEW_MIN_JOBS`) before a change is found. An open incident (``scan``
+    false) is judged on its saves since the onset (:func:`_since`) without leaving any out: it
+    resolves when they no longer differ."""
+    jobs_of = {j.job_id for _, _, j in recent}
+    base_jobs = {j.job_id: j for _, _, j in base}
+    if (
+        len(recent) < rule.min_jobs
+        or len(jobs_of) < SAVE_VIEW_MIN_JOBS
+        or len(base_jobs) < rule.min_baseline_jobs
+    ):
+        return None
+    strata = StratifiedRankBaseline([(_save_stratum(j), x) for _, x, j in base])
+    newest = sorted(recent, key=lambda s: (s[0], s[2].job_id), reverse=True)
+
+    def scanned(saves: Sequence[Save]) -> tuple[float, int]:
+        if len(saves) < rule.min_jobs:
+            return 1.0, len(saves)
+        sizes = suffix_sizes(len(saves), rule.min_jobs) if scan else [len(saves)]
+        ps = strata.scan([(_save_stratum(j), x) for _, x, j in saves], sizes)
+        return weighted_scan(ps, sizes)
+
+    p, k = scanned(newest)
+    if scan and p <= rule.fdr:  # else no leave-one-out can make it a finding
+        for job_id in jobs_of:
+            p = max(p, scanned([s for s in newest if s[2].job_id != job_id])[0])
+    part = newest[:k]
+    means: dict[str, list[float]] = {}
+    for _, x, j in base:
+        means.setdefault(_save_stratum(j), []).append(x)
+    expect = {m: sum(v) / len(v) for m, v in means.items()}
+    pairs = [(x, expect.get(_save_stratum(j)), j) for _, x, j in part]
+    known = [(x, e, j) for x, e, j in pairs if e is not None]
+    per_day = len(base) / (rule.baseline_s - rule.window_s) * DAY  # the baseline's saves a day
+    extra = sum((x - e) * j.gpus for x, e, j in known) / len(known) * per_day if known else 0.0
+    now = sum(x for x, _, _ in known) / len(known) if known else 0.0
+    then = sum(e for _, e, _ in known) / len(known) if known else 0.0
+    worst: dict[str, tuple[float, JobFacts]] = {}
+    for x, e, j in known:
+        r = x / e if e else math.inf
+        if j.job_id not in worst or r > worst[j.job_id][0]:
+            worst[j.job_id] = (r, j)
+    shown = tuple(j for _, j in sorted(worst.values(), key=lambda rj: (-rj[0], rj[1].job_id)))
+    recent_jobs = tuple(sorted({j.job_id: j for _, _, j in part}.values(), key=_end))
+    values = [x for _, x, _ in base] + [x for x, _, _ in known]
+    return Test(
+        key=key,
+        component=SAVE_VIEW,
+        p=min(1.0, p),
+        excess_gpu_h_per_day=extra / 3600.0,
+        ratio=_ratio(now, then),
+        recent_value=now,
+        baseline_value=then,
+        recent=recent_jobs,
+        baseline=tuple(base_jobs.values()),
+        baseline_until=until,
+        value_of=_rate_of(SAVE_VIEW),
+        varies=bool(values) and min(values) < max(values),
+        population="saves",
+        samples=(len(part), len(base)),
+        shown=shown,
+        change_point=lambda: _save_onset(base, part, expect),
+    )
+
+
+def _since(saves: Sequence[Save], onset: float | None, least: int) -> Sequence[Save]:
+    """The saves that ended at or after ``onset`` (an open incident's), or all of them when
+    there is no onset or fewer than ``least`` are left: an open save view is judged on the
+    saves since its change, undiluted by the day's saves before it."""
+    if onset is None:
+        return saves
+    after = [s for s in saves if s[0] >= onset]
+    return after if len(after) >= least else saves
+
+
+def _save_onset(base: Sequence[Save], part: Sequence[Save], expect: Mapping[str, float]) -> float:
+    """The change point of a save view: the split of the saves (by end, each over its stratum's
+    baseline mean) that separates them most, the after part starting among the recent saves;
+    the onset is the later of the first after-save's start and the last before-save's end."""
+    saves = sorted((*base, *part), key=lambda s: (s[0], s[2].job_id))
+    values = [x / (expect.get(_save_stratum(j)) or 1.0) for _, x, j in saves]
+    first_recent = len(saves) - len(part)
+    best_i, best_p = first_recent, 2.0
+    for i in range(max(1, first_recent), len(saves)):
+        p = rank_test_greater(values[i:], values[:i])
+        if p < best_p:
+            best_i, best_p = i, p
+    end, seconds, _ = saves[best_i]
+    start = end - seconds
+    return start if best_i == 0 else max(start, saves[best_i - 1][0])
+
+
 def _failure_test(
     rule: Rule,
     key: str,
@@ -362,39 +490,60 @@ def _ended(jobs: Sequence[JobFacts]) -> list[JobFacts]:
 
 
 def tests_at(
-    rule: Rule, fleet: Fleet, t: float, frozen: Mapping[tuple[str, str], float]
+    rule: Rule,
+    fleet: Fleet,
+    t: float,
+    frozen: Mapping[tuple[str, str], float],
+    onsets: Mapping[tuple[str, str], float] | None = None,
 ) -> list[Test]:
     """Every test of ``rule`` at ``t``; ``frozen``: ``(group, component) -> baseline_until`` of
-    the incidents already open (their baseline stays where it was when they fired)."""
+    the incidents already open (their baseline stays where it was when they fired), ``onsets``
+    their onsets (an open save view is judged on the saves since its onset). Each view
+    is computed once per change of its samples (:meth:`Fleet.memo`): a test depends on its
+    instant only through which samples are in its windows, and its ``baseline_until``."""
     out: list[Test] = []
     length = rule.baseline_s - rule.window_s
     startups = any(c in STARTUP_VIEW for c in rule.components)
-    for key in fleet.groups(rule.by):
-        recent = _ended(fleet.members(rule.by, key, t, rule.window_s))
-        started = fleet.started(rule.by, key, t, rule.window_s) if startups else []
-        if len(recent) < rule.min_jobs and len(started) < rule.min_jobs:
+    saving = SAVE_VIEW in rule.components
+    by = rule.by
+    for key in fleet.groups(by):
+        now = fleet.ranges(by, key, t, rule.window_s)
+        recent = _ended(fleet.members(by, key, t, rule.window_s))
+        started = fleet.started(by, key, t, rule.window_s) if startups else []
+        saves = fleet.saves(by, key, t, rule.window_s) if saving else []
+        if len(recent) < rule.min_jobs and len(started) < rule.min_jobs and len(saves) < 1:
             continue
-        bases: dict[float, tuple[list[JobFacts], list[JobFacts]]] = {}
+        bases: dict[float, tuple[Any, list[JobFacts], list[JobFacts], list[Save]]] = {}
         for c in rule.components:
             until = frozen.get((key, c), t - rule.window_s)
             if until not in bases:
                 bases[until] = (
-                    _ended(fleet.members(rule.by, key, until, length)),
-                    fleet.started(rule.by, key, until, length) if startups else [],
+                    fleet.ranges(by, key, until, length),
+                    _ended(fleet.members(by, key, until, length)),
+                    fleet.started(by, key, until, length) if startups else [],
+                    fleet.saves(by, key, until, length) if saving else [],
                 )
-            base, base_started = bases[until]
+            then, base, base_started, base_saves = bases[until]
             scan = (key, c) not in frozen  # an open incident is judged on its whole window
-            if c == FAILURE:
-                test = _failure_test(rule, key, recent, base, until, scan)
-            else:
-                test = _component_test(rule, key, c, recent, base, until, scan)
-                if c in STARTUP_VIEW:
-                    first = _component_test(
-                        rule, key, c, started, base_started, until, scan, "startups"
-                    )
-                    test = _either(test, first)
+            views: list[tuple[int, Callable[..., Test | None], tuple[Any, ...]]] = [
+                (0, _failure_test, (rule, key, recent, base, until, scan))
+                if c == FAILURE
+                else (0, _component_test, (rule, key, c, recent, base, until, scan))
+            ]
+            if c in STARTUP_VIEW:
+                first = (rule, key, c, started, base_started, until, scan, "startups")
+                views.append((1, _component_test, first))
+            onset = None if scan else (onsets or {}).get((key, c))
+            if c == SAVE_VIEW:
+                mine = _since(saves, onset, rule.min_jobs)
+                views.append((2, _save_test, (rule, key, mine, base_saves, until, scan)))
+            test: Test | None = None
+            for n, fn, args in views:  # n: the population's index in Fleet.ranges
+                slot = (rule.name, by, key, c, n)
+                inputs = (now[n], then[n], scan, onset if n == 2 else None)
+                test = _either(test, fleet.memo(slot, inputs, fn, *args))
             if test is not None:
-                out.append(test)
+                out.append(replace(test, baseline_until=until))
     return out
 
 
@@ -403,7 +552,10 @@ def _onset(test: Test) -> float:
     separates them most (smallest rank-test p-value), the after part starting in the recent
     window;
     the onset is the later of the first after-job's start and the last before-job's end (its
-    start for ``startups``: its start-up began there)."""
+    start for ``startups``: its start-up began there); a view whose samples are not jobs has
+    its own (``Test.change_point``)."""
+    if test.change_point is not None:
+        return test.change_point()
     jobs = sorted((*test.baseline, *test.recent), key=lambda j: (test.when(j), j.job_id))
     values = [test.value_of(j) for j in jobs]
     first_recent = len(test.baseline)
@@ -465,6 +617,8 @@ def _annotations(test: Test) -> dict[str, Any]:
 
 def _showing(test: Test) -> list[JobFacts]:
     """The recent jobs above the baseline's median, worst first (all recent ones if none)."""
+    if test.shown:
+        return list(test.shown)
     base = sorted(test.value_of(j) for j in test.baseline)
     median = base[len(base) // 2] if base else 0.0
     ranked = sorted(test.recent, key=lambda j: (-test.value_of(j), j.job_id))
@@ -513,7 +667,12 @@ def detect(
     for labels, figures in open_incidents.values():
         if by in labels and "component" in labels and "baseline_until" in figures:
             frozen[(labels[by], labels["component"])] = float(figures["baseline_until"])
-    tests = tests_at(rule, fleet, t, frozen)
+    onsets = {
+        (labels[by], labels["component"]): float(figures["onset"])
+        for labels, figures in open_incidents.values()
+        if by in labels and "component" in labels and "onset" in figures
+    }
+    tests = tests_at(rule, fleet, t, frozen, onsets)
     # the family of this evaluation is the changes not yet found: an open incident's tiny
     # p-value would otherwise loosen every other test's threshold for as long as it lasts
     fresh = [x for x in tests if (x.key, x.component) not in frozen and x.varies]
@@ -543,6 +702,13 @@ def detect(
     return out
 
 
+def _sampled(test: Test) -> str:
+    """What the recent samples were: ``5 jobs``, ``5 jobs started``, ``12 saves of 3 jobs``."""
+    if test.samples is not None:
+        return f"{test.samples[0]} saves of {len(test.recent)} jobs"
+    return f"{len(test.recent)} jobs{' started' if test.population == 'startups' else ''}"
+
+
 def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: float) -> Finding:
     """The alert of a change that holds: its description, jobs and figures."""
     jobs = tuple(j.job_id for j in _showing(test)[:SHOWN_JOBS])
@@ -551,9 +717,8 @@ def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: f
         f"{test.component} of {rule.by.value} {test.key}: {_growth(test.ratio)} since "
         f"{utc_minute(onset)}, +{test.excess_gpu_h_per_day:.1f} GPU-hours/day "
         f"({test.recent_value:.3g} against {test.baseline_value:.3g} {unit}; "
-        f"p = {test.p:.2g}, q = {q:.2g}; {len(test.recent)} jobs "
-        f"{'started ' if test.population == 'startups' else ''}in the last {rule.window} "
-        f"against {len(test.baseline)} before)"
+        f"p = {test.p:.2g}, q = {q:.2g}; {_sampled(test)} in the last {rule.window} against "
+        f"{test.samples[1] if test.samples else len(test.baseline)} before)"
     )
     notes = _annotations(test)
     if notes["ett_pct"] is not None and notes["baseline_ett_pct"] is not None:
@@ -574,6 +739,11 @@ def _incident(rule: Rule, test: Test, q: float, labels: dict[str, str], onset: f
         "unit": unit,
         "recent_jobs": len(test.recent),
         "baseline_jobs": len(test.baseline),
+        **(
+            {}
+            if test.samples is None
+            else {"recent_saves": test.samples[0], "baseline_saves": test.samples[1]}
+        ),
         "window": rule.window,
         "baseline_window": rule.baseline,
         **notes,

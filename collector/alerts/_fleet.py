@@ -10,14 +10,16 @@ this way without rescanning the fleet.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .rules import COMPONENTS, GroupKey
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
+
+T = TypeVar("T")
 
 UNKNOWN = "unknown"
 """The label value of a job without a model or team."""
@@ -96,6 +98,9 @@ class JobFacts(Seconds):
     """Seconds of each component in the first attempt's start-up, whole once ``first_batch``
     has come (``ett_collector.storage.first_startups``; components outside :data:`COMPONENTS`
     folded into other)."""
+    saves: tuple[tuple[float, float], ...] = ()
+    """``(end, blocking seconds)`` of each checkpoint save that blocked training, in order
+    (``ett_collector.storage.checkpoint_saves``); whole once ended, the job running or not."""
 
     def group(self, by: GroupKey) -> str:
         """The job's model or team."""
@@ -121,10 +126,12 @@ def _folded(seconds: dict[str, Any]) -> dict[str, float]:
 
 
 def facts_from_summary(
-    summary: dict[str, Any], startup: dict[str, float] | None = None
+    summary: dict[str, Any],
+    startup: dict[str, float] | None = None,
+    saves: Sequence[tuple[float, float]] = (),
 ) -> JobFacts:
-    """Facts of one job from its ``JobSummary.to_dict()`` and the seconds by component of its
-    first start-up (``startup``; none when not given)."""
+    """Facts of one job from its ``JobSummary.to_dict()``, the seconds by component of its
+    first start-up (``startup``; none when not given) and its checkpoint saves (``saves``)."""
     attempts = summary.get("attempts") or []
     first = next((a for a in attempts if a.get("attempt", 0) == 0), None)
     first_batch = None if first is None else first.get("first_batch")
@@ -152,6 +159,7 @@ def facts_from_summary(
         checkpoint_mode=_checkpoint_mode(summary.get("checkpoint_blocking_stats")),
         first_batch=None if first_batch is None else float(first_batch),
         startup=_folded(startup or {}) if first_batch is not None else {},
+        saves=tuple((float(e), float(x)) for e, x in saves),
         **_loop(summary.get("loop_facts")),
     )
 
@@ -189,6 +197,10 @@ def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:
     from ._reads import load_facts as read  # lazy: the fleet model imports no storage
 
     return read(engine, since)
+
+
+Save = tuple[float, float, JobFacts]
+"""One checkpoint save of a group: its end, its blocking seconds and its job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +246,11 @@ class _Group:
             key=lambda j: (j.first_batch, j.job_id),
         )
         self.first_batches = [j.first_batch or 0.0 for j in self.starters]
+        self.saves = sorted(
+            ((end, x, j) for j in self.jobs for end, x in j.saves),
+            key=lambda s: (s[0], s[2].job_id),
+        )
+        self.save_ends = [s[0] for s in self.saves]
 
     def span(self, lo: float, hi: float) -> tuple[int, int]:
         """Index range of jobs with end in ``(lo, hi]``."""
@@ -261,12 +278,30 @@ class _Group:
         i = bisect.bisect_right(self.first_batches, lo)
         return self.starters[i : bisect.bisect_right(self.first_batches, hi)]
 
+    def ranges(self, lo: float, hi: float) -> tuple[tuple[int, int], ...]:
+        """The index ranges of :meth:`members`, :meth:`started` and :meth:`saves_in` over
+        ``(lo, hi]``: equal ranges, equal samples."""
+        return (
+            self.span(lo, hi),
+            (
+                bisect.bisect_right(self.first_batches, lo),
+                bisect.bisect_right(self.first_batches, hi),
+            ),
+            (bisect.bisect_right(self.save_ends, lo), bisect.bisect_right(self.save_ends, hi)),
+        )
+
+    def saves_in(self, lo: float, hi: float) -> list[Save]:
+        """Checkpoint saves that ended in ``(lo, hi]``, by end."""
+        i = bisect.bisect_right(self.save_ends, lo)
+        return self.saves[i : bisect.bisect_right(self.save_ends, hi)]
+
 
 class Fleet:
     """The jobs grouped by model and by team, ready for windowed sums at any instant."""
 
     def __init__(self, jobs: Iterable[JobFacts]) -> None:
         self.jobs = list(jobs)
+        self._memo: dict[Hashable, tuple[Hashable, Any]] = {}
         self._groups: dict[GroupKey, dict[str, _Group]] = {}
         for by in GroupKey:
             buckets: dict[str, list[JobFacts]] = {}
@@ -290,6 +325,30 @@ class Fleet:
         """The group's jobs (running ones too) whose first attempt reached its first batch in
         ``(t - window_s, t]``, by that instant."""
         return self._groups[by][key].started(t - window_s, t)
+
+    def ranges(
+        self, by: GroupKey, key: str, t: float, window_s: float
+    ) -> tuple[tuple[int, int], ...]:
+        """Which of the group's jobs, first start-ups and saves fall in ``(t - window_s, t]``,
+        as index ranges (:meth:`members`, :meth:`started`, :meth:`saves`)."""
+        return self._groups[by][key].ranges(t - window_s, t)
+
+    def memo(self, slot: Hashable, inputs: Hashable, compute: Callable[..., T], *args: Any) -> T:
+        """``compute(*args)``, or its value from the last call of ``slot`` when that call had
+        the same ``inputs``: a replay steps through instants where most groups' samples did
+        not change (another group's job ended), and one value per slot bounds the memory."""
+        kept = self._memo.get(slot)
+        if kept is not None and kept[0] == inputs:
+            value: T = kept[1]
+            return value
+        value = compute(*args)
+        self._memo[slot] = (inputs, value)
+        return value
+
+    def saves(self, by: GroupKey, key: str, t: float, window_s: float) -> list[Save]:
+        """The group's checkpoint saves (running jobs' too) that ended in ``(t - window_s, t]``:
+        ``(end, blocking seconds, job)`` each, by end."""
+        return self._groups[by][key].saves_in(t - window_s, t)
 
     def live(self, by: GroupKey, key: str, state: str) -> list[JobFacts]:
         """The group's jobs whose stored state is ``state`` (running, presumed_dead)."""

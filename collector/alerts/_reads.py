@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from ett_collector.storage import first_startups, job_summaries
+from ett_collector.storage import checkpoint_saves, first_startups, job_summaries
 
 from ._fleet import JobFacts, facts_from_summary
 
 
 def load_facts(engine: Engine, since: float | None) -> list[JobFacts]:
     """Facts of every computed job whose end is after ``since`` (None: all), by end, with the
-    seconds of its first start-up."""
+    seconds of its first start-up and its checkpoint saves."""
     startups = first_startups(engine, since)
-    return [facts_from_summary(s, startups.get(s["job_id"])) for s in job_summaries(engine, since)]
+    saves = checkpoint_saves(engine, since)
+    return [
+        facts_from_summary(s, startups.get(s["job_id"]), saves.get(s["job_id"], ()))
+        for s in job_summaries(engine, since)
+    ]

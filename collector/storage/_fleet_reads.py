@@ -53,6 +53,40 @@ def first_startups(engine: Engine, since: float | None) -> dict[str, dict[str, f
     return out
 
 
+SAVE_GAP_S = 1e-6
+"""Checkpoint cut-out pieces closer than this are one save (a save that an eval or a snapshot
+split into pieces)."""
+
+
+def checkpoint_saves(engine: Engine, since: float | None) -> dict[str, list[tuple[float, float]]]:
+    """``(end, seconds)`` of every checkpoint save that blocked training (``cutout`` segments of
+    component ``checkpoint``, touching pieces joined, their shares summed), by job and in
+    order, for every job whose stored end is after ``since`` (None: all). A save is whole once
+    it ended, while the job trains on: the alerts' earliest evidence of slower saves
+    (``collector/alerts/_detect.py``)."""
+    seg, fig = segments.c, job_figures.c
+    query = (
+        select(seg.job_id, seg.start, seg.end, seg.share)
+        .join(job_figures, fig.job_id == seg.job_id)
+        .where(seg.kind == "cutout", seg.component == "checkpoint")
+        .order_by(seg.job_id, seg.seg, seg.part)
+    )
+    if since is not None:
+        query = query.where(fig.end > since)
+    out: dict[str, list[tuple[float, float]]] = {}
+    last: dict[str, float] = {}
+    with engine.connect() as conn:
+        for job_id, start, end, share in conn.execute(query):
+            saves = out.setdefault(job_id, [])
+            seconds = (float(end) - float(start)) * float(share)
+            if saves and abs(float(start) - last[job_id]) <= SAVE_GAP_S:
+                saves[-1] = (float(end), saves[-1][1] + seconds)
+            else:
+                saves.append((float(end), seconds))
+            last[job_id] = float(end)
+    return out
+
+
 class FleetReads:
     """Reads over every job's stored figures (the Fleet page, the advice, lost time, alerts)."""
 
