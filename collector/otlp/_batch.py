@@ -11,7 +11,12 @@ from typing import Any, Final
 
 from ett import semconv
 from ett_collector.domain.model import SpanRecord
-from ett_collector.otlp._limits import MAX_INDEX, attributes_problem, identity_problem
+from ett_collector.otlp._limits import (
+    MAX_INDEX,
+    attributes_problem,
+    identity_problem,
+    name_problem,
+)
 from ett_collector.otlp._result import DecodeResult
 
 _JOB_ID: Final = semconv.JOB_ID
@@ -69,16 +74,18 @@ def count_unknown(attrs: Attributes, skip: Attributes | None = None) -> int:
 
 
 class ResourceContext:
-    """One resource's attributes, its identity, its count of unknown ``ett.`` keys, and why its
-    attributes break a limit (None when they do not)."""
+    """One resource's attributes, its identity, its count of unknown ``ett.`` keys, why its
+    attributes break a limit (None when they do not), and whether they were found within every
+    per-value limit as they were decoded (``checked``)."""
 
-    __slots__ = ("attrs", "identity", "problem", "unknown")
+    __slots__ = ("attrs", "checked", "identity", "problem", "unknown")
 
-    def __init__(self, attrs: Attributes) -> None:
+    def __init__(self, attrs: Attributes, checked: bool = False) -> None:
         self.attrs = attrs
         self.identity = resolve_identity(attrs)
         self.unknown = count_unknown(attrs)
-        self.problem = attributes_problem(attrs)
+        self.checked = checked
+        self.problem = None if checked else attributes_problem(attrs)
 
 
 class SpanBatch:
@@ -86,6 +93,7 @@ class SpanBatch:
 
     __slots__ = (
         "_known_names",
+        "_name_problems",
         "problems",
         "records",
         "rejected",
@@ -100,10 +108,13 @@ class SpanBatch:
         self.unknown_names = 0
         self.unknown_attrs = 0
         self._known_names: dict[str, bool] = {}
+        self._name_problems: dict[str, str | None] = {}
 
-    def resource(self, attrs: Attributes) -> ResourceContext:
-        """Start a resource: its attributes apply to the spans added with the returned context."""
-        return ResourceContext(attrs)
+    def resource(self, attrs: Attributes, checked: bool = False) -> ResourceContext:
+        """Start a resource: its attributes apply to the spans added with the returned context.
+        ``checked``: the decoder found each attribute within every per-value limit, the identity
+        values' included (``_limits.within_identity_limits``), and not too many of them."""
+        return ResourceContext(attrs, checked)
 
     def add(
         self,
@@ -115,11 +126,14 @@ class SpanBatch:
         start_ns: int,
         end_ns: int,
         attrs: Attributes,
+        checked: bool = False,
     ) -> None:
         """Validate one span and keep it as a record, or count it as rejected.
 
         ``trace_id`` and ``span_id`` are lower-case hex; ``ids_ok`` says whether they are valid
-        (16 and 8 bytes, not all zero). ``attrs`` are the span's own attributes.
+        (16 and 8 bytes, not all zero). ``attrs`` are the span's own attributes; ``checked``: as
+        for :meth:`resource`. When the span's and its resource's attributes are both checked,
+        only the span's name is left to check (once per name and batch).
         """
         if attrs:
             merged = {**res.attrs, **attrs}
@@ -141,9 +155,13 @@ class SpanBatch:
         elif isinstance(identity, str):
             self._reject(name, trace_id, span_id, identity)
         elif problem := (
-            res.problem
-            or (attributes_problem(attrs) if attrs else None)
-            or identity_problem(name, merged)
+            self._name_problem(name)
+            if checked and res.checked
+            else (
+                res.problem
+                or (attributes_problem(attrs) if attrs and not checked else None)
+                or identity_problem(name, merged)
+            )
         ):
             self._reject(name, trace_id, span_id, problem)
         else:
@@ -169,6 +187,14 @@ class SpanBatch:
                     merged,
                 )
             )
+
+    def _name_problem(self, name: str) -> str | None:
+        """:func:`name_problem`, remembered per name for the batch."""
+        try:
+            return self._name_problems[name]
+        except KeyError:
+            problem = self._name_problems[name] = name_problem(name)
+            return problem
 
     def _reject(self, name: str, trace_id: str, span_id: str, reason: str) -> None:
         self.rejected += 1

@@ -118,9 +118,26 @@ def attributes_problem(attrs: dict[str, Any]) -> str | None:
     return _pairs_problem(attrs, [MAX_ATTRIBUTES], vocabulary=True)
 
 
+def within_identity_limits(key: str, value: Any) -> bool:
+    """Whether one scalar attribute can break no limit of its span: its key within the key
+    limits, and a string value within those of an identity value (:data:`MAX_IDENTITY_CHARS`,
+    no NUL, valid Unicode), whatever key it is under. A span whose attributes all pass needs no
+    :func:`attributes_problem`, and of :func:`identity_problem` only the name's check."""
+    if _text_problem(key, MAX_KEY_CHARS, "") is not None:
+        return False
+    if isinstance(value, str):
+        return type(value) is str and _text_problem(value, MAX_IDENTITY_CHARS, "") is None
+    return value is None or type(value) in _TYPE_WORDS
+
+
+def name_problem(name: str) -> str | None:
+    """Why the span's name breaks a limit."""
+    return _text_problem(name, MAX_IDENTITY_CHARS, "its name")
+
+
 def identity_problem(name: str, merged: dict[str, Any]) -> str | None:
     """Why the span's name or identity values (job id, model, team, component) break a limit."""
-    problem = _text_problem(name, MAX_IDENTITY_CHARS, "its name")
+    problem = name_problem(name)
     if problem is not None:
         return problem
     for key in _IDENTITY_KEYS:

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ett_collector.otlp._batch import Attributes, SpanBatch
-from ett_collector.otlp._limits import HexBytes
+from ett_collector.otlp._limits import MAX_ATTRIBUTES, HexBytes, within_identity_limits
 from ett_collector.otlp._result import OtlpError
 
 _PACKAGE: Final = "ett_otlp_lazy"
@@ -95,7 +95,14 @@ class _AttributeCache(dict[bytes, tuple[str, Any]]):
     Only small scalar values are kept (arrays and kvlists are mutable, so each span gets its own;
     long strings would make the cache large), and the cache is emptied when it reaches
     ``_CACHE_LIMIT`` entries (a small cache stays in the CPU's caches: measured faster).
+    ``clean`` holds the kept entries whose key and value are within every per-value limit,
+    the identity values' included (:func:`within_identity_limits`): a span whose attributes are
+    all in it needs no check of its values (:func:`_checked`).
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clean: set[bytes] = set()
 
     def __missing__(self, raw: bytes) -> tuple[str, Any]:
         try:
@@ -111,16 +118,28 @@ class _AttributeCache(dict[bytes, tuple[str, Any]]):
             return result
         if len(self) >= _CACHE_LIMIT:
             self.clear()
+            self.clean.clear()
         self[raw] = result
+        if within_identity_limits(*result):
+            self.clean.add(raw)
         return result
 
 
-_lookup: Final = _AttributeCache().__getitem__
+_CACHE: Final = _AttributeCache()
+_lookup: Final = _CACHE.__getitem__
+_clean: Final = _CACHE.clean.issuperset
+_MAX_CHECKED: Final = MAX_ATTRIBUTES
 
 
 def _attributes(raws: Any) -> Attributes:
     # dict() over cached (key, value) pairs runs in C; only unseen attributes reach Python code.
     return dict(map(_lookup, raws))
+
+
+def _checked(raws: Any) -> bool:
+    """Whether the attributes ``raws`` (looked up already) need no check of their values: each
+    one a clean cache entry, and not more of them than the limit (set containment runs in C)."""
+    return len(raws) <= _MAX_CHECKED and _clean(raws)
 
 
 def decode_protobuf(body: bytes, batch: SpanBatch) -> None:
@@ -133,9 +152,12 @@ def decode_protobuf(body: bytes, batch: SpanBatch) -> None:
     add = batch.add
     zero_trace, zero_span = _ZERO_TRACE_ID, _ZERO_SPAN_ID
     for resource_spans in request.resource_spans:
-        resource = batch.resource(_attributes(resource_spans.resource.attributes))
+        raws = resource_spans.resource.attributes
+        resource = batch.resource(_attributes(raws), _checked(raws))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                raws = span.attributes
+                attrs = _attributes(raws)
                 trace_id: bytes = span.trace_id
                 span_id: bytes = span.span_id
                 ids_ok = (
@@ -152,5 +174,6 @@ def decode_protobuf(body: bytes, batch: SpanBatch) -> None:
                     span.name,
                     span.start_time_unix_nano,
                     span.end_time_unix_nano,
-                    _attributes(span.attributes),
+                    attrs,
+                    _checked(raws),
                 )
