@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,8 @@ WINDOW_S = 10.0
 BATCH = 512
 
 
-def _window(j: int, rank: int, tick: int, ranks: int) -> SpanRecord:
-    a = BASE + 3.0 * j + tick * WINDOW_S
+def _window(j: int, rank: int, tick: int, ranks: int, base: float) -> SpanRecord:
+    a = base + 3.0 * j + tick * WINDOW_S
     attrs: dict[str, Any] = {
         sc.MODEL: "dlrm",
         sc.TEAM: f"t{j % 5}",
@@ -59,32 +61,51 @@ def _window(j: int, rank: int, tick: int, ranks: int) -> SpanRecord:
     return window(a, a + WINDOW_S, job=f"fleet-{j:03d}", rank=rank, trace_id=tid, **attrs)
 
 
-def fleet_bodies(jobs: int, ranks: int, batches: int, mixed: bool = False) -> list[bytes]:
+def fleet_bodies(
+    jobs: int, ranks: int, batches: int, mixed: bool = False, base: float = BASE
+) -> list[bytes]:
     """``batches`` OTLP protobuf bodies of :data:`BATCH` windows of the fleet, in send order:
     each body one job's next ``BATCH // ranks`` windows of every rank (as a job's exporters,
     batched per job), the jobs taking turns; ``mixed``: every body the next windows of the
     whole fleet by time, one span per rank (an OpenTelemetry Collector in front batching every
-    rank's requests: as many resources as spans)."""
+    rank's requests: as many resources as spans). ``base``: when the first window starts
+    (:data:`BASE`, a day long past: every job is presumed dead by the time it is read; the
+    clock at the call, :func:`live_base`: the jobs are running, as the senders of heartbeats
+    are)."""
     out: list[SpanRecord] = []
     if mixed:
         tick = 0
         while len(out) < batches * BATCH:
-            out += [_window(j, r, tick, ranks) for j in range(jobs) for r in range(ranks)]
+            out += [_window(j, r, tick, ranks, base) for j in range(jobs) for r in range(ranks)]
             tick += 1
     else:
         per = max(1, BATCH // ranks)
         for b in range(batches):
             j, t0 = b % jobs, (b // jobs) * per
-            out += [_window(j, r, t, ranks) for t in range(t0, t0 + per) for r in range(ranks)]
+            ticks = range(t0, t0 + per)
+            out += [_window(j, r, t, ranks, base) for t in ticks for r in range(ranks)]
     return [encode_request(out[i : i + BATCH]) for i in range(0, batches * BATCH, BATCH)]
 
 
+def live_base() -> float:
+    """A fleet's first window starting now: while the benchmark posts, its jobs are running
+    (their newest window never more than 3 windows behind the clock, their later windows ahead
+    of it), as a fleet sending heartbeats is."""
+    return time.time()
+
+
+Bodies = Callable[[], list[bytes]]
+"""Makes the fleet's bodies, just before they are posted (a live fleet's windows start then)."""
+
+
 def serve_rate(
-    home: Path, db_url: str | None, bodies: list[bytes], workers: int, env: dict[str, str]
+    home: Path, db_url: str | None, make: Bodies, workers: int, env: dict[str, str]
 ) -> tuple[float, int]:
-    """Spans/s of ``ett serve`` for ``bodies`` after 4 warm-up bodies, and the spans it holds."""
+    """Spans/s of ``ett serve`` for the bodies of ``make`` after 4 warm-up bodies, and the
+    spans it holds."""
     c = start_collector(home, db_url=db_url, workers=workers, env=env)
     try:
+        bodies = make()
         _post_all(c.url, bodies[:4])
         elapsed = _post_all(c.url, bodies[4:])
         spans = int(httpx.get(c.url + "/healthz", timeout=30).json()["spans"])
@@ -93,7 +114,7 @@ def serve_rate(
     return (len(bodies) - 4) * BATCH / elapsed, spans
 
 
-def run_sqlite(bodies: list[bytes], rounds: int, keep: bool, home: Path) -> None:
+def run_sqlite(make: Bodies, rounds: int, keep: bool, home: Path) -> None:
     modes = {
         "default (600 s)": {"ETT_LIVE_REFRESH_S": "5"},
         "fold at ingest (0)": {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": "0"},
@@ -103,11 +124,12 @@ def run_sqlite(bodies: list[bytes], rounds: int, keep: bool, home: Path) -> None
     rates: dict[str, list[float]] = {m: [] for m in modes}
     raw: list[float] = []
     sizes: dict[str, float] = {}
+    bodies = make()
     for r in range(rounds):  # interleaved: the machine's load falls on both alike
         raw.append(_raw_insert_rate(f"sqlite:///{home / f'raw{r}.db'}", bodies))
         for k, (mode, env) in enumerate(modes.items()):
             h = home / f"serve{r}-{k}"
-            rate, spans = serve_rate(h, None, bodies, 1, env)
+            rate, spans = serve_rate(h, None, make, 1, env)
             rates[mode].append(rate)
             sizes[mode] = _sqlite_bytes(h / "collector.db") / spans
     ceiling = statistics.median(raw)
@@ -127,11 +149,12 @@ def run_sqlite(bodies: list[bytes], rounds: int, keep: bool, home: Path) -> None
         )
 
 
-def run_postgres(url: str, bodies: list[bytes], home: Path, env: dict[str, str]) -> None:
+def run_postgres(url: str, make: Bodies, home: Path, env: dict[str, str]) -> None:
     rates = {
-        w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), bodies, w, env)[0]
+        w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), make, w, env)[0]
         for w in (1, 2)
     }
+    bodies = make()
     raw = _raw_insert_rate(_sibling_db(url, "ceil_raw"), bodies)
     print(f"\n[postgresql] {len(bodies) * BATCH:,} heartbeat windows, batches of {BATCH}")
     print(f"  raw psycopg executemany : {raw:10,.0f} rows/s")
@@ -149,30 +172,42 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="also a run with raw windows kept")
     p.add_argument("--mixed", action="store_true", help="one span per rank in each body")
     p.add_argument("--postgres-url", help="an empty PostgreSQL database's URL")
+    p.add_argument(
+        "--dead",
+        action="store_true",
+        help="windows of a day long past (the jobs presumed dead as they are read: each save"
+        " computes their loop facts, a running job's every 300 s), as before 2026-12-02",
+    )
     args = p.parse_args()
-    bodies = fleet_bodies(args.jobs, args.ranks, args.batches, args.mixed)
+
+    def make() -> list[bytes]:
+        base = BASE if args.dead else live_base()
+        return fleet_bodies(args.jobs, args.ranks, args.batches, args.mixed, base)
+
     with tempfile.TemporaryDirectory() as tmp:
-        run_sqlite(bodies, args.rounds, args.keep, Path(tmp))
+        run_sqlite(make, args.rounds, args.keep, Path(tmp))
         if args.postgres_url:
             for retention in ("600", "0"):
                 env = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": retention}
                 print(f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}")
-                run_postgres(args.postgres_url, bodies, Path(tmp) / f"pg{retention}", env)
+                run_postgres(args.postgres_url, make, Path(tmp) / f"pg{retention}", env)
 
 
 @pytest.mark.performance
 def test_bench_sqlite(tmp_path: Path) -> None:
-    run_sqlite(fleet_bodies(20, 16, 120), 1, False, tmp_path)
+    run_sqlite(lambda: fleet_bodies(20, 16, 120, base=live_base()), 1, False, tmp_path)
 
 
 @pytest.mark.performance
 @pytest.mark.postgres
 def test_bench_postgres(tmp_path: Path, postgres_url: str) -> None:
-    bodies = fleet_bodies(20, 16, 160)
+    def make() -> list[bytes]:
+        return fleet_bodies(20, 16, 160, base=live_base())
+
     for retention in ("600", "0"):
         env = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": retention}
         print(f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}")
-        run_postgres(postgres_url, bodies, tmp_path / f"pg{retention}", env)
+        run_postgres(postgres_url, make, tmp_path / f"pg{retention}", env)
 
 
 if __name__ == "__main__":
