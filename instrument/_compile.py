@@ -3,7 +3,10 @@
 Dynamo runs the start callbacks when the outermost compilation starts and the end callbacks when
 it ends; it appends each frame's ``CompilationMetrics`` record just *after* the end callbacks. So
 a span is ended (at the end-callback instant) a moment later: by a short timer, by the next
-compilation's start, or by the session's end, whichever comes first. torch is imported lazily.
+compilation's start, or by the session's end, whichever comes first. The timer waits for the
+record: while none has appeared it looks again, with a growing delay, for up to
+``_FINALIZE_PATIENCE_S`` (a loaded machine can take longer than the first delay to append it).
+torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ._spans import SpanSink
 _CACHE_COUNTERS = ("inductor_fx_{}_cache_{}_count", "aotautograd_{}_cache_{}_count")
 _TRIGGERS = frozenset(t.value for t in semconv.CompileTriggerValues)
 _FINALIZE_DELAY_S = 0.25
+_FINALIZE_PATIENCE_S = 10.0
 
 
 def cache_status(hits: int, misses: int) -> str:
@@ -85,19 +89,41 @@ class CompileTracker:
             span, marker = self._open
             self._open = None
             self._pending = (span, marker, now)
+        self._arm(span, _FINALIZE_DELAY_S, 0.0)
+
+    def _arm(self, span: Span, delay_s: float, waited_s: float) -> None:
         try:
-            timer = threading.Timer(_FINALIZE_DELAY_S, self.finalize)
+            timer = threading.Timer(delay_s, self._on_timer, (span, delay_s, waited_s + delay_s))
             timer.daemon = True
             timer.start()
         except Exception:  # no thread: the next compilation or the session's end finalizes
             log_once("torch.compile_end", "compile end timer failed", exc_info=True)
 
-    def finalize(self) -> None:
-        """End the last compilation's span, with its frames and cache outcome."""
+    def _on_timer(self, span: Span, delay_s: float, waited_s: float) -> None:
+        """End ``span`` once dynamo has appended its record (or patience ran out); a span that
+        the next compilation or the session already ended is left alone."""
         with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is None:
+            pending = self._pending
+        if pending is None or pending[0] is not span:
             return
+        if waited_s < _FINALIZE_PATIENCE_S:
+            try:
+                records = _since(pending[1])
+            except Exception:
+                records = None
+            if records is not None and not records:  # not appended yet: look again later
+                self._arm(span, min(delay_s * 2, _FINALIZE_PATIENCE_S - waited_s), waited_s)
+                return
+        self.finalize(span)
+
+    def finalize(self, span: Span | None = None) -> None:
+        """End the last compilation's span (only if it is ``span``, when given), with its frames
+        and cache outcome."""
+        with self._lock:
+            pending = self._pending
+            if pending is None or (span is not None and pending[0] is not span):
+                return
+            self._pending = None
         span, marker, end_ns = pending
         try:
             records = _since(marker)
