@@ -41,7 +41,7 @@ from typing import Any
 from ett_collector.domain.model import JobState
 
 from ._conditions import Finding, OpenAlert, alert_key, held_open, labels_of
-from ._fleet import Fleet, JobFacts, Save
+from ._fleet import Fleet, JobFacts, Save, Window
 from ._lognormal import LogBaseline
 from ._stats import (
     RankBaseline,
@@ -489,6 +489,14 @@ def _ended(jobs: Sequence[JobFacts]) -> list[JobFacts]:
     return [j for j in jobs if j.state != JobState.RUNNING]
 
 
+def _samples(
+    w: Window, startups: bool, saving: bool
+) -> tuple[list[JobFacts], list[JobFacts], list[Save]]:
+    """The ended jobs of ``w``, and its first start-ups and saves where the rule has those
+    views (none where it has not)."""
+    return _ended(w.members()), w.started() if startups else [], w.saves() if saving else []
+
+
 def tests_at(
     rule: Rule,
     fleet: Fleet,
@@ -507,22 +515,16 @@ def tests_at(
     saving = SAVE_VIEW in rule.components
     by = rule.by
     for key in fleet.groups(by):
-        now = fleet.ranges(by, key, t, rule.window_s)
-        recent = _ended(fleet.members(by, key, t, rule.window_s))
-        started = fleet.started(by, key, t, rule.window_s) if startups else []
-        saves = fleet.saves(by, key, t, rule.window_s) if saving else []
+        now = fleet.window(by, key, t, rule.window_s)
+        recent, started, saves = _samples(now, startups, saving)
         if len(recent) < rule.min_jobs and len(started) < rule.min_jobs and len(saves) < 1:
             continue
-        bases: dict[float, tuple[Any, list[JobFacts], list[JobFacts], list[Save]]] = {}
+        bases: dict[float, tuple[Window, list[JobFacts], list[JobFacts], list[Save]]] = {}
         for c in rule.components:
             until = frozen.get((key, c), t - rule.window_s)
             if until not in bases:
-                bases[until] = (
-                    fleet.ranges(by, key, until, length),
-                    _ended(fleet.members(by, key, until, length)),
-                    fleet.started(by, key, until, length) if startups else [],
-                    fleet.saves(by, key, until, length) if saving else [],
-                )
+                then = fleet.window(by, key, until, length)
+                bases[until] = (then, *_samples(then, startups, saving))
             then, base, base_started, base_saves = bases[until]
             scan = (key, c) not in frozen  # an open incident is judged on its whole window
             views: list[tuple[int, Callable[..., Test | None], tuple[Any, ...]]] = [
@@ -538,9 +540,9 @@ def tests_at(
                 mine = _since(saves, onset, rule.min_jobs)
                 views.append((2, _save_test, (rule, key, mine, base_saves, until, scan)))
             test: Test | None = None
-            for n, fn, args in views:  # n: the population's index in Fleet.ranges
+            for n, fn, args in views:  # n: the population's index in Window.ranges
                 slot = (rule.name, by, key, c, n)
-                inputs = (now[n], then[n], scan, onset if n == 2 else None)
+                inputs = (now.ranges[n], then.ranges[n], scan, onset if n == 2 else None)
                 test = _either(test, fleet.memo(slot, inputs, fn, *args))
             if test is not None:
                 out.append(replace(test, baseline_until=until))

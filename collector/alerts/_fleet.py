@@ -254,7 +254,7 @@ class _Group:
 
     def span(self, lo: float, hi: float) -> tuple[int, int]:
         """Index range of jobs with end in ``(lo, hi]``."""
-        return bisect.bisect_right(self.ends, lo), bisect.bisect_right(self.ends, hi)
+        return _between(self.ends, lo, hi)
 
     def sums(self, lo: float, hi: float) -> WindowSums:
         i, k = self.span(lo, hi)
@@ -273,27 +273,46 @@ class _Group:
         i, k = self.span(lo, hi)
         return self.jobs[i:k]
 
-    def started(self, lo: float, hi: float) -> list[JobFacts]:
-        """Jobs whose first attempt reached its first batch in ``(lo, hi]``, by that instant."""
-        i = bisect.bisect_right(self.first_batches, lo)
-        return self.starters[i : bisect.bisect_right(self.first_batches, hi)]
-
-    def ranges(self, lo: float, hi: float) -> tuple[tuple[int, int], ...]:
-        """The index ranges of :meth:`members`, :meth:`started` and :meth:`saves_in` over
-        ``(lo, hi]``: equal ranges, equal samples."""
-        return (
+    def window(self, lo: float, hi: float) -> Window:
+        """The jobs, first start-ups and saves in ``(lo, hi]``."""
+        ranges = (
             self.span(lo, hi),
-            (
-                bisect.bisect_right(self.first_batches, lo),
-                bisect.bisect_right(self.first_batches, hi),
-            ),
-            (bisect.bisect_right(self.save_ends, lo), bisect.bisect_right(self.save_ends, hi)),
+            _between(self.first_batches, lo, hi),
+            _between(self.save_ends, lo, hi),
         )
+        return Window(self, ranges)
 
-    def saves_in(self, lo: float, hi: float) -> list[Save]:
-        """Checkpoint saves that ended in ``(lo, hi]``, by end."""
-        i = bisect.bisect_right(self.save_ends, lo)
-        return self.saves[i : bisect.bisect_right(self.save_ends, hi)]
+
+def _between(keys: Sequence[float], lo: float, hi: float) -> tuple[int, int]:
+    """Index range of the sorted ``keys`` in ``(lo, hi]``."""
+    return bisect.bisect_right(keys, lo), bisect.bisect_right(keys, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Which of a group's jobs, first start-ups and saves fall in one window: index ranges into
+    the group's lists (by end, by first batch, by save end), bisected once and sliced on demand.
+    Equal ranges, equal samples (the inputs of :meth:`Fleet.memo`)."""
+
+    group: _Group
+    ranges: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    """Of :meth:`members`, :meth:`started` and :meth:`saves`, in that order."""
+
+    def members(self) -> list[JobFacts]:
+        """The jobs that ended in the window, by end."""
+        i, k = self.ranges[0]
+        return self.group.jobs[i:k]
+
+    def started(self) -> list[JobFacts]:
+        """The jobs whose first attempt reached its first batch in the window, by that instant."""
+        i, k = self.ranges[1]
+        return self.group.starters[i:k]
+
+    def saves(self) -> list[Save]:
+        """The checkpoint saves that ended in the window, ``(end, blocking seconds, job)`` each,
+        by end."""
+        i, k = self.ranges[2]
+        return self.group.saves[i:k]
 
 
 class Fleet:
@@ -321,17 +340,11 @@ class Fleet:
         """The group's jobs that ended in ``(t - window_s, t]``, by end."""
         return self._groups[by][key].members(t - window_s, t)
 
-    def started(self, by: GroupKey, key: str, t: float, window_s: float) -> list[JobFacts]:
-        """The group's jobs (running ones too) whose first attempt reached its first batch in
-        ``(t - window_s, t]``, by that instant."""
-        return self._groups[by][key].started(t - window_s, t)
-
-    def ranges(
-        self, by: GroupKey, key: str, t: float, window_s: float
-    ) -> tuple[tuple[int, int], ...]:
-        """Which of the group's jobs, first start-ups and saves fall in ``(t - window_s, t]``,
-        as index ranges (:meth:`members`, :meth:`started`, :meth:`saves`)."""
-        return self._groups[by][key].ranges(t - window_s, t)
+    def window(self, by: GroupKey, key: str, t: float, window_s: float) -> Window:
+        """The group's jobs that ended in ``(t - window_s, t]`` (:meth:`members`), its jobs
+        (running ones too) whose first attempt reached its first batch then, and its checkpoint
+        saves (running jobs' too) that ended then (:class:`Window`)."""
+        return self._groups[by][key].window(t - window_s, t)
 
     def memo(self, slot: Hashable, inputs: Hashable, compute: Callable[..., T], *args: Any) -> T:
         """``compute(*args)``, or its value from the last call of ``slot`` when that call had
@@ -344,11 +357,6 @@ class Fleet:
         value = compute(*args)
         self._memo[slot] = (inputs, value)
         return value
-
-    def saves(self, by: GroupKey, key: str, t: float, window_s: float) -> list[Save]:
-        """The group's checkpoint saves (running jobs' too) that ended in ``(t - window_s, t]``:
-        ``(end, blocking seconds, job)`` each, by end."""
-        return self._groups[by][key].saves_in(t - window_s, t)
 
     def live(self, by: GroupKey, key: str, state: str) -> list[JobFacts]:
         """The group's jobs whose stored state is ``state`` (running, presumed_dead)."""

@@ -1,6 +1,9 @@
 """A small fleet of finished jobs, as spans, for the alert tests: one job per model every half hour,
 start-up phases charged to known components, and a planted regression of one component of one
-model between two instants. The spans go through the real pipeline (store, summarize)."""
+model between two instants. The spans go through the real pipeline (store, summarize).
+
+Also the job facts that the alert views read, built directly (:func:`job_facts`), for the tests
+that plant their truth in the facts rather than in spans."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import itertools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ett import semconv as sc
+from ett_collector.alerts import JobFacts
 from ett_collector.domain import SpanRecord
 
 _ids = itertools.count(1)
@@ -115,3 +120,36 @@ def load(store: object, jobs: list[tuple[str, str, float, float, list[SpanRecord
         pipeline.ingest(batch[i : i + 5000])
     while pipeline.recompute_dirty(limit=1000):
         pass
+
+
+def job_facts(
+    job_id: str,
+    model: str,
+    alloc: float,
+    end: float,
+    running: bool,
+    lost: dict[str, float],
+    **extra: Any,
+) -> JobFacts:
+    """The facts of a job of 8 GPUs (team ads) from ``alloc`` to ``end``, a ``running`` one's so
+    far (``end``: when it is seen), that lost ``lost`` seconds by component, all of them idle:
+    its blocking is the checkpoint's, its productive time the rest of its wall time. ``extra``:
+    the other fields (``tts`` at least)."""
+    wall = end - alloc
+    return JobFacts(
+        job_id=job_id,
+        model=model,
+        team="ads",
+        state="running" if running else "completed",
+        alloc=alloc,
+        end=end,
+        wall=wall,
+        productive=wall - sum(lost.values()),
+        idle=sum(lost.values()),
+        failure=0.0,
+        blocking=lost.get("checkpoint", 0.0),
+        unsaved=0.0,
+        lost=lost,
+        gpus=8,
+        **extra,
+    )

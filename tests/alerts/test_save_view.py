@@ -6,9 +6,11 @@ to the job's checkpoint blocking."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
+from fleet_builder import job_facts
 
 from ett_collector.alerts import Fleet, JobFacts, evaluate, load_facts, replay
 from ett_collector.alerts._backtest import instants
@@ -48,23 +50,14 @@ def job(i: int, alloc: float, model: str, rng: random.Random, slow: object, now:
         saves.append((at + seconds, seconds))
         at += seconds + EVERY_S
     blocking = sum(x for _, x in saves)
-    wall = end - alloc
-    return JobFacts(
-        job_id=job_id,
-        model=model,
-        team="ads",
-        state="running" if running else "completed",
-        alloc=alloc,
-        end=end,
-        wall=wall,
-        productive=wall - 60.0 - blocking,
-        idle=60.0 + blocking,
-        failure=0.0,
-        blocking=blocking,
-        unsaved=0.0,
+    return job_facts(
+        job_id,
+        model,
+        alloc,
+        end,
+        running,
+        {"model": 60.0, "checkpoint": blocking},
         tts=60.0,
-        lost={"model": 60.0, "checkpoint": blocking},
-        gpus=8,
         checkpoint_mode=mode if saves else None,
         first_batch=alloc + 60.0,
         startup={"model": 60.0},
@@ -108,12 +101,8 @@ def test_slower_saves_fire_hours_before_the_jobs_that_show_them_end() -> None:
     assert onset - HOUR <= f.figures["onset"] <= onset + HOUR
     assert set(f.jobs) <= {j.job_id for j, _ in slow_saves}
     # without the saves the same fleet shows nothing yet
-    blind = [JobFacts(**{**_fields(j), "saves": ()}) for j in jobs]
+    blind = [dataclasses.replace(j, saves=()) for j in jobs]
     assert evaluate(rule, Fleet(blind), now, live=False, active={}) == []
-
-
-def _fields(j: JobFacts) -> dict[str, object]:
-    return {name: getattr(j, name) for name in JobFacts.__dataclass_fields__}
 
 
 def test_one_job_with_slow_saves_is_not_an_alert_two_are() -> None:

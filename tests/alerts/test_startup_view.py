@@ -6,8 +6,11 @@ checkpoint mode."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
+
+from fleet_builder import job_facts
 
 from ett_collector.alerts import Fleet, JobFacts, evaluate, load_facts, replay
 from ett_collector.alerts._backtest import instants
@@ -39,24 +42,15 @@ def job(
     end = alloc + JOB_HOURS * HOUR * rng.uniform(0.8, 1.2)
     running = end > now
     end = min(end, now)
-    wall = end - alloc
-    lost = {**startup, "checkpoint": 40.0 * wall / HOUR * rng.lognormvariate(0, 0.3)}
-    return JobFacts(
-        job_id=f"{model}-{i:04d}",
-        model=model,
-        team="ads",
-        state="running" if running else "completed",
-        alloc=alloc,
-        end=end,
-        wall=wall,
-        productive=wall - sum(lost.values()),
-        idle=sum(lost.values()),
-        failure=0.0,
-        blocking=lost["checkpoint"],
-        unsaved=0.0,
+    lost = {**startup, "checkpoint": 40.0 * (end - alloc) / HOUR * rng.lognormvariate(0, 0.3)}
+    return job_facts(
+        f"{model}-{i:04d}",
+        model,
+        alloc,
+        end,
+        running,
+        lost,
         tts=first_batch - alloc,
-        lost=lost,
-        gpus=8,
         first_batch=first_batch if first_batch <= now else None,
         startup=startup if first_batch <= now else {},
     )
@@ -93,12 +87,8 @@ def test_a_slower_start_up_fires_before_the_jobs_that_show_it_end() -> None:
     assert onset - 6 * HOUR <= f.figures["onset"] <= onset + 6 * HOUR
     assert set(f.jobs) <= {j.job_id for j in slow}
     # without the start-up view (no first batches known) the same fleet shows nothing yet
-    blind = [JobFacts(**{**_fields(j), "first_batch": None, "startup": {}}) for j in jobs]
+    blind = [dataclasses.replace(j, first_batch=None, startup={}) for j in jobs]
     assert evaluate(rule, Fleet(blind), now, live=False, active={}) == []
-
-
-def _fields(j: JobFacts) -> dict[str, object]:
-    return {name: getattr(j, name) for name in JobFacts.__dataclass_fields__}
 
 
 def test_a_flat_fleet_stays_quiet_in_the_start_up_view() -> None:
