@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import ColumnElement, Engine, func, select
 
 from ett_collector.schemas import LostTimeJSON
 from ett_collector.storage import _advice, _lost_time, _timeseries
@@ -29,22 +29,29 @@ def job_summaries(engine: Engine, since: float | None) -> list[dict[str, Any]]:
     return summaries
 
 
+def _ended_after(since: float | None) -> ColumnElement[bool]:
+    """Segments of the jobs whose stored end is after ``since`` (None: of every computed job).
+    The jobs are found by ``ix_job_figures_end`` and their segments by the primary key, so a
+    read of the last days costs those days, not every segment kept (a join let SQLite scan
+    ``segments`` whole and filter by end afterwards)."""
+    fig = job_figures.c
+    jobs = select(fig.job_id) if since is None else select(fig.job_id).where(fig.end > since)
+    return segments.c.job_id.in_(jobs)
+
+
 def first_startups(engine: Engine, since: float | None) -> dict[str, dict[str, float]]:
     """Seconds of each component in the first attempt's start-up (attempt 0, ``startup``
     segments in the ``idle`` category: a start-up that failed is the failure's), by job, for
     every job whose stored end is after ``since`` (None: all). A start-up is whole once the
     attempt's first batch has come, while the job runs on: the alerts' earliest evidence of a
     slower start-up (``collector/alerts/_detect.py``)."""
-    seg, fig = segments.c, job_figures.c
+    seg = segments.c
     seconds = func.sum((seg.end - seg.start) * seg.share)
     query = (
         select(seg.job_id, seg.component, seconds)
-        .join(job_figures, fig.job_id == seg.job_id)
-        .where(seg.attempt == 0, seg.kind == "startup", seg.category == "idle")
+        .where(_ended_after(since), seg.attempt == 0, seg.kind == "startup", seg.category == "idle")
         .group_by(seg.job_id, seg.component)
     )
-    if since is not None:
-        query = query.where(fig.end > since)
     out: dict[str, dict[str, float]] = {}
     with engine.connect() as conn:
         for job_id, component, total in conn.execute(query):
@@ -64,15 +71,12 @@ def checkpoint_saves(engine: Engine, since: float | None) -> dict[str, list[tupl
     order, for every job whose stored end is after ``since`` (None: all). A save is whole once
     it ended, while the job trains on: the alerts' earliest evidence of slower saves
     (``collector/alerts/_detect.py``)."""
-    seg, fig = segments.c, job_figures.c
+    seg = segments.c
     query = (
         select(seg.job_id, seg.start, seg.end, seg.share)
-        .join(job_figures, fig.job_id == seg.job_id)
-        .where(seg.kind == "cutout", seg.component == "checkpoint")
+        .where(_ended_after(since), seg.kind == "cutout", seg.component == "checkpoint")
         .order_by(seg.job_id, seg.seg, seg.part)
     )
-    if since is not None:
-        query = query.where(fig.end > since)
     out: dict[str, list[tuple[float, float]]] = {}
     last: dict[str, float] = {}
     with engine.connect() as conn:
