@@ -138,8 +138,10 @@ class JobJSON(_JobHeadJSON, TimeSplitJSON):
     ``computed_at`` (unix seconds) is when the figures were derived; ``fresh`` is False when
     spans arrived since then that the figures do not include yet (both added on read).
     ``checkpoint_restore_s`` (start-up seconds charged to checkpoint: the restores),
-    ``checkpoint_blocking_stats`` (per save) and ``blocking_events`` (user-named, by name) are
-    always written; figures stored before they existed lack them until ``ett recompute``.
+    ``checkpoint_blocking_stats`` (per save), ``blocking_events`` (user-named, by name) and
+    ``startup_compile_cache`` (the first attempt's start-up compiles: ``hit``, ``miss``,
+    ``partial``, ``off``; None without one) are always written; figures stored before they
+    existed lack them until ``ett recompute``.
     """
 
     tts_s: float | None
@@ -158,6 +160,7 @@ class JobJSON(_JobHeadJSON, TimeSplitJSON):
     checkpoint_restore_s: NotRequired[float]
     checkpoint_blocking_stats: NotRequired[BlockingStatsJSON]
     blocking_events: NotRequired[list[BlockingEventJSON]]
+    startup_compile_cache: NotRequired[str | None]
     segments: NotRequired[list[SegmentJSON]]
     computed_at: NotRequired[float]
     fresh: NotRequired[bool]
@@ -280,6 +283,7 @@ def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
         "checkpoint_restore_s": s.checkpoint_restore_s,
         "checkpoint_blocking_stats": blocking_stats_json(s.checkpoint_blocking_stats),
         "blocking_events": [blocking_event_json(e) for e in s.blocking_events],
+        "startup_compile_cache": s.startup_compile_cache,
     }
     if with_segments:
         out["segments"] = [segment_json(seg) for seg in s.segments]

@@ -82,12 +82,21 @@ def _checkpoint_mode(j: JobFacts) -> str:
     return j.checkpoint_mode or "unknown"
 
 
-STRATA: dict[str, Callable[[JobFacts], str]] = {"checkpoint": _checkpoint_mode}
+def _compile_cache(j: JobFacts) -> str:
+    return j.compile_cache or "unknown"
+
+
+STRATA: dict[str, Callable[[JobFacts], str]] = {
+    "checkpoint": _checkpoint_mode,
+    "compile": _compile_cache,
+}
 """Components whose jobs are of kinds that differ by more than any change the rule should
-wait for: ``checkpoint`` (sync saves block ~7x longer than async ones; ``ett.checkpoint.mode``).
-Their rank test is stratified (:class:`StratifiedRankBaseline`): a job is ranked among the
-baseline jobs of its own kind, so an async job whose saves tripled is not hidden among the
-sync ones."""
+wait for: ``checkpoint`` (sync saves block ~7x longer than async ones; ``ett.checkpoint.mode``)
+and ``compile`` (a start-up compile with a cold cache takes ~8x one with a warm cache: the
+first attempt's ``ett.compile.cache``). Their rank test is stratified
+(:class:`StratifiedRankBaseline`) in each view of jobs (per job-hour and per first start-up): a
+job is ranked among the baseline jobs of its own kind, so an async job whose saves tripled, or
+a warm-cache compile that tripled, is not hidden among the other kind's jobs."""
 
 
 def _end(j: JobFacts) -> float:
@@ -127,6 +136,9 @@ class Test:
     """The jobs that show the change, worst first, when the samples are not jobs."""
     change_point: Callable[[], float] | None = None
     """The onset, when the samples are not jobs (computed only for an alert that fires)."""
+    stratum: Callable[[JobFacts], str] | None = None
+    """The kind of job each recent job was ranked and costed among, when the test was
+    stratified (:data:`STRATA`): its baseline value is its own kind's."""
 
 
 def _wall_hours(j: JobFacts) -> float:
@@ -226,9 +238,9 @@ def _component_test(
     """The rank test of component ``c`` of the recent jobs against the baseline's (scanned over
     the newest suffixes when ``scan``): seconds per job-hour of the training jobs, seconds per
     job of the standalone ones (``publish``), seconds of the first start-up (``startups``: the
-    jobs are those that reached their first batch in the windows). With ``test: lognormal`` the
-    predictive t-test of the log values instead, scanned from one job, where
-    :meth:`LogBaseline.fits`."""
+    jobs are those that reached their first batch in the windows), stratified for the
+    components of :data:`STRATA`. With ``test: lognormal`` the predictive t-test of the log
+    values instead, scanned from one job, where :meth:`LogBaseline.fits`."""
     trained = population != "publishing"  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
@@ -249,7 +261,7 @@ def _component_test(
     lognormal = rule.test == "lognormal" and LogBaseline.fits(ys, xs)
     least = LogBaseline.least if lognormal else rule.min_jobs
     sizes = suffix_sizes(len(newest), least) if scan else [len(newest)]
-    stratum = STRATA.get(c) if per_hour else None
+    stratum = None if lognormal else STRATA.get(c)
     if lognormal:
         ps = LogBaseline(ys).scan(xs, sizes)
     elif stratum is not None:
@@ -259,12 +271,25 @@ def _component_test(
         ps = RankBaseline(ys).scan(xs, sizes)
     p, k = weighted_scan(ps, sizes)
     part, mine = newest[:k], xs[:k]
-    if per_hour:
-        now = _pooled(part, c)
-        extra = sum((j.lost.get(c, 0.0) - then * _wall_hours(j)) * j.gpus for j in part)
+    # each recent job against its own stratum's baseline; one whose stratum the baseline
+    # lacks is no evidence, of the test (StratifiedRankBaseline) or of the cost
+    if stratum is None:
+        known = [(j, x, then) for j, x in zip(part, mine, strict=True)]
     else:
-        now = sum(mine) / k
-        extra = sum((x - then) * j.gpus for x, j in zip(mine, part, strict=True))
+        own = _own_baselines(stratum, bj, ys, c, per_hour)
+        kinds = [stratum(j) for j in part]
+        known = [(j, x, own[s]) for j, x, s in zip(part, mine, kinds, strict=True) if s in own]
+    if per_hour:
+        hours = sum(_wall_hours(j) for j, _, _ in known)
+        now = _pooled([j for j, _, _ in known], c)
+        if stratum is not None and hours > 0:
+            then = sum(e * _wall_hours(j) for j, _, e in known) / hours
+        extra = sum((j.lost.get(c, 0.0) - e * _wall_hours(j)) * j.gpus for j, _, e in known)
+    else:
+        now = sum(x for _, x, _ in known) / len(known) if known else 0.0
+        if stratum is not None and known:
+            then = sum(e for _, _, e in known) / len(known)
+        extra = sum((x - e) * j.gpus for j, x, e in known)
     varies = min(min(ys), *mine) < max(max(ys), *mine)
     return Test(
         key=key,
@@ -281,7 +306,25 @@ def _component_test(
         varies=varies,
         population=population,
         when=when,
+        stratum=stratum,
     )
+
+
+def _own_baselines(
+    stratum: Callable[[JobFacts], str],
+    bj: Sequence[JobFacts],
+    ys: Sequence[float],
+    c: str,
+    per_hour: bool,
+) -> dict[str, float]:
+    """Each stratum's baseline value of component ``c``: the pooled seconds per job-hour of its
+    baseline jobs (``per_hour``), else the mean of their values ``ys``."""
+    groups: dict[str, list[tuple[JobFacts, float]]] = {}
+    for j, y in zip(bj, ys, strict=True):
+        groups.setdefault(stratum(j), []).append((j, y))
+    if per_hour:
+        return {s: _pooled([j for j, _ in g], c) for s, g in groups.items()}
+    return {s: sum(y for _, y in g) / len(g) for s, g in groups.items()}
 
 
 def _either(a: Test | None, b: Test | None) -> Test | None:
@@ -618,13 +661,27 @@ def _annotations(test: Test) -> dict[str, Any]:
 
 
 def _showing(test: Test) -> list[JobFacts]:
-    """The recent jobs above the baseline's median, worst first (all recent ones if none)."""
+    """The recent jobs above the baseline's median (their own stratum's, when the test was
+    stratified), worst first: by their value over that median, then by value (all recent ones
+    if none is above)."""
     if test.shown:
         return list(test.shown)
-    base = sorted(test.value_of(j) for j in test.baseline)
-    median = base[len(base) // 2] if base else 0.0
-    ranked = sorted(test.recent, key=lambda j: (-test.value_of(j), j.job_id))
-    above = [j for j in ranked if test.value_of(j) > median]
+    kind = test.stratum or (lambda j: "")
+    values: dict[str, list[float]] = {}
+    for j in test.baseline:
+        values.setdefault(kind(j), []).append(test.value_of(j))
+    medians = {s: sorted(v)[len(v) // 2] for s, v in values.items()}
+    lacking = 0.0 if test.stratum is None else math.inf  # a stratum the baseline lacks: none
+
+    def median(j: JobFacts) -> float:
+        return medians.get(kind(j), lacking)
+
+    def worse(j: JobFacts) -> tuple[float, float, str]:
+        x, m = test.value_of(j), median(j)
+        return -(x / m if m > 0 else math.inf), -x, j.job_id
+
+    ranked = sorted(test.recent, key=worse)
+    above = [j for j in ranked if test.value_of(j) > median(j)]
     return above or ranked
 
 

@@ -92,6 +92,10 @@ class JobFacts(Seconds):
     checkpoint_mode: str | None = None
     """``async`` when at least half of the job's saves were async, ``sync`` when fewer, None
     without a save or in figures stored before the count existed."""
+    compile_cache: str | None = None
+    """The cache outcome of the first attempt's start-up compiles (``hit``, ``miss``,
+    ``partial``, ``off``: the summary's ``startup_compile_cache``), None without a start-up
+    compile or in figures stored before the field existed."""
     first_batch: float | None = None
     """When the first attempt reached its first batch (None: it did not, or not yet)."""
     startup: dict[str, float] = field(default_factory=dict)
@@ -157,6 +161,7 @@ def facts_from_summary(
         trained=summary.get("tts_s") is not None or float(summary["productive_s"]) > 0,
         failures=int(summary.get("failures") or 0),
         checkpoint_mode=_checkpoint_mode(summary.get("checkpoint_blocking_stats")),
+        compile_cache=_str_or_none(summary.get("startup_compile_cache")),
         first_batch=None if first_batch is None else float(first_batch),
         startup=_folded(startup or {}) if first_batch is not None else {},
         saves=tuple((float(e), float(x)) for e, x in saves),
@@ -169,6 +174,11 @@ def _checkpoint_mode(stats: Any) -> str | None:
     if not isinstance(stats, dict) or "async_count" not in stats or not stats.get("count"):
         return None
     return "async" if 2 * int(stats["async_count"]) >= int(stats["count"]) else "sync"
+
+
+def _str_or_none(value: Any) -> str | None:
+    """A stored word, or None when it is missing, empty or not a string."""
+    return value if isinstance(value, str) and value else None
 
 
 def _loop(facts: Any) -> dict[str, Any]:

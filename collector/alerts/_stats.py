@@ -7,8 +7,8 @@ least as far from the baseline as the one seen. Their assumptions (see ``docs/al
   independent draws, and under no change they come from one distribution (exchangeable). It
   assumes nothing of its shape: lost seconds per job-hour are skewed, zero-inflated and
   multi-modal (sync and async checkpoints), where a t-test's normality would not hold.
-- :class:`StratifiedRankBaseline`: the same within each stratum (jobs of one checkpoint mode),
-  the strata independent of each other.
+- :class:`StratifiedRankBaseline`: the same within each stratum (jobs of one checkpoint mode, or
+  of one start-up compile-cache outcome), the strata independent of each other.
 - :func:`poisson_rate_greater`: failures are a Poisson process in training time, with one rate
   in the baseline and, under no change, the same rate in the recent window. Conditional on the
   total count, the recent count is binomial (the exact conditional test of two Poisson rates).

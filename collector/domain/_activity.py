@@ -220,6 +220,26 @@ def _compiles(
         )
 
 
+def startup_compile_cache(spans: Iterable[SpanRecord]) -> str | None:
+    """The compile-cache outcome of the first attempt's start-up: its ``ett.compile`` spans
+    (attempt 0's, over ranks) that are :attr:`Compile.in_startup`, said as one compile says
+    its lookups: ``partial`` when they found both hits and misses (a ``partial`` compile, or a
+    hit beside a miss), else ``hit`` or ``miss``; ``off`` when none looked the cache up (``off``
+    or unsaid); None without a start-up compile."""
+    first = [s for s in spans if s.attempt == 0]
+    trained = _trained_at(s for s in first if s.name == sc.SPAN_FIRST_BATCH)
+    compiles = _compiles((s for s in first if s.name == sc.SPAN_COMPILE), trained)
+    said = {c.cache if isinstance(c.cache, str) else None for c in compiles if c.in_startup}
+    if not said:
+        return None
+    values = sc.CompileCacheValues
+    hit = bool(said & {values.HIT.value, values.PARTIAL.value})
+    miss = bool(said & {values.MISS.value, values.PARTIAL.value})
+    if hit and miss:
+        return values.PARTIAL.value
+    return values.HIT.value if hit else values.MISS.value if miss else values.OFF.value
+
+
 def _failures(spans: Iterable[SpanRecord]) -> Iterable[Failure]:
     for s in spans:
         yield Failure(

@@ -208,3 +208,6 @@ class JobSummary(TimeSplit):
     """Per-save checkpoint blocking (count, min, mean, max, p95)."""
     blocking_events: tuple[BlockingEvent, ...] = ()
     """The user-named blocking events, by name and component, most seconds first."""
+    startup_compile_cache: str | None = None
+    """The first attempt's start-up compiles' cache outcome: ``hit``, ``miss``, ``partial`` (a
+    mix) or ``off`` (no lookup); None without a start-up compile."""

@@ -2,8 +2,8 @@
 start-up phases charged to known components, and a planted regression of one component of one
 model between two instants. The spans go through the real pipeline (store, summarize).
 
-Also the job facts that the alert views read, built directly (:func:`job_facts`), for the tests
-that plant their truth in the facts rather than in spans."""
+Also the job facts that the alert views read, built directly (:func:`job_facts`,
+:func:`startup_job`), for the tests that plant their truth in the facts rather than in spans."""
 
 from __future__ import annotations
 
@@ -152,4 +152,29 @@ def job_facts(
         lost=lost,
         gpus=8,
         **extra,
+    )
+
+
+def startup_job(
+    job_id: str,
+    model: str,
+    alloc: float,
+    startup: dict[str, float],
+    rng: random.Random,
+    now: float,
+    **extra: Any,
+) -> JobFacts:
+    """The facts of a 12 h job (:func:`job_facts`; its length uniform within 20 %) whose first
+    start-up spent ``startup`` seconds by component, and that checkpoints ~40 s an hour
+    (log-normal, sigma 0.3). Seen at ``now``: a job that would end later is running, its
+    figures so far, its start-up once its first batch has come. ``extra``: the other fields."""
+    first_batch = alloc + sum(startup.values())
+    end = alloc + 12 * 3600.0 * rng.uniform(0.8, 1.2)
+    running = end > now
+    end = min(end, now)
+    lost = {**startup, "checkpoint": 40.0 * (end - alloc) / 3600.0 * rng.lognormvariate(0, 0.3)}
+    started = first_batch <= now
+    seen = {"first_batch": first_batch if started else None, "startup": startup if started else {}}
+    return job_facts(
+        job_id, model, alloc, end, running, lost, tts=first_batch - alloc, **seen, **extra
     )

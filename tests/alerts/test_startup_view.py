@@ -2,7 +2,7 @@
 reached their first batch after it, running ones included, hours before any of them ends; a
 flat fleet stays quiet; the backtest steps through first batches; and the facts of a simulated
 fleet carry first start-ups that tile each job's allocation to its first batch, and each job's
-checkpoint mode."""
+checkpoint mode and start-up compile-cache outcome."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dataclasses
 import random
 from pathlib import Path
 
-from fleet_builder import job_facts
+from fleet_builder import startup_job
 
 from ett_collector.alerts import Fleet, JobFacts, evaluate, load_facts, replay
 from ett_collector.alerts._backtest import instants
@@ -20,7 +20,6 @@ from ett_simulator import simulate_into_db
 
 HOUR, DAY = 3600.0, 86400.0
 T0 = 1_800_000_000.0
-JOB_HOURS = 12.0
 
 
 def rules() -> RuleSet:
@@ -31,29 +30,13 @@ def rules() -> RuleSet:
 def job(
     i: int, alloc: float, model: str, rng: random.Random, factor: float, now: float
 ) -> JobFacts:
-    """A 12 h job of 8 GPUs whose first start-up spends ~20 s scheduling (times ``factor``) and
-    ~25 s building the model; checkpoints ~40 s per hour. Seen at ``now``: a job that would end
-    later is running, its figures so far."""
+    """A 12 h job of 8 GPUs (:func:`startup_job`) whose first start-up spends ~20 s scheduling
+    (times ``factor``) and ~25 s building the model."""
     startup = {
         "scheduler": 20.0 * rng.lognormvariate(0, 0.6) * factor,
         "model": 25.0 * rng.lognormvariate(0, 0.4),
     }
-    first_batch = alloc + sum(startup.values())
-    end = alloc + JOB_HOURS * HOUR * rng.uniform(0.8, 1.2)
-    running = end > now
-    end = min(end, now)
-    lost = {**startup, "checkpoint": 40.0 * (end - alloc) / HOUR * rng.lognormvariate(0, 0.3)}
-    return job_facts(
-        f"{model}-{i:04d}",
-        model,
-        alloc,
-        end,
-        running,
-        lost,
-        tts=first_batch - alloc,
-        first_batch=first_batch if first_batch <= now else None,
-        startup=startup if first_batch <= now else {},
-    )
+    return startup_job(f"{model}-{i:04d}", model, alloc, startup, rng, now)
 
 
 def fleet(seed: int, onset: float | None, now: float, per_day: int = 6) -> list[JobFacts]:
@@ -131,5 +114,8 @@ def test_simulated_first_start_ups_tile_the_allocation_to_the_first_batch(tmp_pa
     # the checkpoint mode of each job (the stratum of its checkpoint test) comes through too:
     # the profile's jobs save async with probability 0.6
     assert {j.checkpoint_mode for j in trained} == {"sync", "async"}
+    # and its first start-up's compile-cache outcome (the stratum of its compile test): the
+    # profile's first attempts find a warm cache with probability 0.3
+    assert {j.compile_cache for j in trained} == {"hit", "miss"}
     publishing = [j for j in facts if not j.trained]
     assert publishing and all(not j.startup for j in publishing if j.first_batch is None)
