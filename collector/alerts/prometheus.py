@@ -245,8 +245,8 @@ def approximation_note(rule: Rule) -> str:
     return (
         f"PromQL approximation of the built-in {rule.kind.value} rule {rule.name} (ett serve): "
         f"a ratio (the recent rate more than {RATIO:g}x the baseline's) where it runs rank and "
-        "Poisson tests; no start-up or save views of running jobs and no checkpoint strata; "
-        "no Benjamini-Hochberg; no frozen baseline (it resolves when the ratio "
+        "Poisson tests; no start-up or save views of running jobs and no checkpoint or "
+        "compile strata; no Benjamini-Hochberg; no frozen baseline (it resolves when the ratio "
         "drops, and learns a regression longer than its baseline); the effect floor in "
         "job-hours, not GPU-hours (the series have no GPU count); every component per "
         f"job-hour. See {SECTION}."
