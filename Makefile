@@ -32,8 +32,8 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-test: setup lint typecheck
-	$(PY) -m pytest -m "not performance" $(PYTEST_ARGS)
+test: setup lint typecheck  # --durations: the slowest tests, to keep the suite under 20 minutes
+	$(PY) -m pytest -m "not performance" --durations=25 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m pytest -m performance -s tests/performance $(PYTEST_ARGS)
