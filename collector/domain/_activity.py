@@ -226,9 +226,13 @@ def startup_compile_cache(spans: Iterable[SpanRecord]) -> str | None:
     its lookups: ``partial`` when they found both hits and misses (a ``partial`` compile, or a
     hit beside a miss), else ``hit`` or ``miss``; ``off`` when none looked the cache up (``off``
     or unsaid); None without a start-up compile."""
-    first = [s for s in spans if s.attempt == 0]
-    trained = _trained_at(s for s in first if s.name == sc.SPAN_FIRST_BATCH)
-    compiles = _compiles((s for s in first if s.name == sc.SPAN_COMPILE), trained)
+    mine: dict[str, list[SpanRecord]] = {sc.SPAN_COMPILE: [], sc.SPAN_FIRST_BATCH: []}
+    for s in spans:  # one pass, keeping only the few spans read (not the windows)
+        if s.name in mine and s.attempt == 0:
+            mine[s.name].append(s)
+    if not mine[sc.SPAN_COMPILE]:
+        return None
+    compiles = _compiles(mine[sc.SPAN_COMPILE], _trained_at(mine[sc.SPAN_FIRST_BATCH]))
     said = {c.cache if isinstance(c.cache, str) else None for c in compiles if c.in_startup}
     if not said:
         return None

@@ -156,7 +156,6 @@ class Stream:
     per_day: float
     sigma: float | None
     """σ of the logs (within strata); None for failures (a count)."""
-    n: int
 
 
 def _pooled_sigma(groups: Iterable[Sequence[float]]) -> float | None:
@@ -192,13 +191,11 @@ def streams(
                 sigma = _pooled_sigma(_by(("miss" if x > split else "hit", x) for x in xs))
             else:
                 sigma = _pooled_sigma([xs])
-            out[(model, c)] = Stream(len(xs) / days, sigma, len(xs))
+            out[(model, c)] = Stream(len(xs) / days, sigma)
         saves = [(_save_stratum(j), math.log(s)) for j in mine for _, s in j.saves if s > 0.0]
-        out[(model, "checkpoint")] = Stream(
-            len(saves) / days, _pooled_sigma(_by(saves)), len(saves)
-        )
+        out[(model, "checkpoint")] = Stream(len(saves) / days, _pooled_sigma(_by(saves)))
         failures = sum(j.failures for j in mine)
-        out[(model, "failure")] = Stream(failures / days, None, failures)
+        out[(model, "failure")] = Stream(failures / days, None)
     return out
 
 
