@@ -72,7 +72,11 @@ def test_failure_with_a_collective_in_flight_exits_and_restarts(
         assert teardown["phase"] == "abort_process_groups"
         assert teardown["time"] - failed_at < RESTART_BOUND_S
     [peer] = run.events(1, "failure", 0)
-    assert (peer["cause"], peer["peer_loss"]) == ("unknown", True)
+    # What reaches rank 1 first is a race that load decides: its barrier failing on the lost
+    # peer (cause unknown: rank 0's own report names the cause) or torchrun's SIGTERM once rank
+    # 0 has exited (the library's Preempted). Either way it aborted its groups and left (above),
+    # and the job's one failure is rank 0's exception (below). CI at 3a9543b saw the SIGTERM.
+    assert (peer["cause"], peer.get("peer_loss")) in {("unknown", True), ("preemption", None)}
     assert "(exitcode: 1)" in run.output and "exitcode: 124" not in run.output
     restarted = min(run.events(r, "start", 1)[0]["time"] for r in (0, 1))
     assert 0 < restarted - failed_at < RESTART_BOUND_S
