@@ -90,7 +90,94 @@ jobs, 89 % at 40 and 96 % at 100 (seeded draws); otherwise the rank test, always
 def log_shape(values: Sequence[float]) -> tuple[float, float] | None:
     """Skewness ``E[z^3]`` and excess kurtosis ``E[z^4] - 3`` of the log of positive
     ``values`` (``z`` standardized with the population sd); None when they are all equal."""
-    logs = [math.log(v) for v in values]
+    return _shape([math.log(v) for v in values])
+
+
+class StratifiedLogBaseline:
+    """A baseline of positive values of several kinds (strata: a start-up compile's cache
+    outcome), ready for the predictive t-tests of nested recent samples; the same interface as
+    :class:`~ett_collector.alerts._stats.StratifiedRankBaseline`.
+
+    Each stratum ``s`` has its own mean log ``m_s`` over its ``n_s`` baseline values and all
+    strata one spread: the pooled within-stratum sd ``s`` with ``N - S`` degrees of freedom
+    (``N`` values in ``S`` strata). For the newest ``k`` recent values whose strata the baseline
+    has (``k_s`` of stratum ``s``; a value of a stratum the baseline lacks is no evidence), the
+    mean residual ``r = mean(log x_i - m_s(i))`` gives
+
+        t = r / (s * sqrt(1/k + sum_s k_s^2 / (k^2 n_s)))
+
+    and ``p = P(T_{N-S} >= t)``: exact when, with no change, the log values of each stratum are
+    independent normal draws around the stratum's own mean with one sd for all strata (a
+    multiplicative noise). With one stratum it is the predictive test of
+    ``t = (x - m) / (s * sqrt(1/k + 1/n))``. A suffix of at most :data:`GUARD_SIZE` values
+    that are not all above their stratum's baseline median gets ``p = 1`` (the guard can only
+    lower the false-alarm rate)."""
+
+    least = 1
+    """The smallest suffix worth scanning: one job can already stand out of a tight baseline."""
+
+    def __init__(self, baseline: Sequence[tuple[str, float]]) -> None:
+        groups: dict[str, list[float]] = {}
+        for s, v in baseline:
+            groups.setdefault(s, []).append(v)
+        self.n = {s: len(v) for s, v in groups.items()}
+        self.mean = {s: sum(map(math.log, v)) / len(v) for s, v in groups.items()}
+        self.residuals = [math.log(v) - self.mean[s] for s, v in baseline]
+        self.df = len(baseline) - len(groups)
+        ss = sum(r * r for r in self.residuals)
+        self.sd = math.sqrt(ss / self.df) if self.df > 0 else 0.0
+        self.median = {s: _median(v) for s, v in groups.items()}
+
+    @classmethod
+    def fits(
+        cls, baseline: Sequence[tuple[str, float]], recent: Sequence[tuple[str, float]]
+    ) -> bool:
+        """Whether the log-normal test applies: every value (both samples) above 0, at least
+        2 degrees of freedom in the baseline (``N - S``), and its residual log values (each
+        less its stratum's mean) not constant, not skewed to the right (skewness at most
+        :data:`MAX_SKEW`) and not heavy-tailed (excess kurtosis at most :data:`MAX_KURTOSIS`).
+        Zeros (a component some jobs never pay) have no log, and a heavy right tail (restarts
+        paying a start-up again) would make one job's value look rarer than it is: such a
+        component stays on the rank test."""
+        values = [v for _, v in baseline] + [v for _, v in recent]
+        if not baseline or min(values) <= 0.0:
+            return False
+        base = cls(baseline)
+        if base.df < 2:
+            return False
+        shape = _shape(base.residuals)
+        return shape is not None and shape[0] <= MAX_SKEW and shape[1] <= MAX_KURTOSIS
+
+    def scan(self, recent: Sequence[tuple[str, float]], sizes: Sequence[int]) -> list[float]:
+        """The p-value of each first ``k`` values of ``recent`` (newest first), for each ``k``
+        of ``sizes``."""
+        out: list[float] = []
+        for k in sizes:
+            part = [(s, v) for s, v in recent[:k] if s in self.n]
+            if not part or self.sd <= 0.0:
+                out.append(1.0)
+                continue
+            if len(part) <= GUARD_SIZE and any(v <= self.median[s] for s, v in part):
+                out.append(1.0)
+                continue
+            m = len(part)
+            r = sum(math.log(v) - self.mean[s] for s, v in part) / m
+            counts: dict[str, int] = {}
+            for s, _ in part:
+                counts[s] = counts.get(s, 0) + 1
+            spread = 1.0 / m + sum(c * c / self.n[s] for s, c in counts.items()) / (m * m)
+            out.append(student_t_sf(r / (self.sd * math.sqrt(spread)), self.df))
+        return out
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _shape(logs: Sequence[float]) -> tuple[float, float] | None:
+    """Skewness and excess kurtosis of ``logs`` (population sd); None when they are equal."""
     n = len(logs)
     mean = sum(logs) / n
     var = sum((v - mean) ** 2 for v in logs) / n
@@ -102,40 +189,18 @@ def log_shape(values: Sequence[float]) -> tuple[float, float] | None:
 
 
 class LogBaseline:
-    """A baseline of positive values ready for the predictive t-tests of nested recent samples
-    (the newest ``k`` jobs, for each ``k`` of a scan); the same interface as
-    :class:`~ett_collector.alerts._stats.RankBaseline`.
+    """:class:`StratifiedLogBaseline` of one stratum, over plain values: the interface of
+    :class:`~ett_collector.alerts._stats.RankBaseline`."""
 
-    With the baseline's log values (``n``, mean ``m``, sd ``s``), the newest ``k`` values' mean
-    log ``x`` gives ``t = (x - m) / (s * sqrt(1/k + 1/n))`` and ``p = P(T_{n-1} >= t)``: exact
-    for independent log-normal draws of one distribution. A suffix of at most
-    :data:`GUARD_SIZE` jobs whose jobs are not all above the baseline's median gets ``p = 1``
-    (the guard can only lower the false-alarm rate)."""
-
-    least = 1
-    """The smallest suffix worth scanning: one job can already stand out of a tight baseline."""
+    least = StratifiedLogBaseline.least
 
     def __init__(self, baseline: Sequence[float]) -> None:
-        logs = [math.log(v) for v in baseline]
-        self.n = len(logs)
-        self.mean = sum(logs) / self.n
-        self.sd = math.sqrt(sum((v - self.mean) ** 2 for v in logs) / (self.n - 1))
-        ordered = sorted(baseline)
-        mid = self.n // 2
-        self.median = ordered[mid] if self.n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        self._base = StratifiedLogBaseline([("", v) for v in baseline])
 
     @staticmethod
     def fits(baseline: Sequence[float], recent: Sequence[float]) -> bool:
-        """Whether the log-normal test applies: at least 3 baseline values, every value (both
-        samples) above 0, and the baseline's log values not constant, not skewed to the right
-        (skewness at most :data:`MAX_SKEW`) and not heavy-tailed (excess kurtosis at most
-        :data:`MAX_KURTOSIS`). Zeros (a component some jobs never pay) have no log, and a
-        heavy right tail (restarts paying a start-up again) would make one job's value look
-        rarer than it is: such a component stays on the rank test."""
-        if len(baseline) < 3 or min(baseline) <= 0.0 or (recent and min(recent) <= 0.0):
-            return False
-        shape = log_shape(baseline)
-        return shape is not None and shape[0] <= MAX_SKEW and shape[1] <= MAX_KURTOSIS
+        """:meth:`StratifiedLogBaseline.fits` of one stratum (at least 3 baseline values)."""
+        return StratifiedLogBaseline.fits([("", v) for v in baseline], [("", v) for v in recent])
 
     def greater(self, recent: Sequence[float]) -> float:
         """One-sided p-value that ``recent`` tends to exceed this baseline."""
@@ -143,13 +208,4 @@ class LogBaseline:
 
     def scan(self, recent: Sequence[float], sizes: Sequence[int]) -> list[float]:
         """The p-value of each first ``k`` values of ``recent``, for each ``k`` of ``sizes``."""
-        out: list[float] = []
-        for k in sizes:
-            part = recent[:k]
-            if not part or (k <= GUARD_SIZE and min(part) <= self.median):
-                out.append(1.0)
-                continue
-            x = sum(math.log(v) for v in part) / k
-            t = (x - self.mean) / (self.sd * math.sqrt(1.0 / k + 1.0 / self.n))
-            out.append(student_t_sf(t, self.n - 1))
-        return out
+        return self._base.scan([("", v) for v in recent], sizes)

@@ -133,7 +133,7 @@ _FIELDS: dict[Kind, set[str]] = {
     Kind.RESTART_STORM: _COMMON | {"window", "max_restarts"},
     Kind.REGRESSION: _COMMON
     | _REGRESSION
-    | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p", "test"},
+    | {"components", "fdr", "min_gpu_hours_per_day", "resolve_p", "test", "startup_test"},
     Kind.ETT_SLO_BURN: _COMMON
     | {"objective_pct", "long_window", "short_window", "burn_rate", "min_jobs"},
     Kind.THROUGHPUT_REGRESSION: _COMMON
@@ -181,6 +181,9 @@ class Rule:
     test: str = "rank"
     """The regression kind's per-job test of a component: ``rank`` (Mann-Whitney) or
     ``lognormal`` (a predictive t-test of the log values, the rank test where a value is 0)."""
+    startup_test: str = "rank"
+    """The same choice for the start-up view (the seconds of each first start-up): ``rank``
+    or ``lognormal`` (stratified where the component is: :class:`StratifiedLogBaseline`)."""
     objective_pct: float | None = None
     """The ETT objective (SLO burn); its error budget is ``100 - objective_pct`` points."""
     long_window: str = "24h"
@@ -468,7 +471,7 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
         return key, float(value)
     if key == "min_gpu_hours_per_day":
         return key, _number(value, 0.0, None)
-    if key == "test":
+    if key in ("test", "startup_test"):
         if value not in ("rank", "lognormal"):
             raise ValueError(f"must be rank or lognormal, got {value!r}")
         return key, value
