@@ -248,7 +248,8 @@ def _component_test(
     jobs are those that reached their first batch in the windows), stratified for the
     components of :data:`STRATA`. With ``test: lognormal`` (``startup_test`` for the start-up
     view) the predictive t-test of the log values instead, stratified the same way and scanned
-    from one job, where :meth:`StratifiedLogBaseline.fits`."""
+    from one job (from :data:`STARTUP_LOG_LEAST` start-ups in the start-up view), where
+    :meth:`StratifiedLogBaseline.fits`."""
     trained = population != "publishing"  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
@@ -270,8 +271,8 @@ def _component_test(
     kind = stratum or (lambda j: "")
     base_kinds = [(kind(j), y) for j, y in zip(bj, ys, strict=True)]
     recent_kinds = [(kind(j), x) for j, x in zip(newest, xs, strict=True)]
-    test = rule.startup_test if population == "startups" else rule.test
-    lognormal = test == "lognormal" and StratifiedLogBaseline.fits(base_kinds, recent_kinds)
+    chosen = rule.startup_test if population == "startups" else rule.test
+    lognormal = chosen == "lognormal" and StratifiedLogBaseline.fits(base_kinds, recent_kinds)
     if not lognormal:
         least = rule.min_jobs
     else:
