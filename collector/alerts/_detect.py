@@ -268,10 +268,13 @@ def _component_test(
     newest = sorted(rj, key=lambda j: (when(j), j.job_id), reverse=True)
     xs = [value_of(j) for j in newest]
     stratum = STRATA.get(c)
-    kind = stratum or (lambda j: "")
-    base_kinds = [(kind(j), y) for j, y in zip(bj, ys, strict=True)]
-    recent_kinds = [(kind(j), x) for j, x in zip(newest, xs, strict=True)]
     chosen = rule.startup_test if population == "startups" else rule.test
+    base_kinds: list[tuple[str, float]] = []
+    recent_kinds: list[tuple[str, float]] = []
+    if stratum is not None or chosen == "lognormal":  # the plain rank test needs no kinds
+        kind = stratum or (lambda j: "")
+        base_kinds = [(kind(j), y) for j, y in zip(bj, ys, strict=True)]
+        recent_kinds = [(kind(j), x) for j, x in zip(newest, xs, strict=True)]
     lognormal = chosen == "lognormal" and StratifiedLogBaseline.fits(base_kinds, recent_kinds)
     if not lognormal:
         least = rule.min_jobs
