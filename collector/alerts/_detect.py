@@ -249,7 +249,7 @@ def _component_test(
     components of :data:`STRATA`. With ``test: lognormal`` (``startup_test`` for the start-up
     view) the predictive t-test of the log values instead, stratified the same way and scanned
     from one job (from :data:`STARTUP_LOG_LEAST` start-ups in the start-up view), where
-    :meth:`StratifiedLogBaseline.fits`."""
+    :meth:`StratifiedLogBaseline.fitted`."""
     trained = population != "publishing"  # publish: the standalone publishing jobs
     rj = [j for j in recent if j.trained is trained]
     bj = [j for j in base if j.trained is trained]
@@ -275,14 +275,16 @@ def _component_test(
         kind = stratum or (lambda j: "")
         base_kinds = [(kind(j), y) for j, y in zip(bj, ys, strict=True)]
         recent_kinds = [(kind(j), x) for j, x in zip(newest, xs, strict=True)]
-    lognormal = chosen == "lognormal" and StratifiedLogBaseline.fits(base_kinds, recent_kinds)
-    if not lognormal:
+    logs = None
+    if chosen == "lognormal":
+        logs = StratifiedLogBaseline.fitted(base_kinds, recent_kinds)
+    if logs is None:
         least = rule.min_jobs
     else:
         least = STARTUP_LOG_LEAST if population == "startups" else StratifiedLogBaseline.least
     sizes = suffix_sizes(len(newest), least) if scan else [len(newest)]
-    if lognormal:
-        ps = StratifiedLogBaseline(base_kinds).scan(recent_kinds, sizes)
+    if logs is not None:
+        ps = logs.scan(recent_kinds, sizes)
     elif stratum is not None:
         ps = StratifiedRankBaseline(base_kinds).scan(recent_kinds, sizes)
     else:

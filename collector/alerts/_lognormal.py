@@ -20,6 +20,7 @@ fraction (modified Lentz).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 _EPS = 1e-15
@@ -126,27 +127,35 @@ class StratifiedLogBaseline:
         self.df = len(baseline) - len(groups)
         ss = sum(r * r for r in self.residuals)
         self.sd = math.sqrt(ss / self.df) if self.df > 0 else 0.0
-        self.median = {s: _median(v) for s, v in groups.items()}
+        self.median = {s: statistics.median(v) for s, v in groups.items()}
+
+    @classmethod
+    def fitted(
+        cls, baseline: Sequence[tuple[str, float]], recent: Sequence[tuple[str, float]]
+    ) -> StratifiedLogBaseline | None:
+        """The baseline, when the log-normal test applies (else None): every value (both
+        samples) above 0, at least 2 degrees of freedom in the baseline (``N - S``), and its
+        residual log values (each less its stratum's mean) not constant, not skewed to the
+        right (skewness at most :data:`MAX_SKEW`) and not heavy-tailed (excess kurtosis at most
+        :data:`MAX_KURTOSIS`). Zeros (a component some jobs never pay) have no log, and a heavy
+        right tail (restarts paying a start-up again) would make one job's value look rarer
+        than it is: such a component stays on the rank test."""
+        values = [v for _, v in baseline] + [v for _, v in recent]
+        if not baseline or min(values) <= 0.0:
+            return None
+        base = cls(baseline)
+        if base.df < 2:
+            return None
+        shape = _shape(base.residuals)
+        fits = shape is not None and shape[0] <= MAX_SKEW and shape[1] <= MAX_KURTOSIS
+        return base if fits else None
 
     @classmethod
     def fits(
         cls, baseline: Sequence[tuple[str, float]], recent: Sequence[tuple[str, float]]
     ) -> bool:
-        """Whether the log-normal test applies: every value (both samples) above 0, at least
-        2 degrees of freedom in the baseline (``N - S``), and its residual log values (each
-        less its stratum's mean) not constant, not skewed to the right (skewness at most
-        :data:`MAX_SKEW`) and not heavy-tailed (excess kurtosis at most :data:`MAX_KURTOSIS`).
-        Zeros (a component some jobs never pay) have no log, and a heavy right tail (restarts
-        paying a start-up again) would make one job's value look rarer than it is: such a
-        component stays on the rank test."""
-        values = [v for _, v in baseline] + [v for _, v in recent]
-        if not baseline or min(values) <= 0.0:
-            return False
-        base = cls(baseline)
-        if base.df < 2:
-            return False
-        shape = _shape(base.residuals)
-        return shape is not None and shape[0] <= MAX_SKEW and shape[1] <= MAX_KURTOSIS
+        """Whether the log-normal test applies (:meth:`fitted`)."""
+        return cls.fitted(baseline, recent) is not None
 
     def scan(self, recent: Sequence[tuple[str, float]], sizes: Sequence[int]) -> list[float]:
         """The p-value of each first ``k`` values of ``recent`` (newest first), for each ``k``
@@ -168,12 +177,6 @@ class StratifiedLogBaseline:
             spread = 1.0 / m + sum(c * c / self.n[s] for s, c in counts.items()) / (m * m)
             out.append(student_t_sf(r / (self.sd * math.sqrt(spread)), self.df))
         return out
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _shape(logs: Sequence[float]) -> tuple[float, float] | None:
