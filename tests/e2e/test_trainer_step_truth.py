@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from test_trainer_e2e import LAUNCH_S, SMALL, require_training_stack
 
+from ett.semconv import DEFAULT_WINDOW_S
 from tests.support.collector_process import Collector, start_collector
 from trainer.testing import Run, launch
 
@@ -82,8 +83,11 @@ def test_ideal_step_is_the_step_logs_median_step(
     assert r.status_code == 200, r.text
     perf = r.json()
     assert perf["steps"] == STEPS
-    # the trainer's --window-s reached the library: a window a second on each rank
-    assert perf["windows"] >= 2 * int(train_s / WINDOW_S) - 2, (perf["windows"], train_s)
+    # the trainer's --window-s reached the library: windows of about a second on each rank, far
+    # from the 10 s default. Not one a second exactly: a loaded machine starves the poll thread
+    # (a clean-clone CI on 2026-12-03 had 52 windows in 2 x 45 s, 1.7 s each)
+    mean_window_s = 2 * train_s / perf["windows"]
+    assert mean_window_s <= 3 * WINDOW_S < DEFAULT_WINDOW_S, (perf["windows"], train_s)
     assert perf["ideal_basis"] == "steady", perf["ideal_basis"]
     # from several steady windows, not the 2 of old; how many is the machine's load: clean-clone
     # CI runs on 2026-12-03 had 14 and 9 of 46 steady (their fetches waited more than 5 % of a
