@@ -14,7 +14,7 @@ before the recent window):
 A fresh change is scanned: the test also runs on the newest 3, 5, 8, ... jobs of the window, the
 smallest p-value kept under a weighted Bonferroni correction (:func:`weighted_scan`), so a change
 that began inside the window is not diluted by the jobs before it. Only jobs that ended are
-samples (:func:`_ended`), except in the start-up view of :data:`STARTUP_VIEW`'s components,
+samples (:meth:`Window.ended`), except in the start-up view of :data:`STARTUP_VIEW`'s components,
 whose samples are the first start-ups of the jobs that reached their first batch. Every p-value
 of the evaluation goes through Benjamini-Hochberg; a change fires when its q-value is at most
 ``fdr`` **and** it costs at least ``min_gpu_hours_per_day`` more than the baseline rate would
@@ -31,14 +31,13 @@ backtest walk the same steps.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-
-from ett_collector.domain.model import JobState
 
 from ._conditions import Finding, OpenAlert, alert_key, held_open, labels_of
 from ._fleet import Fleet, JobFacts, Save, Window
@@ -150,12 +149,12 @@ class Test:
 
 def _wall_hours(j: JobFacts) -> float:
     """The job's wall time in hours."""
-    return j.wall / 3600.0
+    return j.hours
 
 
 def _rate_of(component: str) -> Callable[[JobFacts], float]:
     def rate(j: JobFacts) -> float:
-        return j.lost.get(component, 0.0) / max(_wall_hours(j), 1e-9)
+        return j.rates[component]
 
     return rate
 
@@ -176,8 +175,20 @@ def _startup_of(component: str) -> Callable[[JobFacts], float]:
 
 def _pooled(jobs: Sequence[JobFacts], component: str) -> float:
     """Lost seconds of ``component`` per job-hour over ``jobs``."""
-    wall = sum(_wall_hours(j) for j in jobs)
-    return sum(j.lost.get(component, 0.0) for j in jobs) / wall if wall > 0 else 0.0
+    wall = sum([j.hours for j in jobs])
+    return sum([j.lost.get(component, 0.0) for j in jobs]) / wall if wall > 0 else 0.0
+
+
+def _values(jobs: Sequence[JobFacts], c: str, population: str) -> list[float]:
+    """The value of component ``c`` of each job, as ``_component_test`` tests it: seconds per
+    job-hour (``training``), seconds of the first start-up (``startups``), seconds per job
+    (``publishing``). Written out, not through ``value_of``: a replay reads every baseline
+    job's value at every instant where a window of its group moved."""
+    if population == "training":
+        return [j.rates[c] for j in jobs]
+    if population == "startups":
+        return [j.startup.get(c, 0.0) for j in jobs]
+    return [j.lost.get(c, 0.0) for j in jobs]
 
 
 def _ratio(now: float, then: float) -> float:
@@ -263,10 +274,11 @@ def _component_test(
         then = _pooled(bj, c)
     else:  # seconds per job, or per first start-up
         value_of = _startup_of(c) if population == "startups" else _seconds_of(c)
-        then = sum(map(value_of, bj)) / len(bj)
-    ys = [value_of(j) for j in bj]
+    ys = _values(bj, c, population)
+    if not per_hour:
+        then = sum(ys) / len(bj)
     newest = sorted(rj, key=lambda j: (when(j), j.job_id), reverse=True)
-    xs = [value_of(j) for j in newest]
+    xs = _values(newest, c, population)
     stratum = STRATA.get(c)
     chosen = rule.startup_test if population == "startups" else rule.test
     base_kinds: list[tuple[str, float]] = []
@@ -310,7 +322,8 @@ def _component_test(
         if stratum is not None and known:
             then = sum(e for _, _, e in known) / len(known)
         extra = sum((x - e) * j.gpus for j, x, e in known)
-    varies = min(min(ys), *mine) < max(max(ys), *mine)
+    first = ys[0]  # whether any value differs (the first that does ends the pass)
+    varies = any(y != first for y in ys) or any(x != first for x in mine)
     return Test(
         key=key,
         component=c,
@@ -545,19 +558,14 @@ def _failure_on(
     )
 
 
-def _ended(jobs: Sequence[JobFacts]) -> list[JobFacts]:
-    """The jobs that are samples: those that ended. A running job's figures so far are not
-    comparable with whole jobs' (a young one is mostly start-up), and the backtest sees every
-    job at its end: leaving running jobs out keeps the live evaluator and the replay one."""
-    return [j for j in jobs if j.state != JobState.RUNNING]
-
-
 def _samples(
     w: Window, startups: bool, saving: bool
 ) -> tuple[list[JobFacts], list[JobFacts], list[Save]]:
-    """The ended jobs of ``w``, and its first start-ups and saves where the rule has those
-    views (none where it has not)."""
-    return _ended(w.members()), w.started() if startups else [], w.saves() if saving else []
+    """The ended jobs of ``w`` (the samples: a running job's figures so far are not comparable
+    with whole jobs', a young one being mostly start-up, and the backtest sees every job at its
+    end, so leaving running jobs out keeps the live evaluator and the replay one), and its first
+    start-ups and saves where the rule has those views (none where it has not)."""
+    return w.ended(), w.started() if startups else [], w.saves() if saving else []
 
 
 def tests_at(
@@ -608,7 +616,18 @@ def tests_at(
                 inputs = (now.ranges[n], then.ranges[n], scan, onset if n == 2 else None)
                 test = _either(test, fleet.memo(slot, inputs, fn, *args))
             if test is not None:
-                out.append(replace(test, baseline_until=until))
+                out.append(_until(test, until))
+    return out
+
+
+def _until(test: Test, until: float) -> Test:
+    """``test`` with ``baseline_until`` set: a shallow copy (a memoized test serves every
+    instant where its samples stayed, each with its own ``baseline_until``), without
+    ``dataclasses.replace``'s checks of every field, which a replay pays half a million times."""
+    if test.baseline_until == until:
+        return test
+    out = copy.copy(test)
+    object.__setattr__(out, "baseline_until", until)
     return out
 
 
@@ -757,10 +776,13 @@ def detect(
     fresh = [x for x in tests if (x.key, x.component) not in frozen and x.varies]
     q_of = dict(zip(map(id, fresh), benjamini_hochberg([x.p for x in fresh]), strict=True))
     out: list[Finding] = []
+    tested: set[str] = set()
     for test in tests:
         q = q_of.get(id(test), test.p)
         labels = labels_of(rule, test.key, test.component)
-        opened = open_incidents.get(alert_key(labels))
+        key = alert_key(labels)
+        tested.add(key)
+        opened = open_incidents.get(key)
         prior = opened[1] if opened is not None else None
         if prior is None:
             holds = q <= rule.fdr and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day
@@ -773,7 +795,6 @@ def detect(
             onset = float(prior["onset"]) if prior and "onset" in prior else _onset(test)
             out.append(_incident(rule, test, q, labels, onset))
     out = _merge_restart_costs(rule, out)
-    tested = {alert_key(labels_of(rule, x.key, x.component)) for x in tests}
     for key, (labels, figures) in open_incidents.items():
         if key in tested or "description" not in figures:
             continue

@@ -14,6 +14,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ett_collector.domain.model import JobState
+
 from .rules import COMPONENTS, GroupKey
 
 if TYPE_CHECKING:
@@ -105,6 +107,18 @@ class JobFacts(Seconds):
     saves: tuple[tuple[float, float], ...] = ()
     """``(end, blocking seconds)`` of each checkpoint save that blocked training, in order
     (``ett_collector.storage.checkpoint_saves``); whole once ended, the job running or not."""
+    hours: float = field(init=False, repr=False, compare=False)
+    """Its wall time in hours (derived)."""
+    rates: dict[str, float] = field(init=False, repr=False, compare=False)
+    """Lost seconds of every component of :data:`COMPONENTS` per wall hour (derived): the
+    regression rule reads these for every baseline job at every instant a replay steps to, so
+    they are divided once, here."""
+
+    def __post_init__(self) -> None:
+        hours = self.wall / 3600.0
+        per = max(hours, 1e-9)
+        object.__setattr__(self, "hours", hours)
+        object.__setattr__(self, "rates", {c: self.lost.get(c, 0.0) / per for c in COMPONENTS})
 
     def group(self, by: GroupKey) -> str:
         """The job's model or team."""
@@ -244,6 +258,10 @@ class _Group:
     def __init__(self, jobs: Sequence[JobFacts]) -> None:
         self.jobs = sorted(jobs, key=lambda j: (j.end, j.job_id))
         self.ends = [j.end for j in self.jobs]
+        self.running = [0]
+        """``running[i]``: how many of the first ``i`` jobs are running (prefix counts)."""
+        for j in self.jobs:
+            self.running.append(self.running[-1] + (j.state == JobState.RUNNING))
         self.prefix: dict[str, list[float]] = {}
         for name in (*SUMMED, *(f"lost:{c}" for c in COMPONENTS)):
             acc, out = 0.0, [0.0]
@@ -312,6 +330,15 @@ class Window:
         """The jobs that ended in the window, by end."""
         i, k = self.ranges[0]
         return self.group.jobs[i:k]
+
+    def ended(self) -> list[JobFacts]:
+        """The jobs of :meth:`members` that are not running (a replay's fleet has few running
+        jobs: then the slice itself, without a pass over it)."""
+        i, k = self.ranges[0]
+        jobs = self.group.jobs[i:k]
+        if self.group.running[k] == self.group.running[i]:
+            return jobs
+        return [j for j in jobs if j.state != JobState.RUNNING]
 
     def started(self) -> list[JobFacts]:
         """The jobs whose first attempt reached its first batch in the window, by that instant."""

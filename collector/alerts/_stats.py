@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -104,17 +105,16 @@ def rank_test_greater(recent: Sequence[float], baseline: Sequence[float]) -> flo
 
 class RankBaseline:
     """A baseline sample ready for many rank tests against it (the scan of the regression rule
-    tests nested recent samples, its newest jobs, against one baseline): its values sorted with
-    their tie counts. U is a sum of one term per recent value (the baseline values below it,
+    tests nested recent samples, its newest jobs, against one baseline): its values sorted and
+    their tie term. U is a sum of one term per recent value (the baseline values below it,
     and half those equal to it), so the nested samples' p-values come from running sums:
     ``O(n1 log n2)`` for the whole scan. The p-values are those of :func:`rank_test_greater`."""
 
     def __init__(self, baseline: Sequence[float]) -> None:
         self.values = sorted(baseline)
-        self.counts: dict[float, int] = {}
-        for v in self.values:
-            self.counts[v] = self.counts.get(v, 0) + 1
-        self.ties = float(sum(t**3 - t for t in self.counts.values()))
+        self.ties = 0.0
+        if len(set(self.values)) < len(self.values):  # ties: count them (a pass in C if not)
+            self.ties = float(sum(t**3 - t for t in Counter(self.values).values() if t > 1))
 
     def greater(self, recent: Sequence[float]) -> float:
         """One-sided p-value that ``recent`` tends to exceed this baseline."""
@@ -137,11 +137,12 @@ class RankBaseline:
     def step(self, x: float, mine: dict[float, int]) -> tuple[float, float]:
         """One more recent value ``x``: what it adds to U (the baseline values below it, half
         those equal) and to the tie term; ``mine`` counts the recent values so far."""
-        base = self.counts.get(x, 0)
+        below = bisect.bisect_left(self.values, x)
+        base = bisect.bisect_right(self.values, x, below) - below
         had = mine.get(x, 0)
         mine[x] = had + 1
         t0, t1 = had + base, had + base + 1
-        return bisect.bisect_left(self.values, x) + base / 2.0, (t1**3 - t1) - (t0**3 - t0)
+        return below + base / 2.0, (t1**3 - t1) - (t0**3 - t0)
 
     @staticmethod
     def _tail(u: float, n1: int, n2: int, ties: float) -> float:
