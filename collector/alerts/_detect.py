@@ -147,11 +147,6 @@ class Test:
     stratified (:data:`STRATA`): its baseline value is its own kind's."""
 
 
-def _wall_hours(j: JobFacts) -> float:
-    """The job's wall time in hours."""
-    return j.hours
-
-
 def _rate_of(component: str) -> Callable[[JobFacts], float]:
     def rate(j: JobFacts) -> float:
         return j.rates[component]
@@ -312,11 +307,11 @@ def _component_test(
         kinds = [stratum(j) for j in part]
         known = [(j, x, own[s]) for j, x, s in zip(part, mine, kinds, strict=True) if s in own]
     if per_hour:
-        hours = sum(_wall_hours(j) for j, _, _ in known)
+        hours = sum(j.hours for j, _, _ in known)
         now = _pooled([j for j, _, _ in known], c)
         if stratum is not None and hours > 0:
-            then = sum(e * _wall_hours(j) for j, _, e in known) / hours
-        extra = sum((j.lost.get(c, 0.0) - e * _wall_hours(j)) * j.gpus for j, _, e in known)
+            then = sum(e * j.hours for j, _, e in known) / hours
+        extra = sum((j.lost.get(c, 0.0) - e * j.hours) * j.gpus for j, _, e in known)
     else:
         now = sum(x for _, x, _ in known) / len(known) if known else 0.0
         if stratum is not None and known:
@@ -677,7 +672,7 @@ def _annotations(test: Test) -> dict[str, Any]:
         return sum(values) / len(values) if values else None
 
     def blocking_rate(jobs: Sequence[JobFacts]) -> float | None:
-        wall = sum(_wall_hours(j) for j in jobs)
+        wall = sum(j.hours for j in jobs)
         return sum(j.blocking for j in jobs) / wall if wall > 0 else None
 
     r_tts = [j.tts for j in rj if j.tts is not None]
