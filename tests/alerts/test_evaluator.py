@@ -101,7 +101,7 @@ def test_stable_fleet_over_30_days_fires_nothing(tmp_path) -> None:  # type: ign
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     store.upgrade()
     start = 1_800_000_000.0
-    load(store, list(fleet(start, 30 * 24, seed=7, noise=0.3)))
+    load(store, list(fleet(start, 30 * 24, seed=7, noise=0.3, every_s=3600.0)))  # 1,440 jobs
     rules, _ = _rules(tmp_path, data_rules(defaults=True))
     assert len(rules.enabled()) == len(load_rules().enabled()) + 1  # the defaults and one
     assert backtest(store.engine, rules, start, start + 30 * 24 * HOUR) == []

@@ -173,7 +173,7 @@ def test_the_replay_with_memo_equals_the_replay_computing_every_view(monkeypatch
     exactly what computing every view at every instant fires (a planted change that opens,
     holds and resolves)."""
     onset, stop = T0 + 9 * DAY, T0 + 10 * DAY
-    since, until = T0 + 8 * DAY, T0 + 12 * DAY
+    since, until = onset - 6 * HOUR, stop + DAY  # it fires at 9.02 d and resolves at 10.86 d
     jobs = fleet(9, until, lambda job_id, at: 4.0 if onset <= at < stop else 1.0)
     remembered = [f.to_dict() for f in replay(jobs, rules(), since, until)]
     monkeypatch.setattr(Fleet, "memo", lambda self, slot, inputs, fn, *args: fn(*args))

@@ -11,6 +11,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from ett_collector.alerts import Firing, backtest, load_rules
 from ett_collector.storage import Store
 from ett_simulator import simulate_into_db
@@ -32,24 +34,12 @@ def _regressions(url: str) -> list[Firing]:
     return [f for f in firings if f.rule == "regression_by_model"]
 
 
-def test_planted_regression_fires_once_named_and_sized_and_a_flat_fleet_stays_quiet(
-    tmp_path: Path,
-) -> None:
-    regressed, flat = f"sqlite:///{tmp_path / 'regressed.db'}", f"sqlite:///{tmp_path / 'f.db'}"
-    simulate_into_db(regressed, jobs=120, days=9, seed=5, start=START, regress=[REGRESS])
-    simulate_into_db(flat, jobs=120, days=9, seed=5, start=START)
-
-    found = _regressions(regressed)
-    named = [f for f in found if (f.labels["model"], f.labels["component"]) == (MODEL, COMPONENT)]
-    assert len(named) == 1, [f.description for f in found]  # one incident, one alert
-    [f] = named
-    assert ONSET <= f.fired_at <= ONSET + 2 * DAY
-    assert "×" in f.description and "GPU-hours/day" in f.description and "since" in f.description
-    assert _regressions(flat) == []
-
-
-def test_backtest_truth_scores_the_firings(tmp_path: Path) -> None:
-    db, truth = tmp_path / "c.db", tmp_path / "truth.jsonl"
+@pytest.fixture(scope="module")
+def regressed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The fleet with the planted regression, simulated once for the module by ``ett simulate
+    --truth`` (the command a user runs): its database and its truth file."""
+    home = tmp_path_factory.mktemp("regressed")
+    db, truth = home / "c.db", home / "truth.jsonl"
     sim = [
         sys.executable,
         "-m",
@@ -72,6 +62,26 @@ def test_backtest_truth_scores_the_firings(tmp_path: Path) -> None:
     ]
     done = subprocess.run(sim, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    return db, truth
+
+
+def test_planted_regression_fires_once_named_and_sized_and_a_flat_fleet_stays_quiet(
+    tmp_path: Path, regressed: tuple[Path, Path]
+) -> None:
+    flat = f"sqlite:///{tmp_path / 'f.db'}"
+    simulate_into_db(flat, jobs=120, days=9, seed=5, start=START)
+
+    found = _regressions(f"sqlite:///{regressed[0]}")
+    named = [f for f in found if (f.labels["model"], f.labels["component"]) == (MODEL, COMPONENT)]
+    assert len(named) == 1, [f.description for f in found]  # one incident, one alert
+    [f] = named
+    assert ONSET <= f.fired_at <= ONSET + 2 * DAY
+    assert "×" in f.description and "GPU-hours/day" in f.description and "since" in f.description
+    assert _regressions(flat) == []
+
+
+def test_backtest_truth_scores_the_firings(tmp_path: Path, regressed: tuple[Path, Path]) -> None:
+    db, truth = regressed
     since = datetime.fromtimestamp(START + 5 * DAY, UTC).isoformat()
     until = datetime.fromtimestamp(START + 9 * DAY, UTC).isoformat()
     bt = [
