@@ -38,7 +38,14 @@ from ett_collector.storage._runs import (
     runs_from_rows,
     runs_of_rows,
 )
-from ett_collector.storage._series import load_sql, not_replays, series_rows, upsert_sql
+from ett_collector.storage._series import (
+    SERIES_UPSERT,
+    load_sql,
+    merged,
+    not_replays,
+    series_rows,
+    upsert_sql,
+)
 from ett_collector.storage._sql import placeholders, quoted_columns
 
 log = logging.getLogger("ett_collector")
@@ -69,6 +76,7 @@ def _fetch(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
 class CompactionSql:
     """The statements of compaction and of loading runs, for one placeholder style."""
 
+    ph: str
     lines: str
     advance: str
     take_raw: str
@@ -85,6 +93,7 @@ class CompactionSql:
     def for_placeholder(cls, ph: str) -> CompactionSql:
         """The statements with ``ph`` (``?`` or ``%s``) as the placeholder."""
         return cls(
+            ph=ph,
             lines=f"SELECT job_id, compacted_to FROM window_compaction WHERE job_id = {ph}",
             advance=(
                 f"INSERT INTO window_compaction (job_id, compacted_to) VALUES ({ph}, {ph})"
@@ -147,8 +156,12 @@ class _Writes:
             conn.exec_driver_sql(sql.extend_run, self.moved)
         if self.new:
             conn.exec_driver_sql(sql.insert_run, self.new)
-        if self.series:
+        if not self.series:
+            return
+        if sql.ph == "?":
             conn.exec_driver_sql(series_upsert, self.series)
+        else:  # PostgreSQL: the buckets in one statement, not one per row
+            SERIES_UPSERT.run(conn, merged(self.series))
 
 
 class Compactor:

@@ -20,6 +20,7 @@ from typing import Any
 from ett import semconv as sc
 from ett_collector.domain._points import Point, point_of_window
 from ett_collector.domain.model import SpanRecord
+from ett_collector.storage._arrays import ColumnInsert
 from ett_collector.storage._runs import Run
 from ett_collector.storage._sql import placeholders, quoted_columns
 
@@ -52,6 +53,31 @@ def upsert_sql(ph: str) -> str:
         f"INSERT INTO window_series ({cols}) VALUES ({placeholders(ph, len(SERIES_COLUMNS))})"
         f" ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET {adds}"
     )
+
+
+SERIES_UPSERT = ColumnInsert(
+    "window_series",
+    SERIES_COLUMNS,
+    (str, int, int, float, int, int, int, float, int, float, float),
+    "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
+    + ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED),
+)
+"""PostgreSQL's :func:`upsert_sql` of a batch of buckets as one statement (``_arrays.py``):
+its rows must hold each key once (:func:`merged`)."""
+
+
+def merged(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """``window_series`` rows with one row per key, the rows of a repeated key summed (one
+    statement may not update a row twice)."""
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        key = tuple(row[:4])
+        if (have := out.get(key)) is None:
+            out[key] = list(row)
+        else:
+            for i in range(4, len(row)):
+                have[i] += row[i]
+    return [tuple(r) for r in out.values()]
 
 
 def load_sql(ph: str) -> str:

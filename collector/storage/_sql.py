@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ett_collector.storage._arrays import ColumnInsert
 from ett_collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
 
 
@@ -21,6 +22,16 @@ def quoted_columns(columns: Iterable[str]) -> str:
 def placeholders(ph: str, n: int) -> str:
     """``n`` positional placeholders ``ph`` as a SQL list: ``?, ?, ?``."""
     return ", ".join([ph] * n)
+
+
+SPAN_INSERT = ColumnInsert(
+    "spans",
+    SPAN_COLUMNS,
+    (str, str, str, int, int, str, float, float, str),
+    "ON CONFLICT DO NOTHING",
+)
+"""PostgreSQL's insert of a batch of span rows (:func:`~ett_collector.storage._rows.span_rows`)
+as one statement (``_arrays.py``); SQLite runs :attr:`Statements.insert_spans` per row."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Engine, func, select, true
+from sqlalchemy import Connection, Engine, func, select, true
 from sqlalchemy.exc import DBAPIError
 
 from ett_collector.domain.model import JobState, JobSummary, SpanRecord
@@ -38,7 +38,7 @@ from ett_collector.storage._rows import (
     spans_from_rows,
 )
 from ett_collector.storage._runs import WINDOW, with_window_rows
-from ett_collector.storage._sql import Statements
+from ett_collector.storage._sql import SPAN_INSERT, Statements
 from ett_collector.storage._tables import job_figures, jobs
 
 
@@ -153,7 +153,7 @@ class Store(FleetReads):
         touched = job_identities(records)
         now = time.time()
         with self._engine.begin() as conn:
-            inserted = conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount if rows else 0
+            inserted = self._insert_spans(conn, rows) if rows else 0
             expected = len(rows)
             if fold_now:
                 inserted += sum(self.compactor.fold_batch(conn, windows).values())
@@ -175,6 +175,14 @@ class Store(FleetReads):
         if windows and not fold_now:
             self.compactor.after_ingest(windows)
         return set(touched)
+
+    def _insert_spans(self, conn: Connection, rows: list[tuple[Any, ...]]) -> int:
+        """Insert span ``rows`` (a duplicate is skipped); returns how many were new: on
+        PostgreSQL one statement of column arrays (:data:`SPAN_INSERT`), on SQLite
+        ``executemany``."""
+        if self._sql.ph == "?":
+            return int(conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount)
+        return SPAN_INSERT.run(conn, rows)
 
     def save_summary(
         self,

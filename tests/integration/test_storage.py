@@ -254,6 +254,18 @@ def test_ingest_replay_changes_nothing(store: Store) -> None:
     assert store.ingest([]) == set()
 
 
+def test_a_span_twice_in_one_batch_is_stored_and_counted_once(store: Store) -> None:
+    # PostgreSQL inserts a batch as one statement of column arrays: its own repeats conflict
+    twice = span("j1", 7, start=3, end=4)  # integer times, as a JSON sender may give them
+    assert store.ingest([twice, span("j1", 8, start=3.5, end=4.5), twice]) == {"j1"}
+    assert store.span_counts()["spans"] == 2
+    loaded = store.load_spans("j1")
+    assert [(s.span_id, s.start, s.end) for s in loaded] == [
+        (f"{7:016x}", 3.0, 4.0),
+        (f"{8:016x}", 3.5, 4.5),
+    ]
+
+
 def test_span_id_repeated_with_another_start_is_loaded_once(store: Store) -> None:
     store.ingest([span("j1", 1, start=5.0, end=6.0), span("j1", 2, start=1.0, end=2.0)])
     store.ingest([span("j1", 1, start=7.0, end=8.0)])  # a buggy emitter's repeat: stored...
