@@ -32,9 +32,13 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from ett import semconv as sc
 from ett_collector.domain import SpanRecord
+from ett_collector.otlp import decode_traces
+from ett_collector.storage import Store
+from ett_collector.storage._rows import span_rows
 from tests.performance.bench_collector import _post_all, _raw_insert_rate, _sibling_db
 from tests.performance.bench_heartbeats import _sqlite_bytes
 from tests.support.collector_process import start_collector
@@ -99,15 +103,20 @@ Bodies = Callable[[], list[bytes]]
 
 
 def serve_rate(
-    home: Path, db_url: str | None, make: Bodies, workers: int, env: dict[str, str]
+    home: Path,
+    db_url: str | None,
+    make: Bodies,
+    workers: int,
+    env: dict[str, str],
+    clients: int = 2,
 ) -> tuple[float, int]:
     """Spans/s of ``ett serve`` for the bodies of ``make`` after 4 warm-up bodies, and the
-    spans it holds."""
+    spans it holds; ``clients`` keep-alive connections post them."""
     c = start_collector(home, db_url=db_url, workers=workers, env=env)
     try:
         bodies = make()
-        _post_all(c.url, bodies[:4])
-        elapsed = _post_all(c.url, bodies[4:])
+        _post_all(c.url, bodies[:4], clients)
+        elapsed = _post_all(c.url, bodies[4:], clients)
         spans = int(httpx.get(c.url + "/healthz", timeout=30).json()["spans"])
     finally:
         c.stop()
@@ -149,17 +158,64 @@ def run_sqlite(make: Bodies, rounds: int, keep: bool, home: Path) -> None:
         )
 
 
-def run_postgres(url: str, make: Bodies, home: Path, env: dict[str, str]) -> None:
+def _raw_array_insert_rate(db_url: str, bodies: list[bytes]) -> float:
+    """Spans/s of the store's own PostgreSQL insert (one statement of column arrays per 512
+    rows, ``collector/storage/_arrays.py``) of the same rows, one transaction each; the arrays
+    are made before the clock starts, as ``_raw_insert_rate`` makes its rows. NaN for a
+    collector older than that insert (a side-by-side run of an older tree)."""
+    import psycopg
+
+    try:
+        from ett_collector.storage._sql import SPAN_INSERT
+    except ImportError:
+        return float("nan")
+
+    records = [
+        r
+        for body in bodies
+        for r in decode_traces(body, "application/x-protobuf", None, 1 << 30).records
+    ]
+    rows = span_rows(records)
+    batches = [SPAN_INSERT.arrays(rows[i : i + BATCH]) for i in range(0, len(rows), BATCH)]
+    store = Store(db_url)
+    store.upgrade()
+    store.close()
+    u = make_url(db_url)
+    with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database) as conn:
+        cur = conn.cursor()
+        t0 = time.perf_counter()
+        for arrays in batches:
+            cur.execute(SPAN_INSERT.sql, arrays, binary=True)
+            conn.commit()
+        elapsed = time.perf_counter() - t0
+    return len(rows) / elapsed
+
+
+def run_postgres(
+    url: str,
+    make: Bodies,
+    home: Path,
+    env: dict[str, str],
+    clients: int = 2,
+    workers: tuple[int, ...] = (1, 2),
+) -> None:
     rates = {
-        w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), make, w, env)[0]
-        for w in (1, 2)
+        w: serve_rate(home / f"w{w}", _sibling_db(url, f"ceil_w{w}"), make, w, env, clients)[0]
+        for w in workers
     }
     bodies = make()
     raw = _raw_insert_rate(_sibling_db(url, "ceil_raw"), bodies)
-    print(f"\n[postgresql] {len(bodies) * BATCH:,} heartbeat windows, batches of {BATCH}")
+    arrays = _raw_array_insert_rate(_sibling_db(url, "ceil_arrays"), bodies)
+    print(
+        f"\n[postgresql] {len(bodies) * BATCH:,} heartbeat windows, batches of {BATCH},"
+        f" {clients} client connections"
+    )
     print(f"  raw psycopg executemany : {raw:10,.0f} rows/s")
+    print(f"  raw column arrays       : {arrays:10,.0f} rows/s (the store's insert on PostgreSQL)")
+    one = rates.get(1)
     for w, v in rates.items():
-        print(f"  ett serve --workers {w}  : {v:10,.0f} spans/s = {v / raw:.2f} of raw")
+        than = f"; {v / one:.2f}x one process" if one and w > 1 else ""
+        print(f"  ett serve --workers {w}  : {v:10,.0f} spans/s = {v / raw:.2f} of raw{than}")
     print("  targets: one process >= 20,000 spans/s; --workers 2 nearly twice that")
 
 
@@ -173,6 +229,28 @@ def main() -> None:
     p.add_argument("--mixed", action="store_true", help="one span per rank in each body")
     p.add_argument("--postgres-url", help="an empty PostgreSQL database's URL")
     p.add_argument(
+        "--clients",
+        type=int,
+        default=2,
+        help="keep-alive connections posting the bodies (default 2; workers of one socket"
+        " each keep the connections they accepted, so fewer connections than workers idle some)",
+    )
+    p.add_argument(
+        "--workers", default="1,2", help="PostgreSQL: the --workers values to run (default 1,2)"
+    )
+    p.add_argument(
+        "--retentions",
+        default="600,0",
+        help="PostgreSQL: the ETT_RAW_WINDOW_RETENTION_S values to run (default 600,0)",
+    )
+    p.add_argument("--no-sqlite", action="store_true", help="skip the SQLite runs")
+    p.add_argument(
+        "--live-refresh",
+        default="5",
+        help="PostgreSQL: ETT_LIVE_REFRESH_S of the collector (default 5: each live job's"
+        " figures recomputed at most every 5 s)",
+    )
+    p.add_argument(
         "--dead",
         action="store_true",
         help="windows of a day long past (the jobs presumed dead as they are read: each save"
@@ -185,12 +263,21 @@ def main() -> None:
         return fleet_bodies(args.jobs, args.ranks, args.batches, args.mixed, base)
 
     with tempfile.TemporaryDirectory() as tmp:
-        run_sqlite(make, args.rounds, args.keep, Path(tmp))
+        if not args.no_sqlite:
+            run_sqlite(make, args.rounds, args.keep, Path(tmp))
         if args.postgres_url:
-            for retention in ("600", "0"):
-                env = {"ETT_LIVE_REFRESH_S": "5", "ETT_RAW_WINDOW_RETENTION_S": retention}
-                print(f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}")
-                run_postgres(args.postgres_url, make, Path(tmp) / f"pg{retention}", env)
+            workers = tuple(int(w) for w in args.workers.split(","))
+            for retention in args.retentions.split(","):
+                env = {
+                    "ETT_LIVE_REFRESH_S": args.live_refresh,
+                    "ETT_RAW_WINDOW_RETENTION_S": retention,
+                }
+                print(
+                    f"\n  ETT_RAW_WINDOW_RETENTION_S={retention}"
+                    f" ETT_LIVE_REFRESH_S={args.live_refresh}"
+                )
+                home = Path(tmp) / f"pg{retention}"
+                run_postgres(args.postgres_url, make, home, env, args.clients, workers)
 
 
 @pytest.mark.performance
