@@ -53,6 +53,9 @@ log = logging.getLogger("ett_collector")
 DEFAULT_RETENTION_S = 600.0
 """Raw windows are kept for the newest 10 minutes of each job (``ETT_RAW_WINDOW_RETENTION_S``)."""
 
+_LINES_AT_ONCE = 500
+"""Jobs whose compaction lines one statement reads (SQLite allows 32,766 parameters)."""
+
 _LOGGED_JOBS = 10_000
 """How many jobs' unfolded windows are remembered as logged (then the set starts again)."""
 
@@ -94,7 +97,7 @@ class CompactionSql:
         """The statements with ``ph`` (``?`` or ``%s``) as the placeholder."""
         return cls(
             ph=ph,
-            lines=f"SELECT job_id, compacted_to FROM window_compaction WHERE job_id = {ph}",
+            lines="SELECT job_id, compacted_to FROM window_compaction WHERE job_id",
             advance=(
                 f"INSERT INTO window_compaction (job_id, compacted_to) VALUES ({ph}, {ph})"
                 " ON CONFLICT (job_id) DO UPDATE SET compacted_to = excluded.compacted_to"
@@ -223,12 +226,7 @@ class Compactor:
             return 0
         folded = 0
         try:
-            with self._engine.connect() as conn:
-                lines = {}
-                for job_id in windows:
-                    row = conn.exec_driver_sql(self.sql.lines, (job_id,)).first()
-                    if row is not None:
-                        lines[job_id] = float(row[1])
+            lines = self._lines(list(windows))
             for job_id, ws in sorted(windows.items()):
                 cutoff = max(w.end for w in ws) - self.retention_s
                 line = lines.get(job_id)
@@ -239,6 +237,18 @@ class Compactor:
         except Exception:
             log.exception("compaction of raw windows failed; a later batch retries it")
         return folded
+
+    def _lines(self, job_ids: Sequence[str]) -> dict[str, float]:
+        """The compaction lines of those of ``job_ids`` that have one, read in one statement per
+        :data:`_LINES_AT_ONCE` jobs (a batch of an OpenTelemetry Collector holds many jobs)."""
+        lines: dict[str, float] = {}
+        with self._engine.connect() as conn:
+            for i in range(0, len(job_ids), _LINES_AT_ONCE):
+                chunk = job_ids[i : i + _LINES_AT_ONCE]
+                sql = self.sql.lines + f" IN ({placeholders(self._ph, len(chunk))})"
+                for job_id, line in _fetch(conn, sql, tuple(chunk)):
+                    lines[job_id] = float(line)
+        return lines
 
     def compact(
         self, job_id: str, cutoff: float, windows: Sequence[SpanRecord] | None = None

@@ -3,6 +3,7 @@ become runs, and the figures stay those of the raw spans, in order, shuffled or 
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from ett import semconv as sc
 from ett_collector.domain import SpanRecord, summarize
 from ett_collector.schemas import job_json
-from ett_collector.storage import Store
+from ett_collector.storage import Store, _compaction
 from ett_collector.storage._runs import WINDOW
 from tests.support.spans import attempt_end, first_batch, persist, phase, save, window
 
@@ -113,6 +114,25 @@ def test_windows_become_runs_and_figures_stay_exact(stores: Store) -> None:
     assert count(store, f"SELECT count(*) FROM spans WHERE name = '{WINDOW}'") == 0
     assert sum(r[-1] for r in runs_table(store)) == n_windows  # type: ignore[misc]
     assert len(runs_table(store)) == 9
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_batches_of_many_jobs_compact_every_job(
+    stores: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an OpenTelemetry Collector's batches hold the next spans of every job; the lines of a
+    # batch's jobs are read in one statement per _LINES_AT_ONCE jobs (2 here: three reads)
+    monkeypatch.setattr(_compaction, "_LINES_AT_ONCE", 2)
+    store = stores
+    jobs = {f"j{i}": job_spans(f"j{i}", ranks=2, windows=60) for i in range(5)}
+    mixed = [s for group in itertools.zip_longest(*jobs.values()) for s in group if s]
+    send(store, mixed, batch=50)
+    for job, spans in jobs.items():
+        assert figures(store.load_spans(job)) == figures(spans), job
+    lines = store.compactor._lines([*jobs, "nobody"])
+    assert sorted(lines) == sorted(jobs)  # each job was compacted, no line for an unknown job
+    n_windows = sum(s.name == WINDOW for spans in jobs.values() for s in spans)
+    assert count(store, f"SELECT count(*) FROM spans WHERE name = '{WINDOW}'") < n_windows / 4
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
