@@ -3,7 +3,8 @@ heartbeats over HTTP beside the raw driver's insert of the same rows, in the sam
 figures; it is not a timed test.
 
     .venv/bin/python -m tests.performance.bench_ingest_ceiling [--jobs 50] [--ranks 16]
-        [--batches 400] [--rounds 3] [--mixed] [--keep] [--postgres-url URL]
+        [--batches 400] [--rounds 3] [--mixed] [--keep] [--postgres-url URL] [--no-sqlite]
+        [--clients 2] [--workers 1,2] [--retentions 600,0] [--live-refresh 5]
 
 The fleet: ``jobs`` jobs of ``ranks`` ranks sending 10 s windows (the library's steps), OTLP
 protobuf bodies of 512 windows (each one job's next windows of every rank, the jobs taking
@@ -17,7 +18,9 @@ transaction per 512 rows, the clock around the inserts only
 (``bench_collector._raw_insert_rate``). Runs are interleaved, ``--rounds`` of each, and the
 ratio of medians is printed against the 0.85 target, with bytes per ingested span (SQLite,
 vacuumed; target <= 100 B). With ``--postgres-url`` (an empty database's URL: siblings are
-created next to it), one process and ``--workers 2`` beside the raw psycopg rate.
+created next to it), one process and ``--workers 2`` (or the ``--workers`` given, over
+``--clients`` connections) beside the raw psycopg ``executemany`` rate and the raw rate of the
+store's own insert (column arrays, ``collector/storage/_arrays.py``).
 """
 
 from __future__ import annotations
