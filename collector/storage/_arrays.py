@@ -25,27 +25,32 @@ if TYPE_CHECKING:
 _PG_TYPES: dict[type, str] = {str: "text", int: "int8", float: "float8"}
 
 
-@dataclass(frozen=True)
-class ColumnInsert:
-    """One ``INSERT ... SELECT * FROM unnest(...)`` of ``columns`` into ``table``, ``tail``
-    appended (an ``ON CONFLICT`` clause); ``kinds``: each column's Python type, in order."""
+def _typed(kind: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
+    """``values`` made ``kind``, None kept (a NULL of a nullable column)."""
+    try:
+        return list(map(kind, values))
+    except TypeError:  # a None among them: the slower way
+        return [None if v is None else kind(v) for v in values]
 
-    table: str
-    columns: tuple[str, ...]
+
+@dataclass(frozen=True)
+class _ColumnWrite:
+    """What the column-array writes share: the arrays of a batch of rows, and running them."""
+
     kinds: tuple[Callable[[Any], Any], ...]
-    tail: str = ""
 
     @property
     def sql(self) -> str:
-        arrays = ", ".join(f"%b::{_PG_TYPES[cast(type, k)]}[]" for k in self.kinds)
-        cols = ", ".join(f'"{c}"' for c in self.columns)
-        return f"INSERT INTO {self.table} ({cols}) SELECT * FROM unnest({arrays}) {self.tail}"
+        raise NotImplementedError
+
+    def unnest(self) -> str:
+        """``unnest(%b::type[], ...)`` of the arrays, one per kind."""
+        return "unnest(" + ", ".join(f"%b::{_PG_TYPES[cast(type, k)]}[]" for k in self.kinds) + ")"
 
     def arrays(self, rows: Sequence[Sequence[Any]]) -> tuple[list[Any], ...]:
-        """``rows`` (in :attr:`columns` order) as one list per column, each value of its
-        column's type."""
+        """``rows`` as one list per column, each value of its column's type (None kept)."""
         columns = zip(*rows, strict=True)
-        return tuple(list(map(k, c)) for k, c in zip(self.kinds, columns, strict=True))
+        return tuple(_typed(k, c) for k, c in zip(self.kinds, columns, strict=True))
 
     def run(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> int:
         """Write ``rows`` in ``conn``'s transaction; returns the rows written (0 for none)."""
@@ -57,3 +62,38 @@ class ColumnInsert:
             return int(cursor.rowcount)
         finally:
             cursor.close()
+
+
+@dataclass(frozen=True)
+class ColumnInsert(_ColumnWrite):
+    """``INSERT INTO table (columns) SELECT * FROM unnest(...) tail`` (``tail``: an
+    ``ON CONFLICT`` clause); ``kinds``: each column's Python type, in order."""
+
+    table: str = ""
+    columns: tuple[str, ...] = ()
+    tail: str = ""
+
+    @property
+    def sql(self) -> str:
+        cols = ", ".join(f'"{c}"' for c in self.columns)
+        return f"INSERT INTO {self.table} ({cols}) SELECT * FROM {self.unnest()} {self.tail}"
+
+
+@dataclass(frozen=True)
+class ColumnUpdate(_ColumnWrite):
+    """``UPDATE table SET`` the ``columns`` of the rows found by the ``keys`` columns; each
+    row holds the new values, then the key (``kinds`` in that order). A key must come once in
+    a batch: one statement does not update a row twice."""
+
+    table: str = ""
+    columns: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+
+    @property
+    def sql(self) -> str:
+        names = ", ".join(f'"{c}"' for c in (*self.columns, *self.keys))
+        sets = ", ".join(f'"{c}" = u."{c}"' for c in self.columns)
+        match = " AND ".join(f'w."{k}" = u."{k}"' for k in self.keys)
+        return (
+            f"UPDATE {self.table} AS w SET {sets} FROM {self.unnest()} AS u({names}) WHERE {match}"
+        )

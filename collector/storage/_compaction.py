@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from ett_collector.domain.model import SpanRecord
+from ett_collector.storage._arrays import ColumnUpdate
 from ett_collector.storage._rows import SPAN_COLUMNS
 from ett_collector.storage._runs import (
     CONTIGUOUS_EPS_S,
@@ -142,6 +143,17 @@ class CompactionSql:
         )
 
 
+_EXTEND_RUNS = ColumnUpdate(
+    kinds=(float, int, int, int, str, int, int, float, str, str),
+    table="window_runs",
+    columns=("end", "step_last", "samples", "count"),
+    keys=("job_id", "attempt", "rank", "start", "trace_id", "span_id"),
+)
+"""PostgreSQL's :attr:`CompactionSql.extend_run` of a batch of runs as one statement
+(``_arrays.py``): with a body of one window of every rank (an OpenTelemetry Collector's),
+every run of the batch moves, one row each."""
+
+
 @dataclass(slots=True)
 class _Writes:
     """The rows that folds change, written together (:meth:`write`): runs deleted (absorbed
@@ -156,7 +168,10 @@ class _Writes:
         if self.deleted:
             conn.exec_driver_sql(sql.delete_run, self.deleted)
         if self.moved:
-            conn.exec_driver_sql(sql.extend_run, self.moved)
+            if sql.ph == "?":
+                conn.exec_driver_sql(sql.extend_run, self.moved)
+            else:  # PostgreSQL: one statement (each run of a batch moves once)
+                _EXTEND_RUNS.run(conn, self.moved)
         if self.new:
             conn.exec_driver_sql(sql.insert_run, self.new)
         if not self.series:

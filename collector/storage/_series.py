@@ -56,10 +56,10 @@ def upsert_sql(ph: str) -> str:
 
 
 SERIES_UPSERT = ColumnInsert(
-    "window_series",
-    SERIES_COLUMNS,
-    (str, int, int, float, int, int, int, float, int, float, float),
-    "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
+    kinds=(str, int, int, float, int, int, int, float, int, float, float),
+    table="window_series",
+    columns=SERIES_COLUMNS,
+    tail="ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
     + ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED),
 )
 """PostgreSQL's :func:`upsert_sql` of a batch of buckets as one statement (``_arrays.py``):

@@ -25,10 +25,10 @@ def placeholders(ph: str, n: int) -> str:
 
 
 SPAN_INSERT = ColumnInsert(
-    "spans",
-    SPAN_COLUMNS,
-    (str, str, str, int, int, str, float, float, str),
-    "ON CONFLICT DO NOTHING",
+    kinds=(str, str, str, int, int, str, float, float, str),
+    table="spans",
+    columns=SPAN_COLUMNS,
+    tail="ON CONFLICT DO NOTHING",
 )
 """PostgreSQL's insert of a batch of span rows (:func:`~ett_collector.storage._rows.span_rows`)
 as one statement (``_arrays.py``); SQLite runs :attr:`Statements.insert_spans` per row."""

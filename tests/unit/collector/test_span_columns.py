@@ -1,8 +1,9 @@
-"""PostgreSQL's batch writes as column arrays (``storage/_arrays.py``): the spans' insert and
-the step-time buckets' upsert."""
+"""PostgreSQL's batch writes as column arrays (``storage/_arrays.py``): the spans' insert, the
+step-time buckets' upsert and the runs' update."""
 
 from __future__ import annotations
 
+from ett_collector.storage._compaction import _EXTEND_RUNS
 from ett_collector.storage._rows import SPAN_COLUMNS, span_rows
 from ett_collector.storage._series import SERIES_COLUMNS, SERIES_UPSERT, merged
 from ett_collector.storage._sql import SPAN_INSERT
@@ -36,3 +37,21 @@ def test_merged_buckets_hold_each_key_once_with_their_sums() -> None:
     c = ("j", 0, 2, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0)
     assert merged([a, c, b]) == [("j", 0, 1, 60.0, 3, 30, 300, 29.5, 10, 9.5, 1.25), c]
     assert merged([]) == []
+
+
+def test_a_nullable_column_keeps_its_nulls() -> None:
+    # a run without a step counter has no step_last: NULL in the array, not an error
+    assert _EXTEND_RUNS.arrays([(2.0, None, 5, 1, "j", 0, 1, 1.0, "t", "s")])[1] == [None]
+    assert _EXTEND_RUNS.arrays([(2, 7, None, 1, "j", 0, 1, 1, "t", "s")])[:3] == (
+        [2.0],
+        [7],
+        [None],
+    )
+
+
+def test_the_runs_update_sets_the_columns_of_the_rows_of_each_key() -> None:
+    sql = _EXTEND_RUNS.sql
+    assert sql.startswith('UPDATE window_runs AS w SET "end" = u."end", "step_last" = u.')
+    assert sql.count("%b::") == 10
+    assert 'AS u("end", "step_last", "samples", "count", "job_id",' in sql
+    assert sql.endswith('w."trace_id" = u."trace_id" AND w."span_id" = u."span_id"')
