@@ -26,11 +26,11 @@ _PG_TYPES: dict[type, str] = {str: "text", int: "int8", float: "float8"}
 
 
 def _typed(kind: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
-    """``values`` made ``kind``, None kept (a NULL of a nullable column)."""
-    try:
-        return list(map(kind, values))
-    except TypeError:  # a None among them: the slower way
+    """``values`` made ``kind``, None kept (a NULL of a nullable column; ``str(None)`` would
+    be the text "None")."""
+    if None in values:
         return [None if v is None else kind(v) for v in values]
+    return list(map(kind, values))
 
 
 @dataclass(frozen=True)

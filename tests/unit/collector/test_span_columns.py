@@ -3,6 +3,7 @@ step-time buckets' upsert and the runs' update."""
 
 from __future__ import annotations
 
+from ett_collector.storage._arrays import ColumnInsert
 from ett_collector.storage._compaction import _EXTEND_RUNS
 from ett_collector.storage._rows import SPAN_COLUMNS, span_rows
 from ett_collector.storage._series import SERIES_COLUMNS, SERIES_UPSERT, merged
@@ -46,6 +47,9 @@ def test_a_nullable_column_keeps_its_nulls() -> None:
         [2.0],
         [7],
         [None],
+    )
+    assert ColumnInsert(kinds=(str,), table="t", columns=("c",)).arrays([(None,), ("a",)]) == (
+        [None, "a"],
     )
 
 
