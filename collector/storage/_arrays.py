@@ -13,7 +13,7 @@ becomes a float). SQLite keeps ``executemany``, which runs in C there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _PG_TYPES: dict[type, str] = {str: "text", int: "int8", float: "float8"}
 
 
-def _typed(kind: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
+def _typed(kind: type, values: Sequence[Any]) -> list[Any]:
     """``values`` made ``kind``, None kept (a NULL of a nullable column; ``str(None)`` would
     be the text "None")."""
     if None in values:
@@ -33,19 +33,19 @@ def _typed(kind: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
     return list(map(kind, values))
 
 
+def _unnest(kinds: Sequence[type]) -> str:
+    """``unnest(%b::type[], ...)``: one binary array per kind."""
+    return "unnest(" + ", ".join(f"%b::{_PG_TYPES[k]}[]" for k in kinds) + ")"
+
+
 @dataclass(frozen=True)
-class _ColumnWrite:
-    """What the column-array writes share: the arrays of a batch of rows, and running them."""
+class ColumnWrite:
+    """One statement ``sql`` fed a batch of rows as column arrays; ``kinds``: each column's
+    Python type, in the order of the rows' values. Made by :func:`column_insert` and
+    :func:`column_update`."""
 
-    kinds: tuple[Callable[[Any], Any], ...]
-
-    @property
-    def sql(self) -> str:
-        raise NotImplementedError
-
-    def unnest(self) -> str:
-        """``unnest(%b::type[], ...)`` of the arrays, one per kind."""
-        return "unnest(" + ", ".join(f"%b::{_PG_TYPES[cast(type, k)]}[]" for k in self.kinds) + ")"
+    sql: str
+    kinds: tuple[type, ...]
 
     def arrays(self, rows: Sequence[Sequence[Any]]) -> tuple[list[Any], ...]:
         """``rows`` as one list per column, each value of its column's type (None kept)."""
@@ -64,36 +64,25 @@ class _ColumnWrite:
             cursor.close()
 
 
-@dataclass(frozen=True)
-class ColumnInsert(_ColumnWrite):
+def column_insert(
+    table: str, columns: Sequence[str], kinds: tuple[type, ...], tail: str = ""
+) -> ColumnWrite:
     """``INSERT INTO table (columns) SELECT * FROM unnest(...) tail`` (``tail``: an
-    ``ON CONFLICT`` clause); ``kinds``: each column's Python type, in order."""
-
-    table: str = ""
-    columns: tuple[str, ...] = ()
-    tail: str = ""
-
-    @property
-    def sql(self) -> str:
-        cols = ", ".join(f'"{c}"' for c in self.columns)
-        return f"INSERT INTO {self.table} ({cols}) SELECT * FROM {self.unnest()} {self.tail}"
+    ``ON CONFLICT`` clause)."""
+    cols = ", ".join(f'"{c}"' for c in columns)
+    return ColumnWrite(f"INSERT INTO {table} ({cols}) SELECT * FROM {_unnest(kinds)} {tail}", kinds)
 
 
-@dataclass(frozen=True)
-class ColumnUpdate(_ColumnWrite):
+def column_update(
+    table: str, columns: Sequence[str], keys: Sequence[str], kinds: tuple[type, ...]
+) -> ColumnWrite:
     """``UPDATE table SET`` the ``columns`` of the rows found by the ``keys`` columns; each
     row holds the new values, then the key (``kinds`` in that order). A key must come once in
     a batch: one statement does not update a row twice."""
-
-    table: str = ""
-    columns: tuple[str, ...] = ()
-    keys: tuple[str, ...] = ()
-
-    @property
-    def sql(self) -> str:
-        names = ", ".join(f'"{c}"' for c in (*self.columns, *self.keys))
-        sets = ", ".join(f'"{c}" = u."{c}"' for c in self.columns)
-        match = " AND ".join(f'w."{k}" = u."{k}"' for k in self.keys)
-        return (
-            f"UPDATE {self.table} AS w SET {sets} FROM {self.unnest()} AS u({names}) WHERE {match}"
-        )
+    names = ", ".join(f'"{c}"' for c in (*columns, *keys))
+    sets = ", ".join(f'"{c}" = u."{c}"' for c in columns)
+    match = " AND ".join(f'w."{k}" = u."{k}"' for k in keys)
+    return ColumnWrite(
+        f"UPDATE {table} AS w SET {sets} FROM {_unnest(kinds)} AS u({names}) WHERE {match}",
+        kinds,
+    )

@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from ett_collector.domain.model import SpanRecord
-from ett_collector.storage._arrays import ColumnUpdate
+from ett_collector.storage._arrays import column_update
 from ett_collector.storage._rows import SPAN_COLUMNS
 from ett_collector.storage._runs import (
     CONTIGUOUS_EPS_S,
@@ -143,11 +143,11 @@ class CompactionSql:
         )
 
 
-_EXTEND_RUNS = ColumnUpdate(
-    kinds=(float, int, int, int, str, int, int, float, str, str),
-    table="window_runs",
-    columns=("end", "step_last", "samples", "count"),
-    keys=("job_id", "attempt", "rank", "start", "trace_id", "span_id"),
+_EXTEND_RUNS = column_update(
+    "window_runs",
+    ("end", "step_last", "samples", "count"),
+    ("job_id", "attempt", "rank", "start", "trace_id", "span_id"),
+    (float, int, int, int, str, int, int, float, str, str),
 )
 """PostgreSQL's :attr:`CompactionSql.extend_run` of a batch of runs as one statement
 (``_arrays.py``): with a body of one window of every rank (an OpenTelemetry Collector's),
@@ -191,7 +191,6 @@ class Compactor:
         self._engine = engine
         self.retention_s = retention_s
         self.sql = CompactionSql.for_placeholder(ph)
-        self._ph = ph
         self._series_upsert = upsert_sql(ph)
         self._series_load = load_sql(ph)
         self.unfolded: dict[str, int] = {}
@@ -260,7 +259,7 @@ class Compactor:
         with self._engine.connect() as conn:
             for i in range(0, len(job_ids), _LINES_AT_ONCE):
                 chunk = job_ids[i : i + _LINES_AT_ONCE]
-                sql = self.sql.lines + f" IN ({placeholders(self._ph, len(chunk))})"
+                sql = self.sql.lines + f" IN ({placeholders(self.sql.ph, len(chunk))})"
                 for job_id, line in _fetch(conn, sql, tuple(chunk)):
                     lines[job_id] = float(line)
         return lines
@@ -307,7 +306,7 @@ class Compactor:
     def _runs_from_many(self, conn: Connection, lows: Mapping[str, float]) -> dict[str, list[Any]]:
         """The ``window_runs`` rows of each job of ``lows`` ending at or after its low, by job,
         in one statement (a join with the (job, low) pairs as ``VALUES``)."""
-        ph = self._ph
+        ph = self.sql.ph
         cols = ", ".join(f'w."{c}"' for c in RUN_COLUMNS)
         pairs = ", ".join([f"({ph}, {ph})"] * len(lows))
         sql = (

@@ -20,7 +20,7 @@ from typing import Any
 from ett import semconv as sc
 from ett_collector.domain._points import Point, point_of_window
 from ett_collector.domain.model import SpanRecord
-from ett_collector.storage._arrays import ColumnInsert
+from ett_collector.storage._arrays import column_insert
 from ett_collector.storage._runs import Run
 from ett_collector.storage._sql import placeholders, quoted_columns
 
@@ -55,11 +55,11 @@ def upsert_sql(ph: str) -> str:
     )
 
 
-SERIES_UPSERT = ColumnInsert(
-    kinds=(str, int, int, float, int, int, int, float, int, float, float),
-    table="window_series",
-    columns=SERIES_COLUMNS,
-    tail="ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
+SERIES_UPSERT = column_insert(
+    "window_series",
+    SERIES_COLUMNS,
+    (str, int, int, float, int, int, int, float, int, float, float),
+    "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
     + ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED),
 )
 """PostgreSQL's :func:`upsert_sql` of a batch of buckets as one statement (``_arrays.py``):

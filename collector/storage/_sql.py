@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ett_collector.storage._arrays import ColumnInsert
+from ett_collector.storage._arrays import column_insert
 from ett_collector.storage._rows import FIGURE_COLUMNS, SEGMENT_COLUMNS, SPAN_COLUMNS
 
 
@@ -24,11 +24,11 @@ def placeholders(ph: str, n: int) -> str:
     return ", ".join([ph] * n)
 
 
-SPAN_INSERT = ColumnInsert(
-    kinds=(str, str, str, int, int, str, float, float, str),
-    table="spans",
-    columns=SPAN_COLUMNS,
-    tail="ON CONFLICT DO NOTHING",
+SPAN_INSERT = column_insert(
+    "spans",
+    SPAN_COLUMNS,
+    (str, str, str, int, int, str, float, float, str),
+    "ON CONFLICT DO NOTHING",
 )
 """PostgreSQL's insert of a batch of span rows (:func:`~ett_collector.storage._rows.span_rows`)
 as one statement (``_arrays.py``); SQLite runs :attr:`Statements.insert_spans` per row."""

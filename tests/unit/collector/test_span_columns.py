@@ -3,7 +3,7 @@ step-time buckets' upsert and the runs' update."""
 
 from __future__ import annotations
 
-from ett_collector.storage._arrays import ColumnInsert
+from ett_collector.storage._arrays import column_insert
 from ett_collector.storage._compaction import _EXTEND_RUNS
 from ett_collector.storage._rows import SPAN_COLUMNS, span_rows
 from ett_collector.storage._series import SERIES_COLUMNS, SERIES_UPSERT, merged
@@ -48,9 +48,7 @@ def test_a_nullable_column_keeps_its_nulls() -> None:
         [7],
         [None],
     )
-    assert ColumnInsert(kinds=(str,), table="t", columns=("c",)).arrays([(None,), ("a",)]) == (
-        [None, "a"],
-    )
+    assert column_insert("t", ("c",), (str,)).arrays([(None,), ("a",)]) == ([None, "a"],)
 
 
 def test_the_runs_update_sets_the_columns_of_the_rows_of_each_key() -> None:
