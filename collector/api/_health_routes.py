@@ -4,6 +4,8 @@ database take a write now: 503 with ``Retry-After`` when not) and ``GET /metrics
 
 from __future__ import annotations
 
+import os
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -44,19 +46,22 @@ class Health:
     async def healthz(self, request: Request) -> Response:
         """Liveness: the process serves; a database outage is /readyz's business, not a
         restart's. The store's counts, the standby's lag, the windows this process could not
-        fold, and the low-disk pruner's state when it runs."""
+        fold, the low-disk pruner's state when it runs, and this process's id (``pid``: which
+        of ``--workers N`` answered)."""
         store = self.pipeline.store
         try:
             counts = await run_in_threadpool(store.span_counts)
         except Exception as exc:
             if not is_transient_db_error(exc):
                 raise
-            return JSONResponse({"status": "ok", "database": f"unavailable: {db_reason(exc)}"})
+            return JSONResponse(
+                {"status": "ok", "database": f"unavailable: {db_reason(exc)}", "pid": os.getpid()}
+            )
         if self.settings.read_only:  # the standby's lag behind the primary
             counts |= await run_in_threadpool(replication, store.engine)
             counts["read_only"] = True
         counts["unfolded_windows"] = sum(store.compactor.unfolded.values())  # this process's
-        body: dict[str, object] = {"status": "ok", **counts}
+        body: dict[str, object] = {"status": "ok", **counts, "pid": os.getpid()}
         if self.retention.disk_prune is not None:  # ETT_PRUNE_ON_LOW_DISK
             body["disk_prune"] = self.retention.disk_prune.prune.state()
         return JSONResponse(body)

@@ -90,8 +90,10 @@ def start_collector(
     env: dict[str, str] | None = None,
     python: str = sys.executable,
 ) -> Collector:
-    """Start `ett serve` and wait until /healthz answers. Without ``port``, a free one; should
-    another process take it before the collector binds it, the collector starts on another.
+    """Start `ett serve` and wait until /healthz answers, from each of its ``workers`` (a
+    connection opened before a worker listens stays on another one for its life). Without
+    ``port``, a free one; should another process take it before the collector binds it, the
+    collector starts on another.
     ``env``: settings for the server on top of this process's environment; ``python``: the
     interpreter whose installed ``ett_cli`` serves (another environment's, say), started in
     ``home``."""
@@ -131,16 +133,23 @@ def _start(
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + WAIT_S
+    pids: set[int | None] = set()  # the workers that answered: every one listens before the tests
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             output = log_path.read_text()
             error = _PortTaken if f"port {port} is in use" in output else RuntimeError
             raise error(f"ett serve exited with {proc.returncode}:\n{output}")
         try:
-            if httpx.get(url + "/healthz", timeout=5).status_code == 200:
-                return Collector(url, db_url, home, proc, token)
+            r = httpx.get(url + "/healthz", timeout=5)  # a new connection each time
+            if r.status_code == 200:
+                pids.add(r.json().get("pid"))
+                if len(pids) == workers:
+                    return Collector(url, db_url, home, proc, token)
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     stop_process(proc)
-    raise RuntimeError(f"ett serve did not answer /healthz within {WAIT_S:.0f} s")
+    raise RuntimeError(
+        f"ett serve's {workers} workers did not all answer /healthz within {WAIT_S:.0f} s "
+        f"({len(pids)} did)"
+    )
