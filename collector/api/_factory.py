@@ -9,6 +9,7 @@ recompute; the others take over if it dies. Reads of a dirty job recompute it in
 from __future__ import annotations
 
 import fcntl
+import gc
 import hashlib
 import os
 import sys
@@ -70,10 +71,28 @@ interval to get it back from it, many times per request. What 0.5 ms bought, mea
 ``bench_recompute.py``: docs/benchmarks.md, "Figures behind constants in the code"."""
 
 
+GC_THRESHOLDS = (10_000, 10, 10)
+"""The server process's garbage-collector thresholds (Python's default is ``(700, 10, 10)``).
+Decoding one OTLP body of 512 spans allocates thousands of dicts and records that reference
+counting frees; with the default, each request still triggered about three young collections,
+and every tenth of those an older one. What 10,000 bought (with :func:`settle_garbage`'s freeze),
+measured over HTTP: docs/benchmarks.md, "Figures behind constants in the code"."""
+
+
+def settle_garbage() -> None:
+    """Collect once, move every object alive now (modules, the app) out of the collector's
+    sight (``gc.freeze``: later collections no longer walk them) and set
+    :data:`GC_THRESHOLDS`. Call when the app is built, before it serves."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette:
     """The app, with its pipeline and metrics, over a store that is already migrated:
     ``ett serve`` migrates once, before it starts the server or any worker process. Sets the
-    process's GIL switch interval (:data:`SWITCH_INTERVAL_S`)."""
+    process's GIL switch interval (:data:`SWITCH_INTERVAL_S`); a server process then settles
+    its garbage collector (:func:`settle_garbage`)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if settings.read_only:
         leader = Follower()  # no recompute, alert evaluation or retention: they write
@@ -96,4 +115,6 @@ def app_from_env() -> Starlette:
     """uvicorn's factory for worker processes (settings from ``ETT_*`` variables: the one
     hand-off through the environment, :meth:`Settings.for_worker`)."""
     settings = Settings.for_worker()
-    return build_app(settings, leader_lock_for(settings.db_url))
+    app = build_app(settings, leader_lock_for(settings.db_url))
+    settle_garbage()
+    return app

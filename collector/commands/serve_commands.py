@@ -119,10 +119,12 @@ def _serve_here(settings: Settings, sock: Any, line: str) -> None:
     """Serve on this process, on the bound ``sock``; print ``line`` once it listens."""
     import uvicorn
 
-    from ..api._factory import build_app
+    from ..api._factory import build_app, settle_garbage
 
+    app = build_app(settings)
+    settle_garbage()
     config = uvicorn.Config(
-        build_app(settings),
+        app,
         log_level="warning",
         timeout_keep_alive=math.ceil(settings.keep_alive_s),
         **settings.tls.uvicorn_options(),
