@@ -549,6 +549,64 @@ def test_many_distinct_and_long_attribute_values_decode_exactly() -> None:
     assert records[-1].attr("long") == "x" * 5000 and records[-1].attr("u") == "\u00e9\U0001f600"
 
 
+def resource_per_span(resources: list[dict[str, Any]]) -> bytes:
+    """A body with one resource per span (an OpenTelemetry Collector's merge of many ranks'
+    requests), span i under ``resources[i]``."""
+    req = ExportTraceServiceRequest()
+    for i, resource in enumerate(resources):
+        rs = req.resource_spans.add()
+        rs.resource.attributes.extend(key_values(resource))
+        span = rs.scope_spans.add().spans.add()
+        span.trace_id, span.span_id = TRACE, (i + 1).to_bytes(8, "big")
+        span.name = semconv.SPAN_TRAIN_WINDOW
+        span.start_time_unix_nano, span.end_time_unix_nano = T0 + i, T0 + i + 10**10
+        span.attributes.extend(key_values({semconv.STEP_FIRST: i, semconv.STEP_LAST: i}))
+    return pb_of(req)
+
+
+def test_a_resource_seen_before_decodes_as_it_did_the_first_time() -> None:
+    """The protobuf decoder keeps each resource's identity and checks for the next request
+    that names it: the records are the same, and a resource differing in one byte is its own."""
+    ranks = [{**IDENTITY, semconv.RANK: r, semconv.MODEL: "dlrm"} for r in range(8)]
+    body = resource_per_span(ranks)
+
+    first, again = decode(body).records, decode(body).records
+
+    assert [(r.job_id, r.attempt, r.rank) for r in first] == [("job-1", 0, r) for r in range(8)]
+    assert [(r.rank, r.attributes) for r in again] == [(r.rank, r.attributes) for r in first]
+    assert all(a.attributes is not b.attributes for a, b in zip(first, again, strict=True))
+    moved = decode(resource_per_span([{**x, semconv.ATTEMPT: 1} for x in ranks])).records
+    assert [(r.attempt, r.rank) for r in moved] == [(1, r) for r in range(8)]
+
+
+def test_a_resource_seen_before_is_rejected_as_it_was_the_first_time() -> None:
+    anonymous = [{semconv.ATTEMPT: 0, semconv.RANK: r} for r in range(3)]
+    for _ in range(2):
+        result = decode(resource_per_span(anonymous))
+        assert result.records == [] and result.rejected == 3
+        assert f"lacks {semconv.JOB_ID}" in result.rejected_message
+
+
+def test_requests_do_not_share_a_resource_s_mutable_values() -> None:
+    body = resource_per_span([{**IDENTITY, "user.hosts": ["a", "b"]}])
+    (first,) = decode(body).records
+    first.attr("user.hosts").append("c")
+
+    (second,) = decode(body).records
+
+    assert second.attr("user.hosts") == ["a", "b"]
+
+
+def test_more_distinct_resources_than_the_decoder_keeps_decode_exactly() -> None:
+    resources = [{**IDENTITY, semconv.RANK: r, "user.note": f"n{r}"} for r in range(5000)]
+
+    records = decode(resource_per_span(resources)).records
+    records += decode(resource_per_span(resources[::-1])).records
+
+    assert [r.rank for r in records] == list(range(5000)) + list(range(4999, -1, -1))
+    assert all(r.attr("user.note") == f"n{r.rank}" for r in records)
+
+
 def test_empty_protobuf_request_is_empty_result() -> None:
     assert decode(b"") == DecodeResult([], 0, "", 0, 0)
     assert decode(b"{}", JSON) == DecodeResult([], 0, "", 0, 0)
