@@ -599,6 +599,8 @@ def test_requests_do_not_share_a_resource_s_mutable_values() -> None:
 
 def test_more_distinct_resources_than_the_decoder_keeps_decode_exactly() -> None:
     resources = [{**IDENTITY, semconv.RANK: r, "user.note": f"n{r}"} for r in range(5000)]
+    resources[7]["user.notes"] = "x" * 400  # over the bytes kept per resource: not kept
+    resources[7] |= {f"user.k{i}": f"{i:0400}" for i in range(12)}
 
     records = decode(resource_per_span(resources)).records
     records += decode(resource_per_span(resources[::-1])).records
