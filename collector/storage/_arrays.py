@@ -8,12 +8,13 @@ becomes one list per column, sent as arrays in one statement
 ``ON CONFLICT`` clause. The arrays go in binary (``%b``): in text form every value would be
 escaped by a regular expression, which cost more than ``executemany`` itself. An array holds
 values of one type, so each column's values are made that type first (an integer start time
-becomes a float). SQLite keeps ``executemany``, which runs in C there.
+becomes a float). On SQLite :meth:`ColumnWrite.run` keeps ``executemany`` of the caller's
+one-row statement, which runs in C there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,24 +39,34 @@ def _unnest(kinds: Sequence[type]) -> str:
     return "unnest(" + ", ".join(f"%b::{_PG_TYPES[k]}[]" for k in kinds) + ")"
 
 
+Rows = Sequence[Sequence[Any]]
+
+
 @dataclass(frozen=True)
 class ColumnWrite:
     """One statement ``sql`` fed a batch of rows as column arrays; ``kinds``: each column's
-    Python type, in the order of the rows' values. Made by :func:`column_insert` and
-    :func:`column_update`."""
+    Python type, in the order of the rows' values; ``unique``: what makes a batch hold each
+    key once, where rows of one key may come together (one statement does not write a row
+    twice). Made by :func:`column_insert` and :func:`column_update`."""
 
     sql: str
     kinds: tuple[type, ...]
+    unique: Callable[[Rows], Rows] | None = None
 
-    def arrays(self, rows: Sequence[Sequence[Any]]) -> tuple[list[Any], ...]:
+    def arrays(self, rows: Rows) -> tuple[list[Any], ...]:
         """``rows`` as one list per column, each value of its column's type (None kept)."""
         columns = zip(*rows, strict=True)
         return tuple(_typed(k, c) for k, c in zip(self.kinds, columns, strict=True))
 
-    def run(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> int:
-        """Write ``rows`` in ``conn``'s transaction; returns the rows written (0 for none)."""
+    def run(self, conn: Connection, rows: Rows, each: str) -> int:
+        """Write ``rows`` in ``conn``'s transaction; returns the rows written (0 for none). On
+        SQLite ``each``, the same write of one row, runs once per row (``executemany``)."""
         if not rows:
             return 0
+        if conn.dialect.name == "sqlite":
+            return int(conn.exec_driver_sql(each, rows).rowcount)
+        if self.unique is not None:
+            rows = self.unique(rows)
         cursor = cast("psycopg.Cursor[Any]", conn.connection.cursor())
         try:
             cursor.execute(self.sql, self.arrays(rows), binary=True)
@@ -65,12 +76,17 @@ class ColumnWrite:
 
 
 def column_insert(
-    table: str, columns: Sequence[str], kinds: tuple[type, ...], tail: str = ""
+    table: str,
+    columns: Sequence[str],
+    kinds: tuple[type, ...],
+    tail: str = "",
+    unique: Callable[[Rows], Rows] | None = None,
 ) -> ColumnWrite:
     """``INSERT INTO table (columns) SELECT * FROM unnest(...) tail`` (``tail``: an
-    ``ON CONFLICT`` clause)."""
+    ``ON CONFLICT`` clause; ``unique``: as :class:`ColumnWrite`'s)."""
     cols = ", ".join(f'"{c}"' for c in columns)
-    return ColumnWrite(f"INSERT INTO {table} ({cols}) SELECT * FROM {_unnest(kinds)} {tail}", kinds)
+    sql = f"INSERT INTO {table} ({cols}) SELECT * FROM {_unnest(kinds)} {tail}"
+    return ColumnWrite(sql, kinds, unique)
 
 
 def column_update(

@@ -42,7 +42,6 @@ from ett_collector.storage._runs import (
 from ett_collector.storage._series import (
     SERIES_UPSERT,
     load_sql,
-    merged,
     not_replays,
     series_rows,
     upsert_sql,
@@ -167,19 +166,10 @@ class _Writes:
     def write(self, conn: Connection, sql: CompactionSql, series_upsert: str) -> None:
         if self.deleted:
             conn.exec_driver_sql(sql.delete_run, self.deleted)
-        if self.moved:
-            if sql.ph == "?":
-                conn.exec_driver_sql(sql.extend_run, self.moved)
-            else:  # PostgreSQL: one statement (each run of a batch moves once)
-                _EXTEND_RUNS.run(conn, self.moved)
+        _EXTEND_RUNS.run(conn, self.moved, sql.extend_run)  # each run of a batch moves once
         if self.new:
             conn.exec_driver_sql(sql.insert_run, self.new)
-        if not self.series:
-            return
-        if sql.ph == "?":
-            conn.exec_driver_sql(series_upsert, self.series)
-        else:  # PostgreSQL: the buckets in one statement, not one per row
-            SERIES_UPSERT.run(conn, merged(self.series))
+        SERIES_UPSERT.run(conn, self.series, series_upsert)
 
 
 class Compactor:

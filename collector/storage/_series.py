@@ -45,25 +45,17 @@ SERIES_COLUMNS = (
 _SUMMED = SERIES_COLUMNS[4:]
 
 
+_ADD_TO_STORED = "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET " + ", ".join(
+    f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED
+)
+"""A bucket already stored gets the new one's counts and seconds added."""
+
+
 def upsert_sql(ph: str) -> str:
     """Insert a bucket, or add to the stored one (SQLite and PostgreSQL alike)."""
     cols = quoted_columns(SERIES_COLUMNS)
-    adds = ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED)
-    return (
-        f"INSERT INTO window_series ({cols}) VALUES ({placeholders(ph, len(SERIES_COLUMNS))})"
-        f" ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET {adds}"
-    )
-
-
-SERIES_UPSERT = column_insert(
-    "window_series",
-    SERIES_COLUMNS,
-    (str, int, int, float, int, int, int, float, int, float, float),
-    "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET "
-    + ", ".join(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED),
-)
-"""PostgreSQL's :func:`upsert_sql` of a batch of buckets as one statement (``_arrays.py``):
-its rows must hold each key once (:func:`merged`)."""
+    values = placeholders(ph, len(SERIES_COLUMNS))
+    return f"INSERT INTO window_series ({cols}) VALUES ({values}) {_ADD_TO_STORED}"
 
 
 def merged(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
@@ -78,6 +70,17 @@ def merged(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
             for i in range(4, len(row)):
                 have[i] += row[i]
     return [tuple(r) for r in out.values()]
+
+
+SERIES_UPSERT = column_insert(
+    "window_series",
+    SERIES_COLUMNS,
+    (str, int, int, float, int, int, int, float, int, float, float),
+    _ADD_TO_STORED,
+    unique=merged,
+)
+"""PostgreSQL's :func:`upsert_sql` of a batch of buckets as one statement (``_arrays.py``),
+the rows of a repeated key summed first (:func:`merged`)."""
 
 
 def load_sql(ph: str) -> str:

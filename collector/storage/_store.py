@@ -180,9 +180,7 @@ class Store(FleetReads):
         """Insert span ``rows`` (a duplicate is skipped); returns how many were new: on
         PostgreSQL one statement of column arrays (:data:`SPAN_INSERT`), on SQLite
         ``executemany``."""
-        if self._sql.ph == "?":
-            return int(conn.exec_driver_sql(self._sql.insert_spans, rows).rowcount)
-        return SPAN_INSERT.run(conn, rows)
+        return SPAN_INSERT.run(conn, rows, self._sql.insert_spans)
 
     def save_summary(
         self,

@@ -14,7 +14,7 @@ from ett_collector.domain import SpanRecord
 from ett_collector.domain._performance import performance, point_of_window
 from ett_collector.storage import Store
 from ett_collector.storage._runs import WINDOW
-from ett_collector.storage._series import points_of_rows
+from ett_collector.storage._series import SERIES_UPSERT, points_of_rows
 from tests.support.spans import first_batch, window
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -62,6 +62,18 @@ def _series(store: Store) -> list[tuple[object, ...]]:
             " timed_s, wait_s FROM window_series ORDER BY attempt, rank, bucket"
         )
         return [tuple(r) for r in rows]
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_one_bucket_twice_in_one_write_is_added_up(store: Store) -> None:
+    """PostgreSQL writes a batch of buckets in one statement, which may not update a row twice:
+    the rows of one bucket are summed first; SQLite adds them one by one. Stored alike."""
+    row = ("j", 0, 1, T0, 1, 100, 3200, 10.0, 100, 3.0, 7.0)
+    with store.engine.begin() as conn:
+        SERIES_UPSERT.run(conn, [row, row], store.compactor._series_upsert)
+        SERIES_UPSERT.run(conn, [row], store.compactor._series_upsert)
+
+    assert _series(store) == [(0, 1, T0, 3, 300, 9600, 30.0, 300, 9.0, 21.0)]
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
