@@ -128,12 +128,27 @@ def parse_retention(name: str, raw: str) -> float | None:
     if text == "keep":
         return None
     match = _DURATION.match(text)
-    if match is None or float(match.group(1)) <= 0:
+    if match is None:
         raise ConfigError(
             f"{name}={raw!r} is not a retention period: write a duration such as 30d, 12h, "
             "90m or 2w, or 'keep'"
         )
+    if float(match.group(1)) <= 0:
+        raise ConfigError(
+            f"{name}={raw!r}: a retention period must be longer than 0 (such as 30d), or "
+            "'keep' to keep the data for good"
+        )
     return float(match.group(1)) * _DURATION_UNIT_S[match.group(2)]
+
+
+def _period(seconds: float | None) -> str:
+    """A retention period as a person writes it: ``keep``, ``90d``, ``36h``, ``90m``, ``45 s``."""
+    if seconds is None:
+        return "keep"
+    for unit, size in (("w", 604800.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and (seconds / size).is_integer():
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g} s"
 
 
 def retention_from_env() -> dict[str, float | None]:
@@ -156,18 +171,30 @@ def check_retention(retain: dict[str, float | None], live_refresh_s: float) -> N
         ConfigError: saying which setting to change."""
     for key, value in retain.items():
         if value is not None and value < live_refresh_s:
+            what = (
+                "an alert would go before the evaluator has seen it resolve"
+                if key == "alerts"
+                else "data would go before its job's figures settle"
+            )
             raise ConfigError(
-                f"ETT_RETAIN_{key.upper()} ({value:g} s) is shorter than ETT_LIVE_REFRESH_S "
-                f"({live_refresh_s:g} s): data would go before its job's figures settle"
+                f"ETT_RETAIN_{key.upper()}={_period(value)} is shorter than ETT_LIVE_REFRESH_S "
+                f"({live_refresh_s:g} s): {what}"
             )
     order = ("spans", "runs", "figures")
     for shorter, longer in itertools.pairwise(order):
         a, b = retain.get(shorter), retain.get(longer)
         if b is not None and (a is None or a > b):
+            fix = (
+                f"set ETT_RETAIN_{longer.upper()} to keep as well"
+                if a is None
+                else f"set ETT_RETAIN_{longer.upper()} to {_period(a)} or more"
+            )
             raise ConfigError(
-                f"ETT_RETAIN_{longer.upper()} must be at least ETT_RETAIN_{shorter.upper()} "
-                f"(got {b:g} s < {'keep' if a is None else f'{a:g} s'}): a job's figures are "
-                "recomputed from its raw spans and runs"
+                f"ETT_RETAIN_{longer.upper()}={_period(b)} is shorter than "
+                f"ETT_RETAIN_{shorter.upper()}={_period(a)} (defaults: "
+                f"{', '.join(f'{k}={v}' for k, v in RETENTION_DEFAULTS.items())}): a job's "
+                f"figures are recomputed from its raw spans and runs, so they must be kept "
+                f"at least as long; {fix}"
             )
 
 

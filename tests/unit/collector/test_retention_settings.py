@@ -52,16 +52,29 @@ def test_defaults_fit_a_year() -> None:
     assert retain["figures"] is not None and retain["figures"] >= 365 * 86400
 
 
-@pytest.mark.parametrize("raw", ["forever", "-1d", "0", "30 days", "d", "1y", "inf", "nan"])
+@pytest.mark.parametrize("raw", ["forever", "-1d", "30 days", "d", "1y", "inf", "nan"])
 def test_bad_values_stop_the_service(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("ETT_RETAIN_RUNS", raw)
     with pytest.raises(ConfigError, match=r"ETT_RETAIN_RUNS=.*not a retention period.*keep"):
         retention_from_env()
 
 
+@pytest.mark.parametrize("raw", ["0", "0d", "0.0h"])
+def test_a_period_of_zero_is_refused_as_such(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("ETT_RETAIN_SPANS", raw)
+    with pytest.raises(ConfigError, match=r"ETT_RETAIN_SPANS=.*must be longer than 0.*'keep'"):
+        retention_from_env()
+
+
 def test_shorter_than_the_live_refresh_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETT_RETAIN_ALERTS", "3s")
+    with pytest.raises(ConfigError, match=r"ETT_RETAIN_ALERTS=3 s is .*resolve"):
+        Settings()
+    monkeypatch.delenv("ETT_RETAIN_ALERTS")
     monkeypatch.setenv("ETT_RETAIN_SPANS", "4s")
-    with pytest.raises(ConfigError, match=r"ETT_RETAIN_SPANS .* shorter than ETT_LIVE_REFRESH_S"):
+    with pytest.raises(
+        ConfigError, match=r"ETT_RETAIN_SPANS=4 s is shorter than ETT_LIVE_REFRESH_S"
+    ):
         Settings()
     monkeypatch.setenv("ETT_LIVE_REFRESH_S", "2")
     assert Settings().retain["spans"] == 4.0
@@ -70,9 +83,25 @@ def test_shorter_than_the_live_refresh_is_refused(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     ("env", "needle"),
     [
-        ({"ETT_RETAIN_SPANS": "100d"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
-        ({"ETT_RETAIN_SPANS": "keep"}, "ETT_RETAIN_RUNS must be at least ETT_RETAIN_SPANS"),
-        ({"ETT_RETAIN_RUNS": "500d"}, "ETT_RETAIN_FIGURES must be at least ETT_RETAIN_RUNS"),
+        (
+            {"ETT_RETAIN_SPANS": "100d"},
+            "ETT_RETAIN_RUNS=90d is shorter than ETT_RETAIN_SPANS=100d .*"
+            "set ETT_RETAIN_RUNS to 100d or more$",
+        ),
+        (
+            {"ETT_RETAIN_SPANS": "keep"},
+            "ETT_RETAIN_RUNS=90d is shorter than ETT_RETAIN_SPANS=keep .*"
+            "set ETT_RETAIN_RUNS to keep as well$",
+        ),
+        (
+            {"ETT_RETAIN_RUNS": "36h", "ETT_RETAIN_SPANS": "2d"},
+            "ETT_RETAIN_RUNS=36h is shorter than ETT_RETAIN_SPANS=2d",
+        ),
+        (
+            {"ETT_RETAIN_RUNS": "500d"},
+            "ETT_RETAIN_FIGURES=400d is shorter than ETT_RETAIN_RUNS=500d .*"
+            "ETT_RETAIN_SPANS=30d, ETT_RETAIN_RUNS=90d",
+        ),
     ],
 )
 def test_figures_outlive_what_they_are_computed_from(
