@@ -71,6 +71,12 @@ def _register_absent(
         p.set_defaults(func=refuse, passthrough=True)
 
 
+def _name(args: argparse.Namespace) -> str:
+    """The command as typed, for the start of an error line: ``db prune``, ``serve``."""
+    action = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {action}" if isinstance(action, str) else str(args.command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ett`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -83,10 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = args.debug or os.environ.get("ETT_DEBUG") == "1"
     try:
         code: int = args.func(args)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None when started with stdout closed (`ett ... >&-`)
+            sys.stdout.flush()
         return code
     except CliError as exc:
-        print(f"ett {args.command}: {exc.message}", file=sys.stderr)
+        print(f"ett {_name(args)}: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -100,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print(
-                f"ett {args.command}: {type(exc).__name__}: {exc} (run with --debug for details)",
+                f"ett {_name(args)}: {type(exc).__name__}: {exc} (for details run it again "
+                f"as `ett --debug {_name(args)} ...`)",
                 file=sys.stderr,
             )
         return 1

@@ -25,13 +25,28 @@ Run = Callable[[argparse.Namespace], int]
 
 _WINDOW = semconv.DEFAULT_WINDOW_S
 _DEAD = semconv.PRESUMED_DEAD_WINDOWS
-ENVIRONMENT = f"""\
-environment:
+_DATABASE = """\
   ETT_HOME            data folder (default ~/.local/share/ett; SQLite at $ETT_HOME/collector.db)
   ETT_DB_URL          database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB)
+"""
+_RETENTION = """\
+  ETT_RETAIN_SPANS    how long a job's raw spans are kept after it ended (default 30d; 'keep');
+                      then its figures stay as stored and `ett recompute` refuses it
+  ETT_RETAIN_RUNS     its folded heartbeat runs (default 90d), at least ETT_RETAIN_SPANS
+  ETT_RETAIN_FIGURES  its figures, segments and fleet cells (default 400d), at least
+                      ETT_RETAIN_RUNS
+  ETT_RETAIN_ALERTS   resolved alerts, after they resolved (default 400d)
+"""
+ENVIRONMENT = f"""\
+environment:
+{_DATABASE.rstrip()}
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
   ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
+  ETT_RAW_WINDOW_RETENTION_S
+                      how long heartbeat windows stay raw before they are folded into runs,
+                      on each job's own span clock (default 600 s; 0: folded as they come;
+                      'keep': never)
   ETT_READ_WAIT_S     how long a read of a job with spans but no figures yet waits for its
                       first figures, then 503 (default 2 s); a job with figures is answered
                       at once, "fresh": false while newer spans await their recompute
@@ -43,16 +58,28 @@ environment:
                       without a new check (default 0.25 s; 0 checks on every read): this
                       process's own ingest and recomputes show at once, changes by another
                       worker process or collector (ett recompute) within this long
+  ETT_KEEP_ALIVE_S    how long an idle HTTP connection stays open (default 75 s)
   ETT_WORKERS         server processes (default 1)
 {_serve_security.SECURITY_ENVIRONMENT.rstrip()}
-  ETT_RETAIN_SPANS    how long a job's raw spans are kept after it ended (default 30d; 'keep');
-                      then its figures stay as stored and `ett recompute` refuses it
-  ETT_RETAIN_RUNS     its folded heartbeat runs (default 90d), at least ETT_RETAIN_SPANS
-  ETT_RETAIN_FIGURES  its figures, segments and fleet cells (default 400d)
-  ETT_RETAIN_ALERTS   resolved alerts, after they resolved (default 400d)
+{_RETENTION.rstrip()}
+  ETT_READY_MIN_FREE_BYTES
+                      free bytes below which /readyz says a SQLite collector is not ready
+                      (default 1048576; 0: no check)
+  ETT_PRUNE_ON_LOW_DISK
+                      1: while a SQLite disk is short of space, prune ended jobs' raw spans,
+                      then their runs, oldest first (default off)
   ETT_READ_ONLY       1: as --read-only (serve reads from a hot standby)
 """
-"""The epilog of ``ett serve`` and ``ett db prune``: every variable the service reads."""
+"""The epilog of ``ett serve``: every variable the service reads."""
+
+PRUNE_ENVIRONMENT = f"""\
+environment:
+{_DATABASE.rstrip()}
+{_RETENTION.rstrip()}
+  ETT_WINDOW_S        train window (default {_WINDOW:g} s): a job is pruned only once it has
+                      ended and no span has come for it for {_DEAD} windows
+"""
+"""The epilog of ``ett db prune``: the variables it reads."""
 
 
 class CommandError(Exception):

@@ -31,6 +31,17 @@ URL_FORMS = "sqlite:///PATH, a path ending in .db, or postgresql+psycopg://USER@
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _WHERE_HINT = "pass --db URL, or set ETT_HOME (the collector's data folder) or ETT_DB_URL"
+_DEFAULT_SOURCE = "the default place, ETT_HOME unset"
+
+
+def _where_hint(source: str) -> str:
+    """How to name the right database, for a message about one from ``source``."""
+    if source == "--db":
+        return (
+            "check the path, or pass the --db your collector writes to (`ett serve` "
+            "without --db: $ETT_HOME/collector.db)"
+        )
+    return _WHERE_HINT
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,8 @@ class Target:
         path = self.sqlite_path
         if path is not None and not path.is_file():
             raise TargetError(
-                f"database {self.shown} (from {self.source}) does not exist: {_WHERE_HINT}",
+                f"database {self.shown} (from {self.source}) does not exist: "
+                f"{_where_hint(self.source)}",
                 exit_code=1,
             )
 
@@ -106,7 +118,8 @@ def resolve(raw: str | None) -> Target:
     elif os.environ.get("ETT_DB_URL"):
         source, text = "ETT_DB_URL", os.environ["ETT_DB_URL"]
     else:
-        source, text = "ETT_HOME", default_db_url()
+        source = "ETT_HOME" if os.environ.get("ETT_HOME") else _DEFAULT_SOURCE
+        text = default_db_url()
     if "://" not in text:
         if not text.lower().endswith(_SQLITE_SUFFIXES) and not Path(text).is_file():
             raise TargetError(f"{source} {text!r} is not a database: write {URL_FORMS}")
@@ -144,7 +157,8 @@ def open_for_reading(target: Target) -> Any:
 
     target.require_existing()
     empty = TargetError(
-        f"database {target.shown} (from {target.source}) holds no ett data: {_WHERE_HINT}",
+        f"database {target.shown} (from {target.source}) holds no ett data: "
+        f"{_where_hint(target.source)}",
         exit_code=1,
     )
     if target.sqlite_is_empty():
@@ -159,3 +173,32 @@ def open_for_reading(target: Target) -> Any:
     except DBAPIError as exc:
         raise connection_error(target, exc) from exc
     return store
+
+
+def require_writable(target: Target, store: Any, command: str) -> None:
+    """Refuse (exit 1) a database this command could not write to: a PostgreSQL hot standby or
+    read-only sessions, or a SQLite file (or its folder) this user may not write; ``command``
+    is what to run against a writable one (``ett recompute``)."""
+    from sqlalchemy.exc import DBAPIError
+
+    from ..storage._replica import read_only_reason
+
+    where = f"database {target.shown} (from {target.source})"
+    path = target.sqlite_path
+    if path is not None:
+        for thing in (path, path.parent):
+            if thing.exists() and not os.access(thing, os.W_OK):
+                raise TargetError(
+                    f"{where} is read-only here: {thing} is not writable by this user; run "
+                    f"{command} as its owner",
+                    exit_code=1,
+                )
+        return
+    try:
+        why = read_only_reason(store.engine)
+    except DBAPIError as exc:
+        raise connection_error(target, exc) from exc
+    if why is not None:
+        raise TargetError(
+            f"{where} is read-only: {why}; run {command} against the primary", exit_code=1
+        )

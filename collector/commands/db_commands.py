@@ -9,7 +9,8 @@ import os
 import sys
 from typing import Any
 
-from ._runner import ENVIRONMENT, CommandError, Kit, open_pipeline, settings_for
+from . import _target
+from ._runner import PRUNE_ENVIRONMENT, CommandError, Kit, open_pipeline, settings_for
 
 
 def register(sub: Any, kit: Kit) -> None:
@@ -41,7 +42,7 @@ def register(sub: Any, kit: Kit) -> None:
         "older than their retention (ETT_RETAIN_SPANS, ETT_RETAIN_RUNS, ETT_RETAIN_FIGURES, "
         "ETT_RETAIN_ALERTS), in small batches. A running job is never pruned; a job whose raw "
         "spans are gone keeps its figures, segments and fleet cells.",
-        epilog=ENVIRONMENT,
+        epilog=PRUNE_ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prune.add_argument(
@@ -84,12 +85,12 @@ def _prune(args: argparse.Namespace) -> int:
 
     from ett import semconv as sc
 
-    from ..storage import Store
     from ..storage._retention import Policy, Retention
 
     settings = settings_for(args.target.url)  # the ETT_RETAIN_* periods, checked
-    store = Store(args.target.url)
-    store.upgrade()
+    store = _target.open_for_reading(args.target)  # a mistyped path creates nothing
+    if not args.dry_run:
+        _target.require_writable(args.target, store, "`ett db prune`")
     quiet_s = sc.PRESUMED_DEAD_WINDOWS * settings.window_s
     retention = Retention(store.engine, Policy.of(settings.retain, quiet_s))
     if args.dry_run:
@@ -107,6 +108,7 @@ def _prune(args: argparse.Namespace) -> int:
 def _recompute(args: argparse.Namespace) -> int:
     # an existing database: a mistyped path creates nothing
     pipeline = open_pipeline(args, read=True)
+    _target.require_writable(args.target, pipeline.store, "`ett recompute`")
     if args.jobs:
         return _recompute_jobs(pipeline, args.jobs)
     return _recompute_all(pipeline)
@@ -123,7 +125,7 @@ def _recompute_jobs(pipeline: Any, jobs: list[str]) -> int:
             continue
         not_done += 1
         if outcome is Outcome.FAILED:
-            why = pipeline.store.recompute_failure(j)
+            why = pipeline.store.recompute_failure(j) or "the error is logged above"
             print(f"ett: the figures of job {j!r} could not be computed: {why}", file=sys.stderr)
         elif outcome is Outcome.PRUNED:
             why = pruned_reason(pipeline.store.spans_pruned_at(j) or 0.0)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -102,12 +103,33 @@ def _prepare_database(settings: Settings, target: Any) -> None:
     """Migrate the database, or check a read-only one's schema: fail fast on a bad database,
     before any worker starts."""
     from ..storage import Store
+    from ..storage._replica import read_only_reason, replication
 
+    if settings.read_only and settings.db_url.startswith("sqlite"):
+        raise CommandError(
+            f"--read-only serves the reads of a PostgreSQL hot standby; {target.shown} is a "
+            "SQLite file, which has none: serve it without --read-only (one collector per "
+            "SQLite file), or point --db at a standby"
+        )
     try:
+        store = Store(settings.db_url)
         if settings.read_only:
-            _check_replica(Store(settings.db_url), target.shown)
+            _check_replica(store, target.shown)
+            if not replication(store.engine)["standby"]:
+                print(
+                    f"ett serve: note: {target.shown} is not a hot standby but a database that "
+                    "takes writes: this collector serves its reads and refuses ingest, and "
+                    "nothing here recomputes figures",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        elif (why := read_only_reason(store.engine)) is not None:
+            raise CommandError(
+                f"the database {target.shown} is read-only: {why}: serve its reads with "
+                "--read-only, or point --db at the primary"
+            )
         else:
-            Store(settings.db_url).upgrade()
+            store.upgrade()
     except OSError as exc:  # its folder cannot be made: a file in the way, no permission
         where = f"{target.shown} (from {target.source})"
         raise CommandError(

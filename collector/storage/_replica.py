@@ -26,3 +26,22 @@ def replication(engine: Engine) -> dict[str, Any]:
     with engine.connect() as conn:
         standby, lag = conn.exec_driver_sql(_STATE).one()
     return {"standby": bool(standby), "replication_lag_s": None if lag is None else float(lag)}
+
+
+_READ_ONLY = "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')"
+
+
+def read_only_reason(engine: Engine) -> str | None:
+    """Why every write to this PostgreSQL database would be refused, or None: a hot standby
+    (in recovery), or sessions that start read-only (``default_transaction_read_only``, as a
+    read-only role or ``PGOPTIONS`` sets). SQLite: None (its file's permissions are the
+    caller's to check)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as conn:
+        standby, read_only = conn.exec_driver_sql(_READ_ONLY).one()
+    if standby:
+        return "it is a hot standby (in recovery), where every transaction is read-only"
+    if str(read_only).lower() == "on":
+        return "its sessions are read-only (default_transaction_read_only is on)"
+    return None
