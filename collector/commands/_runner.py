@@ -165,6 +165,13 @@ def _notes(args: argparse.Namespace, data: Any, query: Any) -> None:
     if isinstance(data, dict) and data.get("error"):
         note = f"{data['error']}; these figures are older"
         print(f"ett {args.command}: note: {note}", file=sys.stderr)
+    if isinstance(data, dict) and isinstance(job_id := data.get("job_id"), str):
+        from ..write.pipeline import pruned_reason
+
+        pruned_at = query.store.spans_pruned_at(job_id)
+        if pruned_at is not None:
+            why = pruned_reason(pruned_at).replace("its ", "the job's ", 1)
+            print(f"ett {args.command}: note: {why}", file=sys.stderr)
     if isinstance(data, list) and (pending := query.pending_jobs()):
         print(
             f"ett {args.command}: note: {pending} job(s) have spans newer than their figures; "

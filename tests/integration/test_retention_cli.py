@@ -71,6 +71,11 @@ def test_prune_then_recompute_refuses_and_keeps_the_figures(db: str, capsys) -> 
     assert "recomputed 1 job(s)" in out and "1 job(s) kept their stored figures" in out
     assert store.get_job("old-job") == before
     assert main(["report", "old-job", "--json", "--db", db]) == 0
+    note = capsys.readouterr().err.strip()
+    assert note.startswith("ett report: note: the job's raw spans were pruned at ")
+    assert "stored figures are kept as they are" in note and "\n" not in note
+    assert main(["report", "new-job", "--json", "--db", db]) == 0
+    assert capsys.readouterr().err == ""
     store.close()
 
 
