@@ -11,7 +11,10 @@ matter is one the rules are meant not to see).
   straggler, a throughput regression of its model after its onset) / regression firings;
 - recall: planted regressions named at least once / planted regressions (those whose onset
   lies inside the backtest, with at least ``min_after_s`` of history after it);
-- false firings per day: false firings / days backtested.
+- false firings per day: false firings / days backtested;
+- by rule: each scored rule's firings, true and false (the pooled figures above mix every
+  regression-reporting rule of the file: the regression kind, threshold kinds such as
+  ``ett_regression``, throughput and straggler rules).
 
 Inside the loop (issue 26): a slow model (``--regress ... component=step``) is a regression whose
 component is ``step``, named by the ``throughput_regression`` kind's alerts (component
@@ -128,6 +131,27 @@ class Detection:
 
 
 @dataclass(frozen=True)
+class RuleScore:
+    """The firings of one rule, and how many a planted regression explains."""
+
+    rule: str
+    firings: int
+    true_firings: int
+
+    @property
+    def false_firings(self) -> int:
+        return self.firings - self.true_firings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "firings": self.firings,
+            "true_firings": self.true_firings,
+            "false_firings": self.false_firings,
+        }
+
+
+@dataclass(frozen=True)
 class Quality:
     """The score of one backtest against its planted regressions."""
 
@@ -136,6 +160,8 @@ class Quality:
     false_firings: int
     days: float
     detections: tuple[Detection, ...]
+    by_rule: tuple[RuleScore, ...] = ()
+    """The same firings counted per rule, by rule name."""
 
     @property
     def precision(self) -> float | None:
@@ -180,6 +206,7 @@ class Quality:
                 }
                 for d in self.detections
             ],
+            "by_rule": [r.to_dict() for r in self.by_rule],
         }
 
 
@@ -208,6 +235,14 @@ def score(
 ) -> Quality:
     """Score regression ``firings`` of a backtest over ``[since, until]`` against ``planted``."""
     true = [f for f in firings if any(p.explains(f) for p in planted)]
+    by_rule = tuple(
+        RuleScore(
+            rule=name,
+            firings=sum(f.rule == name for f in firings),
+            true_firings=sum(f.rule == name for f in true),
+        )
+        for name in sorted({f.rule for f in firings})
+    )
     detections = []
     for p in planted:
         first = min((f.fired_at for f in firings if p.named_by(f)), default=math.nan)
@@ -227,4 +262,5 @@ def score(
         false_firings=len(firings) - len(true),
         days=(until - since) / DAY,
         detections=tuple(detections),
+        by_rule=by_rule,
     )

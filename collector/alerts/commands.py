@@ -62,10 +62,21 @@ def register(sub: Any) -> None:
     )
     bt.add_argument("--since", default="30d", help="start: 30d, 12h, ISO 8601, unix s (30d)")
     bt.add_argument("--until", default=None, help="end (default: now)")
-    bt.add_argument("--step", default=None, help="also evaluate on this grid (e.g. 30s)")
+    bt.add_argument(
+        "--step",
+        default=None,
+        metavar="DURATION",
+        help="also evaluate on a regular grid of this step, e.g. 30s (default: none; the replay "
+        "evaluates at every instant where a condition can change, which is exact)",
+    )
     _rules_arg(bt)
     _db_arg(bt)
-    bt.add_argument("--json", action="store_true", help="print a JSON list of firings")
+    bt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the firings as a JSON list; with --truth, an object "
+        '{"firings": [...], "quality": {...}}',
+    )
     bt.add_argument(
         "--truth",
         metavar="FILE",
@@ -163,12 +174,18 @@ def _store(db: str | None) -> Any:
 
 
 def _rules(path: str | None) -> Any:
+    """The rules of ``--rules`` (else ``$ETT_ALERT_RULES``, else the defaults); a bad file is
+    a ``CliError`` (exit 2) naming the option, the file and what is wrong."""
     from .rules import RulesError, load_rules
 
+    given = path or os.environ.get("ETT_ALERT_RULES") or None
     try:
-        return load_rules(path or os.environ.get("ETT_ALERT_RULES") or None)
+        return load_rules(given)
     except RulesError as exc:
-        raise CliError(str(exc), exit_code=2) from None
+        if given is None:
+            raise CliError(str(exc), exit_code=2) from None
+        option = "--rules" if path else "ETT_ALERT_RULES"
+        raise CliError(f"{option} {exc}", exit_code=2) from None
 
 
 def _when(t: float | None) -> str:
@@ -235,9 +252,11 @@ def _backtest(args: argparse.Namespace) -> int:
     if since is None or until <= since:
         raise CliError("--since must be before --until (e.g. --since 30d)", exit_code=2)
     try:
-        step = parse_duration(args.step) if args.step else None
+        step = parse_duration(args.step) if args.step is not None else None
     except ValueError as exc:
         raise CliError(f"--step {exc}", exit_code=2) from None
+    if step is not None and step <= 0:
+        raise CliError(f"--step must be a positive duration such as 30s, got {args.step!r}")
     rules = _rules(args.rules)
     store = _store(args.db)
     pipeline = Pipeline(store)
@@ -269,38 +288,63 @@ def _backtest(args: argparse.Namespace) -> int:
         ended = _when(f.resolved_at) if f.resolved_at else "firing"
         print(f"  {_when(f.fired_at)} .. {ended}  {f.rule}  {labels}\n      {f.description}")
     if quality is not None:
-        _print_quality(quality, args.truth)
+        _print_quality(quality, args.truth, since, until)
     return 0
 
 
 def _planted(path: str) -> list[Any]:
-    """The planted regressions of a truth file (one JSON object a line)."""
+    """The planted regressions of a truth file (one JSON object a line; blank lines skipped).
+    ``CliError`` naming the file (and the line) for one that is not UTF-8, a line that is not a
+    JSON object, and a file without a line; a file of jobs alone (``ett simulate --truth``
+    without ``--regress``) is scored, with a note on stderr."""
     from ._quality import planted_from
+    from .rules import utf8_text
 
-    records = []
     try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise CliError(f"--truth {path}:{n}: not JSON ({exc.msg})") from None
+        with open(path, "rb") as f:
+            text = utf8_text(f.read(), "a truth file is JSON lines")
     except OSError as exc:
         raise CliError(f"--truth: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(f"--truth {path}: {exc}") from None
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--truth {path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise CliError(f"--truth {path}:{n}: not a JSON object, got {line.strip()[:40]}")
+        records.append(record)
+    if not records:
+        raise CliError(
+            f"--truth {path} holds no planted regressions (it is empty): write them with "
+            "`ett simulate --truth FILE --regress SPEC`"
+        )
     try:
-        planted = planted_from(r for r in records if isinstance(r, dict))
+        planted = planted_from(records)
     except ValueError as exc:
         raise CliError(f"--truth {path}: {exc}") from None
     if not planted:
-        print(f"note: {path} plants no regression: every regression firing counts as false")
+        print(
+            f"note: {path} plants no regression: every regression firing counts as false",
+            file=sys.stderr,
+        )
     return planted
 
 
-def _print_quality(q: Any, path: str) -> None:
+def _print_quality(q: Any, path: str, since: float, until: float) -> None:
     def num(v: float | None, fmt: str = ".2f") -> str:
         return "-" if v is None else format(v, fmt)
+
+    def unscored(at: float) -> str:
+        if at < since:
+            return "onset before the backtest"
+        if at > until:
+            return "onset after the backtest"
+        return "onset less than a day before the backtest's end"
 
     print(f"\nagainst the regressions planted in {path}:")
     print(
@@ -309,13 +353,24 @@ def _print_quality(q: Any, path: str) -> None:
         f"over {q.days:.1f} days)"
     )
     print(f"  precision {num(q.precision)}   recall {num(q.recall)}")
+    if q.by_rule:
+        print("  by rule:")
+        width = max(len(r.rule) for r in q.by_rule) + 1
+        for r in q.by_rule:
+            print(
+                f"    {r.rule + ':':<{width}} {r.firings} firing(s), {r.true_firings} true, "
+                f"{r.false_firings} false"
+            )
     for d in q.detections:
         p = d.planted
         who = f"model={p.model}" if p.model is not None else f"team={p.team}"
         share = "" if d.share_pct is None else f", {d.share_pct:.1f}% of its lost time before"
-        state = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
-        note = "" if d.scored else " (onset outside the backtest: not scored)"
-        print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}{note}")
+        found = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
+        if d.scored:
+            state = found
+        else:
+            state = f"not scored ({unscored(p.at)})" + (f"; {found}" if d.found else "")
+        print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}")
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ the baseline window minus those of the recent window.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -292,10 +293,27 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
         return defaults
     p = Path(path)
     try:
-        text = p.read_text("utf-8")
+        text = utf8_text(p.read_bytes(), "a rules file is YAML")
     except OSError as exc:
-        raise RulesError(f"cannot read rules file {str(p)!r}: {exc.strerror or exc}") from exc
+        raise RulesError(f"{p}: cannot read the rules file: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise RulesError(f"{p}: {exc}") from None
     return merge(defaults, parse_rules(text, str(p)), str(p))
+
+
+def utf8_text(data: bytes, what: str) -> str:
+    """``data`` decoded as UTF-8.
+
+    Raises:
+        ValueError: ``not UTF-8 text (byte 0xff on line 3); <what> in UTF-8``.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); {what} in UTF-8"
+        ) from None
 
 
 def merge(defaults: RuleSet, user: RuleSet, source: str) -> RuleSet:
@@ -332,9 +350,14 @@ def parse_rules(text: str, source: str = "<rules>") -> RuleSet:
     include = doc.get("include_defaults", True)
     if not isinstance(include, bool):
         raise RulesError(f"{source}: include_defaults must be true or false, got {include!r}")
-    raw_rules = doc.get("rules") or []
+    raw_rules = doc.get("rules", [])
     if not isinstance(raw_rules, list):
-        raise RulesError(f"{source}: 'rules' must be a list of rules")
+        # `rules: {}`, `rules: ""` and a bare `rules:` (null) too: none of them is a list, and
+        # an empty list is said `rules: []`
+        got = "null" if raw_rules is None else repr(raw_rules)
+        raise RulesError(
+            f"{source}: 'rules' must be a list of rules (`rules: []` for none), got {got}"
+        )
     rules: list[Rule] = []
     for i, raw in enumerate(raw_rules):
         rule = _parse_rule(raw, f"{source}: rules[{i}]")
@@ -393,13 +416,43 @@ class _FieldError(Exception):
         self.message = message
 
 
-def _number(value: Any, lo: float | None = None, hi: float | None = None) -> float:
+def _number(
+    value: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    open_lo: bool = False,
+    open_hi: bool = False,
+    what: str = "",
+) -> float:
+    """``value`` as a finite float within the bounds given (``open_lo``, ``open_hi``: the bound
+    itself is out); the message names only the bounds that exist, e.g. ``must be >= 0`` or
+    ``must be a p-value in (0, 1]``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"must be a number, got {value!r}")
     v = float(value)
-    if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise ValueError(f"must be a number in [{lo}, {hi}], got {value!r}")
+    if not math.isfinite(v):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    below = lo is not None and (v <= lo if open_lo else v < lo)
+    above = hi is not None and (v >= hi if open_hi else v > hi)
+    if below or above:
+        words = f"{what} " if what else ""
+        raise ValueError(f"must be {words}{_range(lo, hi, open_lo, open_hi)}, got {value!r}")
     return v
+
+
+def _range(lo: float | None, hi: float | None, open_lo: bool, open_hi: bool) -> str:
+    """The bounds that exist, open or closed: ``in [0, 100]``, ``in (0, 0.5]``, ``strictly
+    between 0 and 100``, ``>= 0``, ``above 1``, ``<= 5``, ``below 5``."""
+    if lo is not None and hi is not None:
+        if open_lo and open_hi:
+            return f"strictly between {lo:g} and {hi:g}"
+        return f"in {'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
+    if lo is not None:
+        return f"above {lo:g}" if open_lo else f">= {lo:g}"
+    if hi is not None:
+        return f"below {hi:g}" if open_hi else f"<= {hi:g}"
+    return "a number"  # pragma: no cover - a call without bounds never gets here
 
 
 def _integer(value: Any, lo: int) -> int:
@@ -441,9 +494,9 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
     if key in ("drop_points", "slo_pct"):
         return key, _number(value, 0.0, 100.0)
     if key == "increase_pct":
-        return key, _number(value, 0.0, None)
+        return key, _number(value, 0.0)
     if key == "min_increase":
-        return key, _number(value, 0.0, None)
+        return key, _number(value, 0.0)
     if key == "components":
         if not isinstance(value, list) or not value:
             raise ValueError("must be a non-empty list of components")
@@ -454,31 +507,21 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any]:
     if key in ("long_window", "short_window"):
         return key, _window(value)
     if key == "objective_pct":
-        if not 0.0 < _number(value) < 100.0:
-            raise ValueError(f"must be a percentage strictly between 0 and 100, got {value!r}")
-        return key, float(value)
+        return key, _number(value, 0.0, 100.0, open_lo=True, open_hi=True, what="a percentage")
     if key == "burn_rate":
-        if not _number(value) > 0.0:
-            raise ValueError(f"must be a number above 0, got {value!r}")
-        return key, float(value)
+        return key, _number(value, 0.0, open_lo=True, what="a number")
     if key == "fdr":
-        if not 0.0 < _number(value) <= 0.5:
-            raise ValueError(f"must be a false-discovery rate in (0, 0.5], got {value!r}")
-        return key, float(value)
+        return key, _number(value, 0.0, 0.5, open_lo=True, what="a false-discovery rate")
     if key == "resolve_p":
-        if not 0.0 < _number(value) <= 1.0:
-            raise ValueError(f"must be a p-value in (0, 1], got {value!r}")
-        return key, float(value)
+        return key, _number(value, 0.0, 1.0, open_lo=True, what="a p-value")
     if key == "min_gpu_hours_per_day":
-        return key, _number(value, 0.0, None)
+        return key, _number(value, 0.0)
     if key in ("test", "startup_test"):
         if value not in ("rank", "lognormal"):
             raise ValueError(f"must be rank or lognormal, got {value!r}")
         return key, value
     if key == "min_score":
-        if not _number(value) > 1.0:
-            raise ValueError(f"must be a ratio above 1, got {value!r}")
-        return key, float(value)
+        return key, _number(value, 1.0, open_lo=True, what="a ratio")
     if key == "min_windows":
         return key, _integer(value, 1)
     raise ValueError("unknown field")  # pragma: no cover - _FIELDS screens first
@@ -561,4 +604,5 @@ __all__ = [
     "parse_duration",
     "parse_rules",
     "rule_to_dict",
+    "utf8_text",
 ]

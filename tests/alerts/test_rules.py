@@ -138,3 +138,67 @@ def test_ett_serve_refuses_to_start_with_a_bad_rules_file(tmp_path: Path) -> Non
     assert run.returncode == 2
     assert "rule 'slow_start': field 'for'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "value", "message"),
+    [
+        ("regression", "fdr", ".nan", "must be a finite number, got nan"),
+        ("regression", "fdr", "0", "must be a false-discovery rate in (0, 0.5], got 0"),
+        ("regression", "resolve_p", ".inf", "must be a finite number, got inf"),
+        ("regression", "min_gpu_hours_per_day", "-1", "must be >= 0, got -1"),
+        ("tts_regression", "increase_pct", "-5", "must be >= 0, got -5"),
+        ("ett_regression", "drop_points", "150", "must be in [0, 100], got 150"),
+        ("ett_slo_burn", "objective_pct", ".nan", "must be a finite number, got nan"),
+        (
+            "ett_slo_burn",
+            "objective_pct",
+            "100",
+            "must be a percentage strictly between 0 and 100, got 100",
+        ),
+        ("ett_slo_burn", "burn_rate", ".nan", "must be a finite number, got nan"),
+        ("ett_slo_burn", "burn_rate", "0", "must be a number above 0, got 0"),
+        ("straggler", "min_score", "1", "must be a ratio above 1, got 1"),
+    ],
+)
+def test_a_range_error_names_only_the_bounds_that_exist(
+    kind: str, field: str, value: str, message: str
+) -> None:
+    needed = {"ett_slo_burn": {"objective_pct": "90", "burn_rate": "2"}}.get(kind, {})
+    given = {**needed, field: value}
+    text = f"rules:\n  - name: mine\n    kind: {kind}\n" + "".join(
+        f"    {k}: {v}\n" for k, v in given.items()
+    )
+    with pytest.raises(RulesError) as err:
+        parse_rules(text, "mine.yml")
+    assert str(err.value) == f"mine.yml: rule 'mine': field '{field}': {message}"
+    assert "None" not in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["{}", '""', "null", "", "abc", "{name: x}"])
+def test_rules_that_are_not_a_list_are_refused_empty_or_not(value: str) -> None:
+    with pytest.raises(RulesError, match=r"'rules' must be a list of rules \(`rules: \[\]` for"):
+        parse_rules(f"include_defaults: false\nrules: {value}\n", "mine.yml")
+    # an explicit empty list, or no rules key at all, stays allowed (only the defaults' flag)
+    assert parse_rules("include_defaults: false\nrules: []\n").rules == ()
+    assert parse_rules("include_defaults: false\n").rules == ()
+
+
+def test_a_rules_file_that_is_not_utf8_is_a_rules_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ett_cli import main
+
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"rules:\n  - name: x\xff\xfe\n")
+    with pytest.raises(RulesError, match=r"binary.yml: not UTF-8 text \(byte 0xff on line 2\)"):
+        load_rules(binary)
+    db = f"sqlite:///{tmp_path / 'none.db'}"  # never opened: the rules are read first
+    for argv in (
+        ["alerts", "export-prometheus", "--rules", str(binary)],
+        ["alerts", "backtest", "--db", db, "--rules", str(binary)],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"--rules {binary}: not UTF-8 text (byte 0xff on line 2)" in err, err
+        assert "UnicodeDecodeError" not in err

@@ -18,7 +18,8 @@ from ett_collector.storage import Store
 from ett_simulator import simulate_into_db
 
 DAY = 86400.0
-START = 1_800_000_000.0  # fixed, so the fleet is the same on every run
+START = 1_793_952_000.0  # 2026-11-06T08:00:00Z: fixed, so the fleet is the same on every run, and
+# past (`ett simulate` refuses a start after now)
 ONSET = START + 7 * DAY
 MODEL, COMPONENT = "dlrm-small", "checkpoint"
 AT = datetime.fromtimestamp(ONSET, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -103,9 +104,13 @@ def test_backtest_truth_scores_the_firings(tmp_path: Path, regressed: tuple[Path
     assert shown.returncode == 0, shown.stderr
     assert "precision 1.00   recall 1.00" in shown.stdout, shown.stdout
     assert f"model={MODEL} {COMPONENT} x6" in shown.stdout and "found after" in shown.stdout
+    assert "  by rule:\n    regression_by_model: 1 firing(s), 1 true, 0 false\n" in shown.stdout
     as_json = subprocess.run([*bt, "--json"], capture_output=True, text=True, timeout=300)
     quality = json.loads(as_json.stdout)["quality"]
     assert quality["precision"] == 1.0 and quality["recall"] == 1.0
+    assert quality["by_rule"] == [
+        {"rule": "regression_by_model", "firings": 1, "true_firings": 1, "false_firings": 0}
+    ]
     [planted] = quality["planted"]
     assert planted["found"] and 0 <= planted["delay_s"] <= 2 * DAY
     # a truth file that is not one
@@ -113,3 +118,113 @@ def test_backtest_truth_scores_the_firings(tmp_path: Path, regressed: tuple[Path
     bad = subprocess.run([*bt[:-1], str(tmp_path / "bad.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 2 and "needs component, factor and at" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_an_onset_outside_the_backtest_is_not_scored_and_not_missed(
+    regressed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ett_cli import main
+
+    db, truth = regressed
+    argv = ["alerts", "backtest", "--db", str(db), "--truth", str(truth)]
+    since = datetime.fromtimestamp(START, UTC).isoformat()
+    until = datetime.fromtimestamp(ONSET - DAY, UTC).isoformat()
+    assert main([*argv, "--since", since, "--until", until]) == 0
+    out = capsys.readouterr().out
+    assert f"model={MODEL} {COMPONENT} x6" in out
+    assert "not scored (onset after the backtest)" in out and "MISSED" not in out, out
+
+
+def _firing(rule: str, model: str, component: str, at: float) -> Firing:
+    labels = {"rule": rule, "model": model, "component": component}
+    return Firing(rule, labels, at, None, 1.0, None, (), "")
+
+
+def test_the_score_counts_each_rules_firings_apart() -> None:
+    from ett_collector.alerts._quality import Planted, score
+
+    planted = [Planted(COMPONENT, 6.0, ONSET, model=MODEL)]
+    firings = [
+        _firing("regression_by_model", MODEL, COMPONENT, ONSET + 3600),
+        _firing("regression_by_model", MODEL, "data", ONSET + 3600),
+        _firing("ett_drop", MODEL, COMPONENT, ONSET + 7200),
+        _firing("ett_drop", MODEL, "compile", ONSET - 3600),
+        _firing("ett_drop", "dcn-v2", "data", ONSET + 3600),
+    ]
+    q = score(firings, planted, START, START + 9 * DAY)
+    assert (q.firings, q.true_firings, q.false_firings) == (5, 2, 3)  # pooled, as before
+    assert [(r.rule, r.firings, r.true_firings, r.false_firings) for r in q.by_rule] == [
+        ("ett_drop", 3, 1, 2),
+        ("regression_by_model", 2, 1, 1),
+    ]
+    assert q.to_dict()["by_rule"][1] == {
+        "rule": "regression_by_model",
+        "firings": 2,
+        "true_firings": 1,
+        "false_firings": 1,
+    }
+
+
+def _empty_db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    store = Store(url)
+    store.upgrade()
+    store.engine.dispose()
+    return url
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "holds no planted regressions (it is empty): write them with `ett simulate"),
+        (b"\n  \n", "holds no planted regressions (it is empty)"),
+        (b"[1, 2]\n", "truth.jsonl:1: not a JSON object, got [1, 2]"),
+        (b'\n"x"\n', 'truth.jsonl:2: not a JSON object, got "x"'),
+        (b"{}\n\xff\xfe\n", "truth.jsonl: not UTF-8 text (byte 0xff on line 2)"),
+    ],
+)
+def test_a_truth_file_without_planted_records_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    from ett_cli import main
+
+    truth = tmp_path / "truth.jsonl"
+    truth.write_bytes(content)
+    argv = ["alerts", "backtest", "--db", _empty_db(tmp_path), "--truth", str(truth)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--truth {truth}" in err and message in err, err
+    assert "UnicodeDecodeError" not in err
+
+
+def test_a_truth_file_of_jobs_alone_is_scored_with_a_note_off_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ett_cli import main
+
+    truth = tmp_path / "truth.jsonl"
+    truth.write_text('{"job_id": "j1"}\n')  # `ett simulate --truth` without --regress: jobs only
+    argv = ["alerts", "backtest", "--db", _empty_db(tmp_path), "--truth", str(truth), "--json"]
+    assert main(argv) == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out)["quality"]["firings"] == 0  # stdout is JSON alone
+    assert "plants no regression" in shown.err
+
+
+def test_backtest_step_must_be_positive_and_the_help_says_its_default_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ett_cli import main
+
+    db = _empty_db(tmp_path)
+    for step in ("0s", "0m"):
+        assert main(["alerts", "backtest", "--db", db, "--step", step]) == 2
+        err = capsys.readouterr().err
+        assert f"--step must be a positive duration such as 30s, got '{step}'" in err
+    assert main(["alerts", "backtest", "--db", db, "--step", "1h"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["alerts", "backtest", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(default: none;" in shown
+    assert 'with --truth, an object {"firings": [...], "quality": {...}}' in shown
