@@ -96,7 +96,9 @@ def _add_fleet_options(p: argparse.ArgumentParser) -> None:
     """The options that say which history to simulate."""
     p.add_argument("--jobs", type=int, default=20, help="training jobs of history (default 20)")
     p.add_argument(
-        "--start", metavar="ISO", help="start of the history (default: now - days: it ends now)"
+        "--start",
+        metavar="ISO",
+        help="start of the history, not after now unless --live (default: now - days: it ends now)",
     )
     p.add_argument(
         "--days",
@@ -194,9 +196,21 @@ def _fleet(args: argparse.Namespace) -> FleetSpec:
     """The fleet the options ask for; ``CliError`` when they cannot be read, or when its
     history lies where OTLP cannot carry it (nothing is sent then)."""
     from .profile import ProfileError
-    from .regression import parse_instant
+    from .regression import format_instant, parse_instant
     from .simulation import fleet_spec
 
+    now = time.time()
+    try:
+        start = parse_instant(args.start, "--start") if args.start else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if start is not None and start > now and not args.live:
+        # the history is what happened up to the command's now (docs/simulator.md, "History
+        # ends now"); a start after it would write a past that has not happened yet
+        raise CliError(
+            f"--start {args.start}: after now ({format_instant(round(now))}); the history lies "
+            "before the command's now: give an earlier --start, or none (it then ends now)"
+        )
     try:
         fleet = fleet_spec(
             profile=args.profile,
@@ -207,11 +221,11 @@ def _fleet(args: argparse.Namespace) -> FleetSpec:
             jobs=args.jobs,
             days=args.days,
             seed=args.seed,
-            start=parse_instant(args.start, "--start") if args.start else None,
+            start=start,
             live=args.live,
             live_window_s=_window_s(),
         )
-        fleet.window(time.time())  # a window OTLP cannot carry: ValueError, nothing sent
+        fleet.window(now)  # a window OTLP cannot carry: ValueError, nothing sent
     except (ProfileError, ValueError) as exc:
         raise CliError(str(exc)) from None
     return fleet

@@ -77,6 +77,7 @@ def endpoint() -> Iterator[str]:
         ("", ["--days", "inf"], "days must be a number > 0, got inf"),
         ("", ["--days", "1e9"], "it must lie between 1970-01-01 and 2500-01-01"),
         ("", ["--start", "1960-01-01T00:00:00Z"], "it must lie between 1970-01-01 and 2500-01-01"),
+        ("", ["--start", "2999-01-01T00:00:00Z"], "--start 2999-01-01T00:00:00Z: after now ("),
     ],
 )
 def test_bad_input_exits_2_naming_the_key_and_sends_nothing(
@@ -98,6 +99,27 @@ def test_bad_input_exits_2_naming_the_key_and_sends_nothing(
     assert "Traceback" not in err
     assert _Counter.posts == 0
     assert not truth.exists()
+
+
+def test_a_start_after_now_is_kept_with_live_jobs() -> None:
+    """``--live`` keeps its behaviour: its jobs run from now on, whatever ``--start`` says."""
+    import argparse
+
+    from ett_simulator.commands import _fleet
+
+    args = argparse.Namespace(
+        profile=None,
+        models=None,
+        teams=None,
+        regress=[],
+        straggler=[],
+        jobs=1,
+        days=1.0,
+        seed=0,
+        start="2400-01-01T00:00:00Z",
+        live=1,
+    )
+    assert _fleet(args).live == 1
 
 
 def test_a_good_run_sends_and_writes_the_truth(tmp_path: Path, endpoint: str) -> None:
