@@ -243,7 +243,9 @@ def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
         try:
             return DatabaseSink(args.db, window_s=_window_s()), "the database"
         except Exception as exc:
-            raise CliError(f"cannot open database {args.db!r}: {exc}", exit_code=1) from None
+            raise CliError(
+                f"cannot open database {_shown(args.db)}: {_first_line(exc)}", exit_code=1
+            ) from None
     endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     endpoint = endpoint or DEFAULT_ENDPOINT
     token = args.token or os.environ.get("ETT_TOKEN")
@@ -253,6 +255,22 @@ def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
         raise CliError(str(exc)) from None
     _check_listening(endpoint)
     return sink, endpoint
+
+
+def _shown(url: str) -> str:
+    """``url`` without its password (as the other commands show a database)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except Exception:  # not a URL SQLAlchemy reads: shown as typed, it holds no parsed password
+        return repr(url)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own first line of a database error (not SQLAlchemy's wrapper and link)."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _print_summary(

@@ -132,9 +132,11 @@ def _prepare_database(settings: Settings, target: Any) -> None:
             store.upgrade()
     except OSError as exc:  # its folder cannot be made: a file in the way, no permission
         where = f"{target.shown} (from {target.source})"
-        raise CommandError(
-            f"cannot create the database {where}: {exc.strerror}: {exc.filename}"
-        ) from None
+        if isinstance(exc, FileExistsError):  # mkdir met a file where a folder must be
+            why = f"{exc.filename} is a file, not a folder"
+        else:
+            why = f"{exc.strerror}: {exc.filename}"
+        raise CommandError(f"cannot create the database {where}: {why}") from None
 
 
 def _serve_here(settings: Settings, sock: Any, line: str) -> None:

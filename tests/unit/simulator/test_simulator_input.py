@@ -133,6 +133,16 @@ def test_a_good_run_sends_and_writes_the_truth(tmp_path: Path, endpoint: str) ->
     assert len(lines) >= 3 and all('"wall_s"' in line for line in lines)
 
 
+def test_an_unreachable_database_is_one_line_without_its_password(capsys) -> None:
+    from tests.support.ports import free_port
+
+    url = f"postgresql+psycopg://me:s3cret@127.0.0.1:{free_port()}/fleet"
+    assert main(["simulate", "--jobs", "2", "--days", "1", "--db", url]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ett simulate: cannot open database 'postgresql+psycopg://me:***@")
+    assert "s3cret" not in err and "sqlalche.me" not in err and "\n" not in err, err
+
+
 def test_profile_errors_are_profile_errors() -> None:
     with pytest.raises(ProfileError, match="teams"):
         load_profile(overrides={"fleet": {"teams": []}})
