@@ -9,11 +9,14 @@ An attribute of the vocabulary (``semconv.ATTRIBUTE_TYPES``) holds one value: se
 key-value list or bytes, it rejects its span (an ``ett.checkpoint.step`` array was stored and then
 failed every recompute of its job). A scalar of another type than the vocabulary's passes: the
 domain reads each attribute defensively (a decimal string rank is a rank, a string step names no
-checkpoint), and refusing it would drop spans that compute today.
+checkpoint), and refusing it would drop spans that compute today. A double that is NaN or
+infinite rejects its span too: SQLite's JSON text took it and PostgreSQL's jsonb (the Grafana
+views) refused it, and an infinite count failed its job's every recompute.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from ett import semconv
@@ -98,7 +101,15 @@ def _value_problem(key: str, value: Any, budget: list[int], top: bool) -> str | 
         if problem is None and top:
             return _one_value_problem(key, "a key-value list")
         return problem
+    if type(value) is float and not math.isfinite(value):
+        return _NON_FINITE.format(key=key[:64], value=value)
     return None
+
+
+_NON_FINITE: Final = (
+    "has attribute {key!r} as {value}, which JSON cannot hold (PostgreSQL's jsonb refuses it): "
+    "send a finite number, or a string"
+)
 
 
 def _pairs_problem(attrs: dict[str, Any], budget: list[int], vocabulary: bool) -> str | None:
@@ -127,6 +138,8 @@ def within_identity_limits(key: str, value: Any) -> bool:
         return False
     if isinstance(value, str):
         return type(value) is str and _text_problem(value, MAX_IDENTITY_CHARS, "") is None
+    if type(value) is float:
+        return math.isfinite(value)
     return value is None or type(value) in _TYPE_WORDS
 
 

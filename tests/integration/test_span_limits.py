@@ -8,6 +8,7 @@ import asyncio
 import base64
 import itertools
 import json
+import math
 from typing import Any
 
 import httpx
@@ -159,6 +160,8 @@ _T0 = 1_700_000_000
 def _json_value(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"boolValue": value}
+    if isinstance(value, float):  # OTLP JSON writes the non-finite doubles as strings
+        return {"doubleValue": value if math.isfinite(value) else json.dumps(value)}
     if isinstance(value, int):
         return {"intValue": str(value)}
     if isinstance(value, bytes):
@@ -174,6 +177,8 @@ def _json_value(value: Any) -> dict[str, Any]:
 def _proto_value(value: Any) -> AnyValue:
     if isinstance(value, bool):
         return AnyValue(bool_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
     if isinstance(value, int):
         return AnyValue(int_value=value)
     if isinstance(value, bytes):
@@ -339,5 +344,49 @@ def test_vocabulary_attributes_holding_no_single_value_are_rejected(
             assert rejected == 1, (kind, message)
             assert f"{key} " in message and words in message, (kind, message)
         assert store.span_counts()["spans"] == len(WELL_TYPED)
+    finally:
+        store.close()
+
+
+NON_FINITE: dict[str, SpanSpec] = {
+    "frames inf": (sc.SPAN_COMPILE, 20, 21, {sc.COMPILE_FRAMES: math.inf}),
+    "user nan": (sc.SPAN_EVAL, 30, 31, {"user.ratio": math.nan}),
+    "user -inf": (sc.SPAN_EVAL, 32, 33, {"user.ratio": -math.inf}),
+    "nan in an array": (sc.SPAN_EVAL, 34, 35, {"user.ratios": [0.5, math.nan]}),
+}
+"""Spans carrying a double that is NaN or infinite: JSON holds none of them."""
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_non_finite_doubles_reject_their_span(database_url: str, encoding: str) -> None:
+    """A NaN or infinite double rejects its span alone: SQLite's JSON took it and PostgreSQL's
+    jsonb (the Grafana views) then refused every row of the view, and an infinite frame count
+    failed the job's every recompute. Finite doubles of the same request are stored."""
+    store = Store(database_url)
+    store.upgrade()
+    pipeline = Pipeline(store, settle_s=0)
+    app = create_app(Settings(db_url=database_url), pipeline)
+    finite: SpanSpec = (sc.SPAN_EVAL, 40, 41, {"user.ratio": 0.25, "user.ratios": [1.5, -2.0]})
+    spans = [*WELL_TYPED[:2], *NON_FINITE.values(), finite, *WELL_TYPED[2:]]
+    body, ctype = _typed_body("finite-job", spans, encoding)
+
+    async def run() -> tuple[httpx.Response, int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            posted = await client.post("/v1/traces", content=body, headers={"content-type": ctype})
+            return posted, await asyncio.to_thread(pipeline.recompute_dirty)
+
+    try:
+        posted, settled = asyncio.run(run())
+        assert posted.status_code == 200, posted.text
+        rejected, message = _partial(posted)
+        assert rejected == len(NON_FINITE), message
+        assert "which JSON cannot hold" in message, message
+        assert store.span_counts()["spans"] == len(WELL_TYPED) + 1
+        assert settled == 1 and store.recompute_failure("finite-job") is None
+        with store.engine.connect() as conn:  # every stored row is JSON both databases read
+            texts = conn.exec_driver_sql("SELECT attributes FROM spans").scalars().all()
+        assert {json.loads(t).get("user.ratio") for t in texts} == {None, 0.25}
     finally:
         store.close()
