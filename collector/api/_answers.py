@@ -16,17 +16,10 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from ..read.query import NotFound, NotReady, QueryError, RecomputeFailed
-from ..storage import RETRY_AFTER_S, is_transient_db_error
+from ..storage import RETRY_AFTER_S, db_reason, is_transient_db_error
 
 RETRY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
 """The headers of an answer that asks to come back once the database is there again."""
-
-
-def db_reason(exc: BaseException) -> str:
-    """The first line of a database error, without SQLAlchemy's statement and links."""
-    orig = getattr(exc, "orig", None)
-    lines = str(orig if orig is not None else exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -47,6 +40,14 @@ def int_param(value: str | None, default: int) -> int | None:
 def json_body(content: Any) -> bytes:
     """The body :class:`JSONResponse` sends for ``content`` (its own rendering)."""
     return bytes(JSONResponse(content).body)
+
+
+async def outage_answer(_request: Any, exc: Exception) -> Response:
+    """The app's answer to a database error no route caught: 503 with ``Retry-After`` for an
+    outage (as every read route answers one), re-raised (500, logged) for anything else."""
+    if not is_transient_db_error(exc):
+        raise exc
+    return error(503, f"the database is unavailable: {db_reason(exc)}", RETRY_HEADERS)
 
 
 class ReadAnswers:

@@ -10,9 +10,13 @@ puts the route modules together.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Final
 
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
@@ -23,7 +27,7 @@ from ..read.query import Query
 from ..settings import Settings
 from ..write.pipeline import Pipeline
 from ..write.retention import RetentionLoop
-from ._answers import ReadAnswers, json_body
+from ._answers import ReadAnswers, json_body, outage_answer
 from ._auth import AuthMiddleware, guard_for
 from ._health_routes import Health
 from ._ingest_routes import INGEST_CHUNK_SPANS, READ_ONLY_REFUSAL, TraceIngest
@@ -35,6 +39,21 @@ from ._read_routes import ReadRoutes
 from ._readiness import DiskWatch, min_free_bytes_from_env, sqlite_path
 
 __all__ = ["INGEST_CHUNK_SPANS", "READ_ONLY_REFUSAL", "create_app", "json_body"]
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """SQLAlchemy's errors and the drivers' own (a raw connection raises those unwrapped)."""
+    errors: list[type[Exception]] = [DBAPIError, PoolTimeout, sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:  # a SQLite-only installation
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)
+
+
+_DATABASE_ERRORS: Final = _database_errors()
 
 
 def create_app(
@@ -59,6 +78,8 @@ def create_app(
     app = Starlette(
         routes=_routes(query, metrics, answer, ingest, health),
         lifespan=_lifespan(pipeline, retention),
+        # an outage no route answered itself (/metrics, the alerts, a job's cache check): 503
+        exception_handlers=dict.fromkeys(_DATABASE_ERRORS, outage_answer),
     )
     guard = guard_for(
         settings.token, settings.auth, lambda reason: metrics.auth_refusals.labels(reason).inc()

@@ -13,11 +13,11 @@ from starlette.routing import Route
 
 from ..read.metrics import CONTENT_TYPE, CollectorMetrics
 from ..settings import Settings
-from ..storage import is_transient_db_error
+from ..storage import db_reason, is_transient_db_error
 from ..storage._replica import replication
 from ..write.pipeline import Pipeline
 from ..write.retention import RetentionLoop
-from ._answers import RETRY_HEADERS, db_reason
+from ._answers import RETRY_HEADERS
 from ._readiness import DiskWatch
 
 

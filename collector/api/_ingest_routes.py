@@ -16,10 +16,9 @@ from starlette.responses import Response
 from .. import otlp
 from ..read.metrics import CollectorMetrics
 from ..settings import Settings
-from ..storage import is_transient_db_error
+from ..storage import db_reason, is_transient_db_error
 from ..write.pipeline import Pipeline
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
-from ._answers import db_reason
 from ._readiness import DiskWatch
 
 READ_ONLY_REFUSAL = (

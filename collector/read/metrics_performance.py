@@ -28,6 +28,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..storage import db_reason, is_transient_db_error
 from .performance_models import ModelPerformance
 
 WINDOW = "24h"
@@ -88,8 +89,11 @@ class ModelPerformanceMetrics(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
             rows = self.models.models(since=WINDOW)["models"]
-        except Exception:  # a scrape never fails for these gauges (the database may be away)
-            log.warning("per-model performance gauges not computed", exc_info=True)
+        except Exception as exc:  # a scrape never fails for these gauges (the database may be away)
+            if is_transient_db_error(exc):  # an outage: one line, the readiness check says more
+                log.warning("per-model performance gauges not computed: %s", db_reason(exc))
+            else:
+                log.warning("per-model performance gauges not computed", exc_info=True)
             return
         families = {n: GaugeMetricFamily(n, text, labels=["model"]) for n, _, text in GAUGES}
         for row in rows:

@@ -34,22 +34,41 @@ of memory, too many connections), object not in prerequisite state (lock not ava
 operator intervention (admin shutdown, cannot connect now), system error (I/O)."""
 
 
+_DRIVERS: Final = ("sqlite3", "psycopg")
+"""The DB-API drivers whose own errors reach the collector unwrapped (a connection checked out
+with ``Engine.raw_connection`` raises the driver's error, not SQLAlchemy's)."""
+
+_PEP_249: Final = ("OperationalError", "InterfaceError", "DatabaseError", "Error")
+"""PEP 249's error classes, most specific first, by name (both drivers name theirs so)."""
+
+
+def db_reason(error: BaseException) -> str:
+    """The first line of a database error, without SQLAlchemy's statement and links."""
+    orig = getattr(error, "orig", None)
+    lines = str(orig if orig is not None else error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
 def is_transient_db_error(error: BaseException) -> bool:
     """True when ``error`` is a database failure that retrying later can get past (an outage:
     answered 503 with ``Retry-After``); False for a bug (answered 500)."""
     if isinstance(error, exc.TimeoutError):  # no pooled connection came free in time
         return True
-    if not isinstance(error, exc.DBAPIError):
+    if isinstance(error, exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        orig: BaseException = error.orig if error.orig is not None else error
+        kind = type(error).__name__  # SQLAlchemy's classes are named after PEP 249's
+    elif type(error).__module__.split(".")[0] in _DRIVERS:  # unwrapped: Engine.raw_connection
+        orig = error
+        kind = next((c.__name__ for c in type(error).__mro__ if c.__name__ in _PEP_249), "")
+    else:
         return False
-    if error.connection_invalidated:
-        return True
-    orig = error.orig
-    module = type(orig).__module__
-    if module.startswith("sqlite3"):
+    if type(orig).__module__.startswith("sqlite3"):
         text = str(orig).lower()
-        return isinstance(error, exc.OperationalError) and any(m in text for m in _SQLITE_PASSING)
+        return kind == "OperationalError" and any(m in text for m in _SQLITE_PASSING)
     sqlstate = getattr(orig, "sqlstate", None)
     if isinstance(sqlstate, str) and sqlstate:
         return sqlstate[:2] in _PG_PASSING_SQLSTATE_CLASSES
     # no SQLSTATE: the driver failed before the server answered (connection refused, closed)
-    return isinstance(error, exc.OperationalError | exc.InterfaceError)
+    return kind in ("OperationalError", "InterfaceError")

@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..storage._outage import db_reason, is_transient_db_error
+
 
 class Periodic:
     """Calls ``tick`` in a thread named ``name``: ``interval_s`` after the previous tick started,
     or at once after :meth:`wake`. While ``leader()`` is False (another process runs this loop)
-    the tick is skipped. An exception from ``tick`` is logged on ``log`` and the next tick
-    retries."""
+    the tick is skipped. An exception from ``tick`` is logged on ``log`` (an outage of the
+    database once, not at every tick) and the next tick retries."""
 
     def __init__(
         self,
@@ -35,6 +37,8 @@ class Periodic:
         self.stopping = threading.Event()
         """Set by :meth:`stop`: a long tick may wait on it to end early."""
         self._thread: threading.Thread | None = None
+        self._outage = False
+        """Whether the last tick failed for a database outage (logged once, when it began)."""
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
@@ -68,5 +72,25 @@ class Periodic:
                 continue
             try:
                 self._tick()
-            except Exception:  # keep running; the next tick retries
-                self._log.exception("%s failed", self.name)
+            except Exception as exc:  # keep running; the next tick retries
+                self._failed(exc)
+            else:
+                if self._outage:
+                    self._outage = False
+                    self._log.warning("%s: the database answers again", self.name)
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a failed tick: a bug with its traceback, each time; a database outage in one
+        line when it begins (every tick of an outage fails alike, and the ingest and readiness
+        answers already say it), and one when a tick passes again."""
+        if not is_transient_db_error(exc):
+            self._log.exception("%s failed", self.name)
+            return
+        if not self._outage:
+            self._outage = True
+            self._log.warning(
+                "%s: the database is unavailable (%s); retrying every %g s",
+                self.name,
+                db_reason(exc),
+                self.interval_s,
+            )

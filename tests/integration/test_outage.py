@@ -107,6 +107,15 @@ def _wait_for_spans(collector: Collector) -> None:
     wait_until(lambda: _stored(collector), what="a span stored before the disturbance")
 
 
+READS_IN_AN_OUTAGE = ("/metrics", "/api/v1/alerts", "/api/v1/jobs/outage-job", "/api/v1/jobs")
+"""Reads answered while the database is down: each a 503 with ``Retry-After``."""
+
+
+def _log(collector: Collector) -> str:
+    """What the collector process has written so far (stdout and stderr)."""
+    return "".join(p.read_text() for p in collector.home.glob("collector-*.log"))
+
+
 def _postmaster_started(server: PostgresServer) -> str:
     with psycopg.connect(server.conninfo) as conn:
         row = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
@@ -125,17 +134,26 @@ def test_postgres_stopped_for_15_s_loses_no_span(
         own_postgres.halt()
         down = collector.get("/readyz")
         health = collector.get("/healthz")
+        reads = {path: collector.get(path) for path in READS_IN_AN_OUTAGE}
         time.sleep(OUTAGE_S)  # elapsed time, not a wait: the outage lasts 15 s of exports
         own_postgres.launch()
         sent = exporting.finish()
 
         assert down.status_code == 503 and down.headers["retry-after"]
         assert health.status_code == 200  # liveness holds through the outage
+        for path, answer in reads.items():  # 500 is for bugs: an outage is 503, every route
+            assert answer.status_code == 503 and answer.headers["retry-after"], (path, answer)
+            assert "the database is unavailable" in answer.json()["error"], answer.text
         refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
         assert refused > 0, "no export met the outage: the test proved nothing"
         assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
         assert _stored(collector) == sent
         assert collector.get("/readyz").status_code == 200
+        wait_until(lambda: "answers again" in _log(collector), 60, "the loops' recovery line")
+        log = _log(collector)
+        # each background loop says the outage once, in one line, and once that it is over
+        assert "Traceback" not in log, log[-3000:]
+        assert 1 <= log.count("the database is unavailable (") <= 4, log[-3000:]
         print(
             f"\n{sent} spans sent across a {OUTAGE_S:.0f} s outage, {refused:.0f} exports "
             "answered 503, none lost"

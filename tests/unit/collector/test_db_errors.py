@@ -56,3 +56,30 @@ def test_postgres_bugs_do_not_pass(fresh_postgres_url: str) -> None:
     assert not is_transient_db_error(_raised(fresh_postgres_url, "SELECT * FROM nowhere"))
     assert not is_transient_db_error(_raised(fresh_postgres_url, "SELECT 1/0"))
     assert not is_transient_db_error(ValueError("not a database error"))
+
+
+def _raw_raised(engine_url: str, sql: str) -> BaseException:
+    """The driver's own error, unwrapped, as a connection checked out with
+    ``Engine.raw_connection`` raises it."""
+    engine = create_engine(engine_url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            raw.cursor().execute(sql)
+        finally:
+            raw.close()
+    except Exception as error:
+        return error
+    finally:
+        engine.dispose()
+    raise AssertionError(f"{sql!r} did not fail")
+
+
+def test_unwrapped_driver_errors_are_judged_alike(tmp_path: Path) -> None:
+    port = free_port()
+    refused = _raw_raised(f"postgresql+psycopg://ett@127.0.0.1:{port}/ett", "SELECT 1")
+    assert not isinstance(refused, exc.DBAPIError)  # psycopg's own OperationalError
+    assert is_transient_db_error(refused)
+    bug = _raw_raised(f"sqlite:///{tmp_path / 'z.db'}", "INSERT INTO nowhere VALUES (1)")
+    assert type(bug).__module__ == "sqlite3" and not is_transient_db_error(bug)
+    assert not is_transient_db_error(OSError("not a database error"))
