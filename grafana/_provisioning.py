@@ -137,9 +137,15 @@ def render(rules_path: str | None = None) -> dict[str, str]:
     return files
 
 
-def write(root: Path = ROOT, rules_path: str | None = None) -> list[str]:
-    """Write every generated file under ``root``; remove generated files no longer produced.
-    Returns the paths that changed."""
+MANIFEST = ".ett-generated"
+"""The file, in a folder given to ``--out``, that lists what the build wrote there: a later build
+removes only those of them it no longer produces, never a file of the user's own."""
+
+
+def write(root: Path = ROOT, rules_path: str | None = None) -> list[tuple[str, str]]:
+    """Write every generated file under ``root``; remove the generated files no longer produced
+    (under the project's own folder every ``.json``/``.yaml`` is one; elsewhere those
+    :data:`MANIFEST` lists). Returns ``("wrote" | "removed", path)`` for each change."""
     files = render(rules_path)
     changed = []
     for rel, text in sorted(files.items()):
@@ -147,12 +153,36 @@ def write(root: Path = ROOT, rules_path: str | None = None) -> list[str]:
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            changed.append(rel)
-    for rel in _existing(root):
+            changed.append(("wrote", rel))
+    for rel in _owned(root):
         if rel not in files:
             (root / rel).unlink()
-            changed.append(rel)
+            changed.append(("removed", rel))
+    if not _is_project_folder(root):
+        listing = "".join(f"{rel}\n" for rel in sorted(files))
+        manifest = root / MANIFEST
+        text = f"# written by `ett grafana build`: the files it may replace or remove\n{listing}"
+        if not manifest.exists() or manifest.read_text() != text:
+            manifest.write_text(text)
     return changed
+
+
+def _is_project_folder(root: Path) -> bool:
+    return root.resolve() == ROOT.resolve()
+
+
+def _owned(root: Path) -> list[str]:
+    """The files under ``root`` that a build wrote: every ``.json``/``.yaml`` of the project's
+    own folder; elsewhere those its :data:`MANIFEST` lists (none before a first build)."""
+    if _is_project_folder(root):
+        return _existing(root)
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return []
+    listed = (line.strip() for line in manifest.read_text().splitlines())
+    return sorted(
+        rel for rel in listed if rel and not rel.startswith("#") and (root / rel).is_file()
+    )
 
 
 def _existing(root: Path) -> list[str]:
@@ -175,5 +205,5 @@ def stale(root: Path = ROOT, rules_path: str | None = None) -> list[str]:
             out.append(f"missing: {rel}")
         elif path.read_text() != text:
             out.append(f"differs: {rel}")
-    out += [f"extra: {rel}" for rel in _existing(root) if rel not in files]
+    out += [f"extra: {rel}" for rel in _owned(root) if rel not in files]
     return out

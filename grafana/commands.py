@@ -105,6 +105,8 @@ def _build(args: argparse.Namespace) -> int:
     from . import _provisioning
 
     root = args.out or _provisioning.ROOT
+    if root.exists() and not root.is_dir():
+        raise CliError(f"--out {root}: a file is there, not a folder: name a folder")
     if args.rules:
         from ett_collector.alerts.rules import RulesError
 
@@ -117,16 +119,22 @@ def _build(args: argparse.Namespace) -> int:
         if stale:
             for line in stale:
                 print(f"  {line}")
+            again = "ett grafana build" + (f" --out {args.out}" if args.out else "")
+            again += f" --rules {args.rules}" if args.rules else ""
             raise CliError(
-                f"{len(stale)} generated file(s) under {root} are stale: run `ett grafana build`"
-                " and commit them",
+                f"{len(stale)} generated file(s) under {root} are stale: run `{again}`"
+                + ("" if args.out else " and commit them"),
                 exit_code=1,
             )
         print(f"grafana provisioning files under {root} are up to date")
         return 0
-    changed = _provisioning.write(root, args.rules)
-    for rel in changed:
-        print(f"  wrote {rel}")
+    try:
+        changed = _provisioning.write(root, args.rules)
+    except OSError as exc:  # a folder that cannot be made or written
+        where = exc.filename or root
+        raise CliError(f"--out {root}: cannot write {where}: {exc.strerror}", exit_code=1) from None
+    for what, rel in changed:
+        print(f"  {what} {rel}")
     print(f"{len(changed)} file(s) changed under {root}")
     return 0
 

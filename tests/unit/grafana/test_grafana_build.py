@@ -4,7 +4,6 @@ parse as the SDK's schema types; Grafana's macros expand as Grafana expands them
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from ett_cli import main
 from ett_grafana._macros import MacroError, expand
-from ett_grafana._provisioning import ROOT, render, stale, write
+from ett_grafana._provisioning import MANIFEST, render, stale, write
 from ett_grafana._queries import POSTGRES_UID, PROMETHEUS_UID
 
 
@@ -24,11 +23,12 @@ def test_committed_files_are_up_to_date(capsys) -> None:
 
 def test_check_names_stale_missing_and_extra_files(tmp_path: Path, capsys) -> None:
     out = tmp_path / "provisioning"
-    shutil.copytree(ROOT, out)
+    write(out)
     dashboards = out / "dashboards"
     (dashboards / "ett-job.json").write_text("{}\n")
     (dashboards / "ett-fleet.json").unlink()
-    (dashboards / "old.json").write_text("{}\n")
+    (dashboards / "old.json").write_text("{}\n")  # one a build wrote and no longer produces
+    (out / MANIFEST).write_text((out / MANIFEST).read_text() + "dashboards/old.json\n")
     assert main(["grafana", "build", "--check", "--out", str(out)]) == 1
     captured = capsys.readouterr()
     assert "differs: dashboards/ett-job.json" in captured.out
@@ -38,6 +38,40 @@ def test_check_names_stale_missing_and_extra_files(tmp_path: Path, capsys) -> No
     assert main(["grafana", "build", "--out", str(out)]) == 0
     assert stale(out) == []
     assert write(out) == []  # a second build changes nothing
+
+
+def test_a_build_into_a_users_folder_removes_only_what_it_wrote(tmp_path: Path, capsys) -> None:
+    """``--out /etc/grafana/provisioning`` holds other dashboards and data sources: a build
+    never removes a file it did not write, and removes one it wrote and no longer produces."""
+    out = tmp_path / "provisioning"
+    theirs = {"other/my-dashboard.json": "{}\n", "compose.yaml": "a: 1\n", "package.json": "{}\n"}
+    for rel, text in theirs.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    assert main(["grafana", "build", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert all(rel not in printed for rel in theirs) and "removed" not in printed
+    assert all((out / rel).read_text() == text for rel, text in theirs.items())
+    retired = out / "dashboards" / "ett-retired.json"  # as if an older version had written it
+    retired.write_text("{}\n")
+    manifest = out / MANIFEST
+    manifest.write_text(manifest.read_text() + "dashboards/ett-retired.json\n")
+    assert stale(out) == ["extra: dashboards/ett-retired.json"]
+    assert write(out) == [("removed", "dashboards/ett-retired.json")]
+    assert not retired.exists() and all((out / rel).exists() for rel in theirs)
+    assert stale(out) == []
+
+
+def test_build_into_a_file_or_a_stale_check_say_what_to_do(tmp_path: Path, capsys) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["grafana", "build", "--out", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert "a file is there, not a folder" in err and "Traceback" not in err
+    out = tmp_path / "gf"
+    assert main(["grafana", "build", "--check", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"run `ett grafana build --out {out}`" in err and "commit" not in err
 
 
 def test_dashboards_parse_as_the_sdk_schema_types() -> None:
