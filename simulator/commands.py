@@ -180,6 +180,8 @@ def _simulate(args: argparse.Namespace) -> int:
         result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
     except SendError as exc:
         raise CliError(f"sending failed: {exc}", exit_code=1) from None
+    except BrokenPipeError:
+        raise  # --truth /dev/stdout read by `head`: the reader left; ett ends quietly
     except OSError as exc:
         raise CliError(f"{exc}", exit_code=1) from None
     _print_summary(result, fleet, where, args.truth)

@@ -61,7 +61,7 @@ def post_alerts(base_url: str, body: list[dict[str, Any]]) -> None:
             if resp.status != 200:
                 raise DeliveryError(f"Alertmanager answered {resp.status}")
     except urllib.error.HTTPError as exc:
-        detail = exc.read()[:200].decode(errors="replace")
+        detail = " ".join(exc.read()[:200].decode(errors="replace").split())  # one log line
         raise DeliveryError(f"Alertmanager answered {exc.code}: {detail}") from exc
     except (urllib.error.URLError, OSError) as exc:
         raise DeliveryError(f"Alertmanager at {base_url} unreachable: {exc}") from exc

@@ -99,6 +99,18 @@ def test_a_table_into_a_closed_pipe_exits_0_quietly(
     assert done.returncode == 0
 
 
+def test_a_truth_file_into_a_closed_pipe_exits_0_quietly(tmp_path: Path) -> None:
+    """`ett simulate --dry-run --truth /dev/stdout | head -1`: the truth is the stdout."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    argv = ["simulate", "--dry-run", "--jobs", "50", "--days", "2", "--truth", "/dev/stdout"]
+    try:
+        done = _run(argv, tmp_path, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 0
+
+
 def test_the_same_tables_print_when_read(db_url: str, tmp_path: Path) -> None:
     """The closed-pipe test's commands do write their tables (so it tested a real write)."""
     done = _run(["report", JOB, "--db", db_url], tmp_path)
