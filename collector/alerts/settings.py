@@ -30,6 +30,8 @@ class AlertConfigError(ValueError):
 RULES, INTERVAL = "ETT_ALERT_RULES", "ETT_ALERT_INTERVAL_S"
 ALERTMANAGER, DASHBOARD = "ETT_ALERTMANAGER_URL", "ETT_DASHBOARD_URL"
 METRICS_CACHE = "ETT_METRICS_CACHE_S"
+MIN_INTERVAL_S = 1.0
+"""The shortest time between two evaluations (``--alert-interval 1ms`` ran them back to back)."""
 DEFAULT_METRICS_CACHE_S = 5.0
 
 
@@ -74,9 +76,15 @@ class AlertSettings:
         Raises:
             AlertConfigError: naming the variable.
         """
+        interval_s = _seconds(env, INTERVAL, DEFAULT_INTERVAL_S)
+        if interval_s < MIN_INTERVAL_S:
+            raise AlertConfigError(
+                f"{INTERVAL} must be at least {MIN_INTERVAL_S:g} s, got {env[INTERVAL]!r}: each "
+                "evaluation reads every job of the rules' windows"
+            )
         return cls(
             rules_path=env.get(RULES) or None,
-            interval_s=_seconds(env, INTERVAL, DEFAULT_INTERVAL_S),
+            interval_s=interval_s,
             alertmanager_url=env.get(ALERTMANAGER) or None,
             dashboard_url=env.get(DASHBOARD) or DEFAULT_DASHBOARD_URL,
             metrics_cache_s=_seconds(env, METRICS_CACHE, DEFAULT_METRICS_CACHE_S),

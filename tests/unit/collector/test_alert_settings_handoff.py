@@ -61,6 +61,8 @@ def test_an_option_is_laid_over_the_environment(monkeypatch: pytest.MonkeyPatch)
 def test_a_bad_option_is_refused_in_the_variables_words() -> None:
     with pytest.raises(CliError, match="alert rules: ETT_ALERT_INTERVAL_S must be positive"):
         _served(_args(alert_interval="0s"))
+    with pytest.raises(CliError, match=r"ETT_ALERT_INTERVAL_S must be at least 1 s, got '0\.001'"):
+        _served(_args(alert_interval="1ms"))
     with pytest.raises(CliError, match="the alertmanager URL must start with http"):
         _served(_args(alertmanager="am:9093"))
     with pytest.raises(AlertConfigError, match="ETT_METRICS_CACHE_S='x' is not a number"):
