@@ -16,6 +16,7 @@ from typing import Any
 from ett_cli import CliError, console
 
 from ..settings import ConfigError
+from ..storage._migrate import ForeignSchema
 from . import db_commands, job_commands, overview_commands, serve_commands
 from ._runner import CommandError, Kit, Run
 from ._target import add_db_option as _db_arg
@@ -55,6 +56,9 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
             raise CliError(f"configuration error: {exc}") from exc
         except _target.TargetError as exc:
             raise CliError(exc.message, exc.exit_code) from None
+        except ForeignSchema as exc:
+            where = f"database {args.target.shown}" if hasattr(args, "target") else "the database"
+            raise CliError(f"{where}: {exc}", exit_code=1) from None
         except Exception as exc:
             from sqlalchemy.exc import DBAPIError
 

@@ -30,6 +30,19 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+class ForeignSchema(Exception):
+    """The database's ``alembic_version`` names a revision that is none of ett's migrations:
+    another application's Alembic schema (or a newer ett's)."""
+
+    def __init__(self, revision: str) -> None:
+        super().__init__(
+            f"its alembic_version is {revision!r}, which is none of this ett's migrations: the "
+            "database holds another application's schema (or a newer ett's); give ett a "
+            "database of its own, or run the ett that made it"
+        )
+        self.revision = revision
+
+
 def head_revision() -> str | None:
     """The newest revision of the packaged migrations."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -55,4 +68,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
+        current = MigrationContext.configure(conn).get_current_revision()
+        known = {r.revision for r in ScriptDirectory.from_config(cfg).walk_revisions()}
+        if current is not None and current not in known:
+            raise ForeignSchema(current)
         command.upgrade(cfg, revision)

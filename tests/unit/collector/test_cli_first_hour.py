@@ -351,3 +351,32 @@ def test_version(capsys) -> None:
     assert exit_.value.code == 0
     out = capsys.readouterr().out.split()
     assert out[0] == "ett" and out[1][0].isdigit()
+
+
+def test_another_applications_alembic_database_is_named_so(tmp_path: Path, capsys) -> None:
+    """A database whose alembic_version is none of ett's migrations: one line that says so,
+    for a read and for the service, and nothing changed in it."""
+    import sqlite3
+
+    path = tmp_path / "theirs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+    conn.execute("INSERT INTO alembic_version VALUES ('deadbeef1234')")
+    conn.commit()
+    conn.close()
+
+    def tables() -> list[tuple[str, ...]]:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = conn.execute("SELECT name FROM sqlite_master ORDER BY name").fetchall()
+            return [*names, *conn.execute("SELECT * FROM alembic_version").fetchall()]
+        finally:
+            conn.close()
+
+    before = tables()
+    for argv in (["jobs"], ["db", "upgrade"], ["serve", "--port", "1"]):
+        assert main([*argv, "--db", str(path)]) == 1, argv
+        line = _one_line_error(capsys.readouterr().err)
+        assert "its alembic_version is 'deadbeef1234', which is none of this ett's" in line
+        assert "another application's schema" in line
+    assert tables() == before  # no table of ett's made in it
