@@ -84,10 +84,11 @@ def annotations_of(finding: Finding, dashboard_url: str) -> dict[str, str]:
         "summary": finding.rule.summary or finding.description,
         "description": finding.description,
         "value": f"{finding.value:.6g}",
-        "baseline": "" if finding.baseline is None else f"{finding.baseline:.6g}",
-        "jobs": ", ".join(finding.jobs),
     }
+    if finding.baseline is not None:  # an SLO burn has none: no empty annotation
+        out["baseline"] = f"{finding.baseline:.6g}"
     if finding.jobs:
+        out["jobs"] = ", ".join(finding.jobs)
         out["dashboard"] = job_link(dashboard_url, finding.jobs[0])
     return out
 

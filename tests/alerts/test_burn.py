@@ -350,6 +350,7 @@ def test_the_evaluator_pages_on_a_planted_burn_keeps_it_in_sql_and_the_backtest_
     assert first_end < fired.active_since < stop  # one regressed job is not enough in 24h
     assert fired.value is not None and fired.value > 2 and fired.figures["short_burn_rate"] > 2
     assert "burns the 95% objective's budget" in fired.annotations["description"]
+    assert "baseline" not in fired.annotations  # a burn has none: no empty annotation
     # what burns now (1h) is the planted data phase; over 24h model init still lost more
     assert "most lost time in data over 1h" in fired.annotations["description"]
     assert fired.figures["long_top_component"] == "model"
