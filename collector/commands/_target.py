@@ -72,12 +72,28 @@ class Target:
     def require_existing(self) -> None:
         """Refuse (exit 1) a SQLite file that does not exist; create nothing."""
         path = self.sqlite_path
+        if path is not None and path.is_dir():
+            raise TargetError(
+                f"database {self.shown} (from {self.source}) is a folder, not a SQLite file: "
+                f"{_where_hint(self.source)}",
+                exit_code=1,
+            )
         if path is not None and not path.is_file():
             raise TargetError(
                 f"database {self.shown} (from {self.source}) does not exist: "
                 f"{_where_hint(self.source)}",
                 exit_code=1,
             )
+
+    def is_sqlite(self) -> bool:
+        """False for an existing file that is not a SQLite database (a text file, say), looked
+        at read-only; True otherwise."""
+        path = self.sqlite_path
+        if path is None or not path.is_file():
+            return True
+        with path.open("rb") as f:
+            header = f.read(16)
+        return header in (b"", b"SQLite format 3\x00")
 
     def sqlite_is_empty(self) -> bool:
         """True for an existing SQLite file without the collector's schema (looked at read-only,
@@ -121,6 +137,8 @@ def resolve(raw: str | None) -> Target:
         source = "ETT_HOME" if os.environ.get("ETT_HOME") else _DEFAULT_SOURCE
         text = default_db_url()
     if "://" not in text:
+        if Path(text).expanduser().is_dir():
+            raise TargetError(f"{source} {text!r} is a folder, not a database: write {URL_FORMS}")
         if not text.lower().endswith(_SQLITE_SUFFIXES) and not Path(text).is_file():
             raise TargetError(f"{source} {text!r} is not a database: write {URL_FORMS}")
         text = f"sqlite:///{Path(text).expanduser().resolve()}"
@@ -161,6 +179,12 @@ def open_for_reading(target: Target) -> Any:
         f"{_where_hint(target.source)}",
         exit_code=1,
     )
+    if not target.is_sqlite():
+        raise TargetError(
+            f"database {target.shown} (from {target.source}) is not a SQLite file: "
+            f"{_where_hint(target.source)}",
+            exit_code=1,
+        )
     if target.sqlite_is_empty():
         raise empty
     store = Store(target.url)

@@ -5,6 +5,7 @@ query layer as ``GET /api/v1/jobs/{id}``, ``/api/v1/jobs`` and ``/api/v1/lost-ti
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -35,11 +36,20 @@ def _report(console: Callable[[], Any], args: argparse.Namespace) -> int:
 def _jobs(console: Callable[[], Any], args: argparse.Namespace) -> int:
     from . import _render
 
+    def render(rows: list[Any]) -> None:
+        _render.print_jobs(rows, console())
+        if not rows:  # the header alone says nothing: say that no job matched
+            given = [f"--{k} {v}" for k, v in vars(args).items() if k in _FILTERS and v]
+            where = f" ({' '.join(given)})" if given else ""
+            print(f"ett jobs: no job matches{where}", file=sys.stderr)
+
     return read(
-        args,
-        lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit),
-        lambda d: _render.print_jobs(d, console()),
+        args, lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit), render
     )
+
+
+_FILTERS = ("state", "model", "team", "since")
+"""The options of ``ett jobs`` that narrow the list."""
 
 
 def _lost_time(console: Callable[[], Any], args: argparse.Namespace) -> int:

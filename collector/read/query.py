@@ -14,6 +14,7 @@ that include its newest spans, as a person at a terminal expects.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -54,17 +55,22 @@ def parse_instant(text: str | None, now: float) -> float | None:
     m = _RELATIVE.match(text)
     if m:
         return now - float(m.group(1)) * _UNIT_S[m.group(2)]
+    unreadable = QueryError(
+        f"cannot read time {text!r}: use ISO 8601 (2026-11-29T08:00:00Z), unix seconds, "
+        "or a duration before now such as 7d, 12h, 30m"
+    )
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):  # float() reads 'nan' and 'inf' too
+            raise unreadable
+        return seconds
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise QueryError(
-            f"cannot read time {text!r}: use ISO 8601 (2026-11-29T08:00:00Z), unix seconds, "
-            "or a duration before now such as 7d, 12h, 30m"
-        ) from exc
+        raise unreadable from exc
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()

@@ -71,6 +71,10 @@ def test_bad_times_are_refused_with_a_message(db: str, capsys) -> None:
     assert "cannot read time 'yesterday-ish'" in capsys.readouterr().err
     assert main(["lost-time", "--since", "1d", "--until", "2d", "--db", db]) == 2
     assert "until is before since" in capsys.readouterr().err
+    for command in ("lost-time", "jobs", "fleet", "checkpoint-advice"):
+        for text in ("nan", "inf", "-inf"):
+            assert main([command, f"--since={text}", "--db", db]) == 2, (command, text)
+            assert f"cannot read time '{text}'" in capsys.readouterr().err
 
 
 def test_unknown_job_exits_1(db: str, capsys) -> None:
@@ -112,3 +116,12 @@ def test_reads_of_a_dirty_database(tmp_path: Path, capsys) -> None:
     captured = capsys.readouterr()
     assert [j["job_id"] for j in json.loads(captured.out)] == ["dirty-job"]
     assert captured.err == ""
+
+
+def test_jobs_says_when_no_job_matches(db: str, capsys) -> None:
+    assert main(["jobs", "--db", db, "--model", "nosuch", "--state", "completed"]) == 0
+    captured = capsys.readouterr()
+    assert "job" in captured.out  # the table's header, as for any answer
+    assert captured.err.strip() == "ett jobs: no job matches (--state completed --model nosuch)"
+    assert main(["jobs", "--db", db]) == 0
+    assert "no job matches" not in capsys.readouterr().err

@@ -380,3 +380,16 @@ def test_another_applications_alembic_database_is_named_so(tmp_path: Path, capsy
         assert "its alembic_version is 'deadbeef1234', which is none of this ett's" in line
         assert "another application's schema" in line
     assert tables() == before  # no table of ett's made in it
+
+
+def test_a_folder_or_a_text_file_is_named_for_what_it_is(tmp_path: Path, capsys) -> None:
+    (tmp_path / "dir.db").mkdir()
+    text = tmp_path / "notes.db"
+    text.write_text("my notes\n")
+    assert main(["jobs", "--db", str(tmp_path / "dir.db")]) == 2
+    assert "is a folder, not a database" in _one_line_error(capsys.readouterr().err)
+    assert main(["jobs", "--db", f"sqlite:///{tmp_path / 'dir.db'}"]) == 1
+    assert "is a folder, not a SQLite file" in _one_line_error(capsys.readouterr().err)
+    assert main(["report", "X", "--db", str(text)]) == 1
+    assert "is not a SQLite file" in _one_line_error(capsys.readouterr().err)
+    assert text.read_text() == "my notes\n"
