@@ -92,6 +92,9 @@ def checkpoint_advice(
         q = q.where(fig.team == team)
     with engine.connect() as conn:
         rows = [_job_row(json.loads(s)) for s in conn.execute(q).scalars()]
+    # a job with no training, no checkpoint and no failure (a standalone publishing job) has
+    # nothing to advise and adds nothing to its model's figures: not counted among its jobs
+    rows = [r for r in rows if r["training_s"] > 0 or r["checkpoints"] or r["failures"]]
     by_model: dict[str | None, list[dict[str, Any]]] = {}
     for r in rows:
         by_model.setdefault(r["model"], []).append(r)

@@ -80,3 +80,31 @@ def test_the_pooled_optimum_is_youngs_over_the_models_jobs() -> None:
     assert row["mean_blocking_s"] == mean_b
     assert row["optimal_interval_s"] == math.sqrt(2 * mean_b * 54_000.0 / 3)
     assert _model_row("m", [{**jobs[0], "failures": 0}])["optimal_interval_s"] is None
+
+
+def test_a_publishing_job_is_not_counted_among_a_models_jobs(tmp_path) -> None:
+    """A standalone publishing job never trains, saves or fails: checkpoint advice has nothing
+    to say of it, and it is not one of its model's jobs there."""
+    from ett import semconv as sc
+    from ett_collector.storage import Store
+    from ett_collector.write.pipeline import Pipeline
+    from tests.support.spans import span
+    from tests.support.worked_example import worked_example
+
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    store.upgrade()
+    pipeline = Pipeline(store)
+    pipeline.ingest(worked_example("train-1"))
+    pipeline.recompute_dirty()
+    model = (store.get_job("train-1") or {})["model"]
+    publish = {sc.PUBLISH_STANDALONE: True, sc.MODEL: model}
+    pipeline.ingest([span(sc.SPAN_PUBLISH, 1.0e9, 1.0e9 + 60, job="publish-1", **publish)])
+    pipeline.recompute_dirty()
+    assert store.get_job("publish-1") is not None
+
+    advice = store.checkpoint_advice(None, None, None)
+
+    (row,) = [m for m in advice["models"] if m["model"] == model]
+    assert row["jobs"] == 1
+    assert [j["job_id"] for j in advice["jobs"]] == ["train-1"]
+    store.close()
