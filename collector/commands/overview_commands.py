@@ -103,13 +103,17 @@ def _day(t: float, bucket_s: int) -> str:
     return datetime.fromtimestamp(t, UTC).strftime(fmt)
 
 
+def _minute(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def print_fleet(data: dict[str, Any], console: Any) -> None:
     """The ``ett fleet`` tables: totals, the series, components ranked, the worst jobs."""
     series = data["series"]
     prod, idle, fail = (sum(r[c] for r in series) for c in ("productive_s", "idle_s", "failure_s"))
     wall = prod + idle + fail
     lost_gpu_h = sum(r["lost_gpu_h"] for r in data["components"])
-    span = f"{_day(data['since'], 3600)} to {_day(data['until'], 3600)} UTC"
+    span = f"{_minute(data['since'])} to {_minute(data['until'])} UTC"  # the window as asked
     if not series:
         console.print(f"No job ran between {span} with these filters.")
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,8 @@ def test_fleet_table_shows_the_api_figures(db: str, capsys: pytest.CaptureFixtur
         capsys, "fleet", "--db", db, "--since", str(SINCE), "--until", str(UNTIL), "--by", "model"
     )
     assert code == 0
+    minute = lambda t: datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")  # noqa: E731
+    assert f"Fleet {minute(SINCE)} to {minute(UNTIL)} UTC:" in out  # the window as asked
     prod = sum(r["productive_s"] for r in api["series"])
     wall = sum(r["wall_s"] for r in api["series"])
     assert f"ETT {100 * prod / wall:.1f}%" in out
