@@ -140,6 +140,8 @@ def read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[A
     except NotFound as exc:
         where = f"{target.shown} (from {target.source})"
         hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
+        if target.source == "--db":  # the database was named: the id is what to check
+            hint = "`ett jobs` lists the jobs there, or pass the --db of another database"
         print(f"ett {args.command}: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
         return 1
     except (NotReady, RecomputeFailed) as exc:

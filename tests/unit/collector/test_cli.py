@@ -79,7 +79,9 @@ def test_bad_times_are_refused_with_a_message(db: str, capsys) -> None:
 
 def test_unknown_job_exits_1(db: str, capsys) -> None:
     assert main(["report", "nope", "--db", db]) == 1
-    assert "no job 'nope'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no job 'nope'" in err and "`ett jobs` lists the jobs there" in err
+    assert "set ETT_HOME" not in err  # --db was given: the id is what to check
 
 
 def test_bad_config_fails_fast(capsys) -> None:
