@@ -280,20 +280,25 @@ def print_lost_time(rows: list[LostTimeJSON], by: str, console: Console) -> None
     """The ``ett lost-time`` table, largest first, with bars."""
     total = sum(r["lost_s"] for r in rows)
     t = Table(title=f"Lost time by {by} (total {duration(total)})", title_justify="left")
-    t.add_column(by)
-    t.add_column("idle", justify="right")
-    t.add_column("failure", justify="right")
-    t.add_column("lost", justify="right")
-    t.add_column("share", justify="right")
-    t.add_column("")
+    longest = max((len(str(r["key"])) for r in rows), default=len(by))
+    t.add_column(by, overflow="fold", min_width=min(longest, 24))  # a name is never cut
+    for column in ("idle", "failure", "lost", "share"):
+        t.add_column(column, justify="right")
+    bars = console.width >= LOST_TIME_BARS_FROM  # on a narrow terminal the figures come first
+    if bars:
+        t.add_column("")
     for r in rows:
         share = 100 * r["lost_s"] / total if total else 0.0
-        t.add_row(
+        cells = [
             str(r["key"]),
             duration(r["idle_s"]),
             duration(r["failure_s"]),
             duration(r["lost_s"]),
             f"{share:.1f}%",
-            _bar(r["lost_s"], total),
-        )
+        ]
+        t.add_row(*cells, *([_bar(r["lost_s"], total)] if bars else []))
     console.print(t)
+
+
+LOST_TIME_BARS_FROM = 100
+"""Terminal columns from which ``ett lost-time`` draws its bars (24 columns of them)."""

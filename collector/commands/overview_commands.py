@@ -138,6 +138,8 @@ def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...], jobs: An
         justify: Literal["left", "right"] = "left" if col in left else "right"
         if col == "job":  # job ids are never cut
             t.add_column(col, justify=justify, no_wrap=True, min_width=_widest(jobs))
+        elif col in left:  # names (a model, a component) fold on a narrow terminal, never cut
+            t.add_column(col, justify=justify, overflow="fold")
         else:
             t.add_column(col, justify=justify)
     return t

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -127,3 +128,21 @@ def test_jobs_says_when_no_job_matches(db: str, capsys) -> None:
     assert captured.err.strip() == "ett jobs: no job matches (--state completed --model nosuch)"
     assert main(["jobs", "--db", db]) == 0
     assert "no job matches" not in capsys.readouterr().err
+
+
+def test_lost_time_keeps_names_whole_and_drops_its_bars_when_narrow() -> None:
+    from rich.console import Console
+
+    from ett_collector.commands._render import LOST_TIME_BARS_FROM, print_lost_time
+
+    rows = [
+        {"key": "checkpoint", "idle_s": 4000.0, "failure_s": 300.0, "lost_s": 4300.0},
+        {"key": "scheduler", "idle_s": 700.0, "failure_s": 4200.0, "lost_s": 4900.0},
+    ]
+    for width in (50, LOST_TIME_BARS_FROM):
+        out = Console(width=width, record=True, file=io.StringIO())
+        print_lost_time(rows, "component", out)  # type: ignore[arg-type]
+        text = out.export_text()
+        assert ("█" in text) is (width >= LOST_TIME_BARS_FROM), text
+        cells = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
+        assert "checkpoint" in cells and "scheduler" in cells, text  # folded, not cut
