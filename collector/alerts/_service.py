@@ -13,6 +13,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from ..write.periodic import Periodic
+from ._backtest import instants
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
 from ._fleet import Fleet
@@ -51,6 +52,8 @@ class AlertService:
         self._send = Periodic("ett-alerts-send", self._send_tick, min(interval_s, 5.0), log, leader)
         """Delivery, every few seconds and at once when alerts change (:meth:`Periodic.wake`)."""
         self.backoff = Backoff()
+        self._caught_up = False
+        """Whether this process has walked the history before its first evaluation."""
 
     def evaluate_once(self, t: float | None = None) -> list[Alert]:
         """Evaluate every enabled rule at ``t`` (default: now); returns the changed alerts."""
@@ -66,6 +69,35 @@ class AlertService:
         if any(a.state.value in ("firing", "resolved") for a in changed):
             self._send.wake()
         return changed
+
+    def catch_up(self, t: float | None = None) -> int:
+        """Walk the replayable rules over the instants between the evaluator's last evaluation
+        and ``t`` (default: now), at most the rules' longest window back, as the backtest walks
+        them (:func:`~._backtest.instants`), keeping the state in SQL: a collector started on
+        history it never evaluated (a loaded database, a collector that was down) then holds
+        the incidents the evaluator would have opened, with their baselines and onsets, before
+        its first live evaluation. Returns the instants walked."""
+        t = self.clock() if t is None else t
+        horizon = max(WINDOWS.values())
+        last = self.store.last_evaluation()
+        since = t - horizon if last is None else max(last, t - horizon)
+        jobs = [j for j in load_facts(self.engine, since - horizon) if j.end <= t]
+        fleet = Fleet(jobs)
+        replayed = [r for r in self.rules.enabled() if r.replayable]
+        names = {r.name for r in replayed}
+        points = [p for p in instants(jobs, self.rules, since, t) if p < t]
+
+        def mine() -> dict[tuple[str, str], Alert]:  # live-only rules' alerts are left alone
+            return {k: a for k, a in self.store.active().items() if a.rule in names}
+
+        active = mine()
+        for p in points:
+            findings = [f for rule in replayed for f in evaluate(rule, fleet, p, False, active)]
+            changed = advance(active, findings, p, self.dashboard_url)
+            if changed:
+                self.store.save(changed)
+                active = mine()
+        return len(points)
 
     def deliver_once(self, now: float | None = None) -> int:
         """Send what Alertmanager has not accepted yet; returns how many were sent.
@@ -96,6 +128,13 @@ class AlertService:
         self._send.stop()
 
     def _evaluate_tick(self) -> None:
+        if not self._caught_up:  # this process's first evaluation: the history before it first
+            started = time.monotonic()
+            walked = self.catch_up()
+            self._caught_up = True
+            log.info(
+                "alerts: caught up over %d instants in %.1f s", walked, time.monotonic() - started
+            )
         self.evaluate_once()
 
     def _send_tick(self) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     insert,
     select,
     update,
@@ -117,6 +118,11 @@ class AlertStore:
         q = select(alerts).where(alerts.c.state.in_(_ACTIVE))
         with self.engine.connect() as conn:
             return {(a.rule, a.key): a for a in map(_alert_of_row, conn.execute(q))}
+
+    def last_evaluation(self) -> float | None:
+        """The latest instant an alert was evaluated at (None: no alert was ever kept)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.max(alerts.c.last_eval))).scalar()
 
     def save(self, changed: Iterable[Alert]) -> None:
         """Write one evaluation's changes in one transaction (inactive ones are deleted)."""

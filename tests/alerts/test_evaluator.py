@@ -149,3 +149,29 @@ def test_rules_validated_before_use() -> None:
 
 
 from ett_collector.alerts import AlertStore  # noqa: E402  (kept last: used by the API test only)
+
+
+def test_a_service_started_on_history_catches_up_with_the_backtest(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A collector started on history it never evaluated (a loaded database, a collector that
+    was down) walks it before its first live evaluation: its alerts are the backtest's. Without
+    the walk, the first evaluation judges a change that began hours before on its own."""
+    from ett_collector.alerts.rules import WINDOWS
+
+    start = 1_800_000_000.0
+    onset = start + 30 * HOUR
+    now = onset + 6 * HOUR  # the regression goes on; it began 6 windows before now
+    planted = Regress("dlrm", onset, now + 10 * HOUR)
+    load(store, [j for j in fleet(start, 40, regress=planted) if j[3] <= now])
+    rules, _ = _rules(tmp_path, data_rules())
+    replayed = backtest(store.engine, rules, now - max(WINDOWS.values()), now)
+    assert [f.labels["model"] for f in replayed] == ["dlrm"]
+    assert onset <= replayed[0].fired_at <= onset + 2 * HOUR
+
+    service = AlertService(store.engine, rules, INTERVAL, clock=lambda: now)
+    service._evaluate_tick()  # the first tick of a process: the walk, then the evaluation
+
+    def kept(a):  # type: ignore[no-untyped-def]
+        return (a.rule, a.labels["model"], a.fired_at, a.resolved_at)
+
+    assert sorted(map(kept, service.store.alerts())) == sorted(map(kept, replayed))
+    assert service.store.last_evaluation() == now and service.catch_up(now) == 0  # walked once
