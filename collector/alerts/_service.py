@@ -65,7 +65,7 @@ class AlertService:
             f for rule in self.rules.enabled() for f in evaluate(rule, fleet, t, True, active)
         ]
         changed = advance(active, findings, t, self.dashboard_url)
-        self.store.save(changed)
+        self.store.save(changed, evaluated_at=t)
         if any(a.state.value in ("firing", "resolved") for a in changed):
             self._send.wake()
         return changed
@@ -95,7 +95,7 @@ class AlertService:
             findings = [f for rule in replayed for f in evaluate(rule, fleet, p, False, active)]
             changed = advance(active, findings, p, self.dashboard_url)
             if changed:
-                self.store.save(changed)
+                self.store.save(changed, evaluated_at=p)
                 active = mine()
         return len(points)
 

@@ -53,6 +53,14 @@ alerts = Table(
 )
 """Mirror of the table that migration 0003 creates."""
 
+alert_clock = Table(
+    "alert_clock",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("evaluated_at", Double, nullable=False),
+)
+"""Mirror of the table that migration 0010 creates: one row (``id`` 1), the last evaluation."""
+
 STATES = tuple(s.value for s in AlertState if s is not AlertState.INACTIVE)
 """The states a stored alert can have."""
 
@@ -120,13 +128,20 @@ class AlertStore:
             return {(a.rule, a.key): a for a in map(_alert_of_row, conn.execute(q))}
 
     def last_evaluation(self) -> float | None:
-        """The latest instant an alert was evaluated at (None: no alert was ever kept)."""
+        """The latest instant the evaluator evaluated at (None: it never did here)."""
         with self.engine.connect() as conn:
-            return conn.execute(select(func.max(alerts.c.last_eval))).scalar()
+            clock = conn.execute(select(alert_clock.c.evaluated_at)).scalar()
+            kept = conn.execute(select(func.max(alerts.c.last_eval))).scalar()
+        return max((t for t in (clock, kept) if t is not None), default=None)
 
-    def save(self, changed: Iterable[Alert]) -> None:
-        """Write one evaluation's changes in one transaction (inactive ones are deleted)."""
+    def save(self, changed: Iterable[Alert], evaluated_at: float | None = None) -> None:
+        """Write one evaluation's changes in one transaction (inactive ones are deleted), with
+        the instant it evaluated at (:meth:`last_evaluation`) when given."""
         with self.engine.begin() as conn:
+            if evaluated_at is not None:
+                moved = conn.execute(update(alert_clock).values(evaluated_at=evaluated_at))
+                if moved.rowcount == 0:
+                    conn.execute(insert(alert_clock).values(id=1, evaluated_at=evaluated_at))
             for a in changed:
                 if a.id is None:
                     if a.state is not AlertState.INACTIVE:
