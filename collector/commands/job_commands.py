@@ -42,6 +42,8 @@ def _jobs(console: Callable[[], Any], args: argparse.Namespace) -> int:
             given = [f"--{k} {v}" for k, v in vars(args).items() if k in _FILTERS and v]
             where = f" ({' '.join(given)})" if given else ""
             print(f"ett jobs: no job matches{where}", file=sys.stderr)
+        elif len(rows) == args.limit:  # there may be more: say where the list was cut
+            print(f"ett jobs: the {args.limit} newest shown; --limit N shows more", file=sys.stderr)
 
     return read(
         args, lambda q: q.jobs(args.state, args.model, args.team, args.since, args.limit), render
