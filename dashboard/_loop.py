@@ -81,11 +81,11 @@ def _metrics(perf: dict[str, Any]) -> None:
         "left out): what the loop could win",
     )
     m[3].metric("Slow share", fmt.pct(perf["slow_pct"]), help="slow time / productive time")
-    rate = perf.get("samples_per_s")
     m[4].metric(
         "Throughput",
-        "—" if rate is None else f"{rate:,.0f}/s",
-        help="samples per second of all ranks over the loop's seconds",
+        fmt.rate(perf.get("samples_per_s")),
+        help="samples per second of all ranks together over the loop's seconds (the chart "
+        "beside it is per rank)",
     )
     value, sentence = straggler_text(perf)
     s = perf.get("straggler")

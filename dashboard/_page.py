@@ -47,10 +47,20 @@ def facets(c: Client) -> dict[str, list[str]]:
         st.stop()
 
 
-def filter_select(label: str, name: str, options: Sequence[str], *, where: object = st) -> str:
-    """A filter kept in the URL's ``name`` whose empty value, shown as "all", filters nothing."""
+def filter_select(
+    label: str, name: str, options: Sequence[str], *, where: object = st, open_ended: bool = True
+) -> str:
+    """A filter kept in the URL's ``name`` whose empty value, shown as "all", filters nothing.
+    ``open_ended``: a value the options lack is kept (a model with no job in this window yet);
+    else (a job state) it is refused as :func:`url_select` refuses one."""
     return url_select(
-        label, name, ["", *options], default="", format_func=lambda v: v or "all", where=where
+        label,
+        name,
+        ["", *options],
+        default="",
+        format_func=lambda v: v or "all",
+        where=where,
+        keep_unknown=open_ended,
     )
 
 
@@ -67,11 +77,20 @@ def url_select(
     default: str,
     format_func: Callable[[str], str] = str,
     where: object = st,
+    keep_unknown: bool = False,
 ) -> str:
     """A selectbox whose value lives in the URL's ``name`` parameter (left out at ``default``),
-    so a copied link opens the same view and the value survives the page's refreshes."""
+    so a copied link opens the same view and the value survives the page's refreshes. A value
+    the options lack is kept as one more option with ``keep_unknown``; else the page says the
+    link's value is none of the choices and shows the default."""
     opts = list(options)
     wanted = st.query_params.get(name, default)
+    if wanted not in opts and wanted and wanted != default and not keep_unknown:
+        st.warning(
+            f"The link's {label.lower()} {wanted!r} is none of the choices: showing "
+            f"{format_func(default)}."
+        )
+        wanted = default
     if wanted not in opts:
         opts = [*opts, wanted] if wanted and wanted != default else opts
         wanted = wanted if wanted in opts else default

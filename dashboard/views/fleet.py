@@ -32,7 +32,7 @@ by = _page.url_select(
 )
 model = _page.filter_select("Model", "model", facets["models"], where=cols[2])
 team = _page.filter_select("Team", "team", facets["teams"], where=cols[3])
-state = _page.filter_select("State", "state", facets["states"], where=cols[4])
+state = _page.filter_select("State", "state", facets["states"], where=cols[4], open_ended=False)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

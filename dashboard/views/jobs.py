@@ -16,7 +16,7 @@ client = _page.client()
 facets = _page.facets(client)
 
 cols = st.columns(5)
-state = _page.filter_select("State", "state", facets["states"], where=cols[0])
+state = _page.filter_select("State", "state", facets["states"], where=cols[0], open_ended=False)
 model = _page.filter_select("Model", "model", facets["models"], where=cols[1])
 team = _page.filter_select("Team", "team", facets["teams"], where=cols[2])
 since = _page.url_select(
@@ -29,7 +29,7 @@ else:
     st.query_params.pop("q", None)
 
 
-COLUMNS = [
+COLUMNS = [  # the table's columns, in order
     "job",  # the figures next to the id: at 1,400 px a wide id pushed them off-screen
     "state",
     "ett_pct",
@@ -42,7 +42,6 @@ COLUMNS = [
     "started",
     "ended",
 ]
-"""The table's columns, in order."""
 
 
 @st.fragment(run_every=_page.settings().refresh_s)

@@ -68,3 +68,20 @@ def test_timeline_labels_every_lane() -> None:
     # each lane is tall enough for its label (a 1 s idle lane lost it at a fixed height)
     assert spec["height"] == {"step": charts.LANE_STEP}
     assert bars["mark"]["height"] < charts.LANE_STEP
+
+
+@pytest.mark.parametrize(
+    ("per_s", "shown"),
+    [
+        (None, "—"),
+        (812.4, "812 samples/s"),
+        (13_542.0, "13.5k samples/s"),
+        (135_420.0, "135k samples/s"),
+        (1_083_812.0, "1.08M samples/s"),
+        (2.5e9, "2.50G samples/s"),
+    ],
+)
+def test_a_rate_fits_a_headline_card(per_s: float | None, shown: str) -> None:
+    from ett_dashboard import _format as fmt
+
+    assert fmt.rate(per_s) == shown

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[dashboard]'")
 
+from ett_dashboard import _format as fmt
 from tests.dashboard.conftest import wait_computed
 from tests.dashboard.test_pages import _chart_frames, metrics, run
 from tests.support.collector_process import Collector, start_collector
@@ -61,7 +62,7 @@ def test_job_page_names_the_straggler_and_the_slow_time(api: Collector) -> None:
     assert m["Straggler rank"] == "rank 1"
     (straggler,) = [x for x in at.metric if x.label == "Straggler rank"]
     assert straggler.delta == "score 2.00×"
-    assert m["Throughput"] == f"{perf['samples_per_s']:,.0f}/s"
+    assert m["Throughput"] == fmt.rate(perf["samples_per_s"])  # three figures at most
     assert any("Rank 1 (attempt 0) computes 2.00×" in c.value for c in at.caption)
     frames = _chart_frames(at)
     per_rank = [f for f in frames if "rank" in f.columns and "samples_per_s" in f.columns]

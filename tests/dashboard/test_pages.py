@@ -290,3 +290,29 @@ def test_stopping_ett_dashboard_stops_streamlit(tmp_path: Path) -> None:
     dash.stop()
     with pytest.raises(httpx.HTTPError):
         httpx.get(dash.url + "/_stcore/health", timeout=2)
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "shown"),
+    [
+        (None, {"window": "banana"}, "last 7 days"),
+        (None, {"by": "banana"}, "whole fleet"),
+        (None, {"state": "banana"}, "all"),
+        ("views/jobs.py", {"since": "banana"}, "any time"),
+        ("views/jobs.py", {"state": "banana"}, "all"),
+        ("views/advisor.py", {"model": "banana"}, None),
+    ],
+)
+def test_a_links_unknown_value_is_named_and_the_default_shown(
+    api: Any, page: str | None, params: dict[str, str], shown: str | None
+) -> None:
+    """A value a link's parameter cannot take (a typo, an old link) is said on the page, and
+    the default is shown: no traceback (``run`` asserts none), no collector error text."""
+    at = run(page, **params)
+    ((name, value),) = params.items()
+    warnings = [w.value for w in at.warning]
+    assert any(f"{value!r} is none of the choices" in w for w in warnings), warnings
+    if shown is not None:
+        assert shown in warnings[0]
+    assert not any("answered 400" in e.value for e in at.error)
+    assert name not in at.query_params  # the link now says what the page shows
