@@ -97,6 +97,17 @@ def _timeline(segments: list[dict[str, Any]]) -> None:
     )
 
 
+def _wall(compiles: pd.DataFrame) -> float:
+    """The wall seconds some rank was compiling: the union of the compiles' intervals (the ranks
+    compile at once: their sum was eight times an 8-rank attempt's own wait)."""
+    total, reach = 0.0, -float("inf")
+    for start, end in sorted(zip(compiles["start"], compiles["end"], strict=True)):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def _attempts(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None:
     ttr = list(job["ttr_s"])
     compiles = pd.DataFrame(act["compiles"])
@@ -115,7 +126,7 @@ def _attempts(job: dict[str, Any], act: dict[str, list[dict[str, Any]]]) -> None
                 "failure cause": a["failure_cause"] or "",
                 "TTR": fmt.duration(ttr.pop(0)) if a["failed"] and ttr else "",
                 "critical rank": a["critical_rank"],
-                "compile": fmt.duration(float(comp["duration_s"].sum())) if not comp.empty else "",
+                "compile": fmt.duration(_wall(comp)) if not comp.empty else "",
                 "compile cache": ", ".join(sorted({str(c) for c in comp["cache"].dropna()}))
                 if not comp.empty
                 else "",

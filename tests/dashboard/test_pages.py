@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[dashboard]'")
 from streamlit.testing.v1 import AppTest
+
+from ett_dashboard import _format as fmt
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 pytestmark = pytest.mark.e2e
@@ -114,6 +117,12 @@ def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
     attempts = at.dataframe[0].value
     assert list(attempts["critical rank"]) == [1]
     assert list(attempts["compile cache"]) == ["hit"]
+    # the wall time some rank compiled (the ranks compile at once), not the ranks' sum
+    spans = sorted((x["start"], x["end"]) for x in act["compiles"])
+    assert len(spans) >= 2 and spans[0][1] > spans[1][0], spans  # they overlap: sums differ
+    wall = max(e for _, e in spans) - spans[0][0]
+    assert all(b[0] <= a[1] for a, b in itertools.pairwise(spans))  # one covered stretch
+    assert list(attempts["compile"]) == [fmt.duration(wall)]
 
 
 def _chart_frames(at: AppTest) -> list[Any]:
