@@ -85,3 +85,15 @@ def test_a_rate_fits_a_headline_card(per_s: float | None, shown: str) -> None:
     from ett_dashboard import _format as fmt
 
     assert fmt.rate(per_s) == shown
+
+
+def test_a_percentage_axis_spans_its_values_within_0_and_100() -> None:
+    """On a fixed 0-100 axis an ETT drop from 94.8 % to 85.7 % was a flat line at the top."""
+    t = pd.to_datetime([0, 3600, 7200], unit="s")
+    df = pd.DataFrame({"t": t, "key": ["fleet"] * 3, "ett_pct": [94.8, 85.7, 99.9]})
+    y = _spec(charts.pct_lines(df, "ett_pct", "ETT"))["encoding"]["y"]
+    assert y["scale"]["domain"] == [84.0, 100.0]
+    idle = pd.DataFrame({"t": t, "key": ["fleet"] * 3, "idle_pct": [0.2, 3.0, 1.0]})
+    assert _spec(charts.pct_lines(idle, "idle_pct", "idle"))["encoding"]["y"]["scale"][
+        "domain"
+    ] == [0.0, 4.0]
