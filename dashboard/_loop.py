@@ -101,15 +101,25 @@ def _metrics(perf: dict[str, Any]) -> None:
 
 
 def _series_frames(series: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(per-rank rows, band rows, step-time rows) of the series' buckets that have data."""
+    """(per-rank rows, band rows, step-time rows) of the series' buckets that have data; each
+    row's ``segment`` counts the empty buckets before it (the job was down, or between
+    attempts), so that the charts' lines break there instead of crossing the gap."""
     ranks, band, steps = [], [], []
+    segment, empty = 0, False
     for b in series:
+        filled = bool(b.get("ranks") or b.get("rank_samples_per_s") or b.get("step_s") is not None)
+        if not filled:
+            empty = True
+            continue
+        if empty:
+            segment, empty = segment + 1, False
+        at = {"t": b["start"], "segment": segment}
         for r, v in sorted((b.get("ranks") or {}).items(), key=lambda kv: int(kv[0])):
-            ranks.append({"t": b["start"], "rank": f"rank {r}", "samples_per_s": v})
+            ranks.append({**at, "rank": f"rank {r}", "samples_per_s": v})
         if b.get("rank_samples_per_s"):
-            band.append({"t": b["start"], **b["rank_samples_per_s"]})
+            band.append({**at, **b["rank_samples_per_s"]})
         if b.get("step_s") is not None:
-            steps.append({"t": b["start"], "step_ms": 1000.0 * b["step_s"]})
+            steps.append({**at, "step_ms": 1000.0 * b["step_s"]})
     frames = [pd.DataFrame(x) for x in (ranks, band, steps)]
     for df in frames:
         if not df.empty:

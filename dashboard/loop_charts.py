@@ -18,6 +18,8 @@ _TIME = alt.X("t:T", title=None)
 _FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M:%S")
 BAND_COLOR = "#1f77b4"
 IDEAL_COLOR = "#2ca02c"
+_SEGMENT = alt.Detail("segment:N")
+"""A line per stretch of data: no line crosses the empty buckets between two (downtime)."""
 HEIGHT = 240
 """Pixels of the job's two loop charts (the whole chart, title and axes included)."""
 
@@ -40,6 +42,7 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
             x=_TIME,
             y=y,
             color=alt.Color("rank:N", title=None, legend=alt.Legend(orient="right")),
+            detail=_SEGMENT,
             tooltip=[_FROM, "rank:N", _tip("samples_per_s:Q", "samples / s", ",.1f")],
         )
     area = chart(
@@ -49,6 +52,7 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
         x=_TIME,
         y=alt.Y("min:Q", title="samples / s per rank"),
         y2="max:Q",
+        detail=_SEGMENT,
         tooltip=[
             _FROM,
             _tip("min:Q", "slowest rank", ",.1f"),
@@ -56,7 +60,9 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
             _tip("max:Q", "fastest rank", ",.1f"),
         ],
     )
-    line = chart(band, "line", mark_args={"color": BAND_COLOR}, x=_TIME, y="median:Q")
+    line = chart(
+        band, "line", mark_args={"color": BAND_COLOR}, x=_TIME, y="median:Q", detail=_SEGMENT
+    )
     return alt.LayerChart(layer=[area, line], height=HEIGHT, title=f"{title}: band and median")
 
 
@@ -75,6 +81,7 @@ def step_time(df: pd.DataFrame, ideal_s: float | None) -> ChartLike:
             scale=alt.Scale(zero=False),
             axis=alt.Axis(format=",.1f"),
         ),
+        detail=_SEGMENT,
         tooltip=[_FROM, _tip("step_ms:Q", "step (ms)", ",.2f")],
     )
     if ideal_s is None:

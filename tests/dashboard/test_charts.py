@@ -97,3 +97,25 @@ def test_a_percentage_axis_spans_its_values_within_0_and_100() -> None:
     assert _spec(charts.pct_lines(idle, "idle_pct", "idle"))["encoding"]["y"]["scale"][
         "domain"
     ] == [0.0, 4.0]
+
+
+def test_loop_lines_break_across_a_stretch_without_data() -> None:
+    """A job down between two attempts has empty buckets in its series: the per-rank, band and
+    step lines start a new segment after them instead of drawing across the gap."""
+    from ett_dashboard import _loop, loop_charts
+
+    def bucket(start: float, filled: bool) -> dict[str, Any]:
+        if not filled:
+            return {"start": start}
+        spread = {"min": 90.0, "median": 100.0, "max": 110.0}
+        return {"start": start, "ranks": {"0": 100.0, "1": 90.0}, "rank_samples_per_s": spread}
+
+    series = [bucket(60.0 * i, filled) for i, filled in enumerate([1, 1, 0, 0, 1, 1, 0, 1])]
+    series[0]["step_s"] = series[7]["step_s"] = 0.25
+    ranks, band, steps = _loop._series_frames(series)
+    assert list(band["segment"]) == [0, 0, 1, 1, 2]
+    assert sorted(set(ranks["segment"])) == [0, 1, 2] and list(steps["segment"]) == [0, 2]
+    spec = _spec(loop_charts.throughput(ranks, band))
+    assert spec["encoding"]["detail"] == {"field": "segment", "type": "nominal"}
+    step = _spec(loop_charts.step_time(steps, None))
+    assert step["encoding"]["detail"] == {"field": "segment", "type": "nominal"}
