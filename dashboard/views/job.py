@@ -43,7 +43,12 @@ def _figures(job: dict[str, Any]) -> None:
     m = st.columns(5)
     causes = ", ".join(f"{k} ×{v}" for k, v in sorted(job["failure_causes"].items()))
     m[0].metric("Failures", str(job["failures"]), help=causes or None)
-    m[1].metric("Checkpoint blocking", fmt.duration(job["checkpoint_blocking_s"]))
+    m[1].metric(
+        "Checkpoint blocking",
+        fmt.duration(job["checkpoint_blocking_s"]),
+        help="the saves that paused training; a save after the loop's last progress (the "
+        "final one) is the attempt's shutdown, charged to checkpoint in the lost time below",
+    )
     m[2].metric(
         "Unsaved (redone) work",
         fmt.duration(job["unsaved_s"]),
@@ -259,10 +264,12 @@ def job_view(job_id: str, c: Client) -> None:
         st.subheader("Lost time by component")
         df = pd.DataFrame({"component": list(lost), "seconds": list(lost.values())})
         st.dataframe(
-            df.sort_values("seconds", ascending=False).assign(
+            df.sort_values("seconds", ascending=False)
+            .assign(
                 share=lambda d: [fmt.pct(100 * v / job["wall_s"]) for v in d["seconds"]],
                 seconds=lambda d: [fmt.duration(v) for v in d["seconds"]],
-            ),
+            )
+            .rename(columns={"seconds": "lost"}),  # in s, min or h: the unit is in each cell
             hide_index=True,
         )
     with st.expander("Every figure of the job API (JSON)"):

@@ -103,6 +103,10 @@ def test_job_page_shows_the_api_figures(api: Any) -> None:
     assert m["Failure"] == f"{job['failure_pct']:.1f} %"
     assert m["Failures"] == str(job["failures"])
     assert at.title[0].value == f"Job {ids['example']}"
+    (blocking,) = [x for x in at.metric if x.label == "Checkpoint blocking"]
+    assert "final one" in blocking.proto.help  # why it is less than the checkpoint row
+    lost = [d.value for d in at.dataframe if "component" in d.value.columns][-1]
+    assert list(lost.columns) == ["component", "lost", "share"]
 
 
 def test_job_activity_shows_ranks_checkpoints_and_compiles(api: Any) -> None:
