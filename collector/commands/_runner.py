@@ -142,6 +142,10 @@ def read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[A
         hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
         if target.source == "--db":  # the database was named: the id is what to check
             hint = "`ett jobs` lists the jobs there, or pass the --db of another database"
+        asked = getattr(args, "job_id", None)
+        near = query.store.similar_job_ids(asked) if isinstance(asked, str) and asked else []
+        if near:
+            hint = f"did you mean {' or '.join(map(repr, near))}? " + hint
         print(f"ett {args.command}: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
         return 1
     except (NotReady, RecomputeFailed) as exc:

@@ -444,6 +444,21 @@ class Store(FleetReads):
         with self._engine.connect() as conn:
             return list(conn.execute(select(jobs.c.job_id).order_by(jobs.c.job_id)).scalars())
 
+    def similar_job_ids(self, job_id: str, n: int = 3) -> list[str]:
+        """Up to ``n`` stored job ids close to ``job_id`` (a typo's suggestions), among the
+        ids sharing its first two characters (at most 20,000 of them are compared)."""
+        import difflib
+
+        head = job_id[:2].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = (
+            select(jobs.c.job_id).where(jobs.c.job_id.like(f"{head}%", escape="\\")).limit(20_000)
+        )
+        with self._engine.connect() as conn:
+            ids = list(conn.execute(query).scalars())
+        near = difflib.get_close_matches(job_id, ids, n=n, cutoff=0.8)
+        score = [difflib.SequenceMatcher(None, job_id, x).ratio() for x in near]
+        return [x for x, r in zip(near, score, strict=True) if r >= max(score) - 0.01]
+
     def live_job_ids(self) -> list[str]:
         """Jobs whose stored state is running, sorted: their figures move with the clock (a
         presumed-dead job's do not: it is recomputed when a span for it arrives). A job whose

@@ -571,3 +571,13 @@ def test_lost_time_rejects_bad_group_by(store: Store, bad: str) -> None:
     with pytest.raises(ValueError, match="group_by"):
         store.lost_time(bad, None, None)
     assert store.revision() == head_revision()
+
+
+def test_similar_job_ids_suggest_the_closest_stored_ids(store: Store) -> None:
+    for job in ("sim0-00015", "sim0-00016", "sim0-00150", "other-00015", "a%_b-1"):
+        store.ingest([span(job, 1)])
+    assert store.similar_job_ids("sim0-00015x") == ["sim0-00015"]  # the closest alone
+    assert sorted(store.similar_job_ids("sim0-0015")) == ["sim0-00015", "sim0-00150"]  # a tie
+    assert store.similar_job_ids("zzz-00015") == []  # nothing shares its start
+    assert store.similar_job_ids("a%_b-2") == ["a%_b-1"]  # LIKE's wildcards taken literally
+    assert store.similar_job_ids("a%") == []

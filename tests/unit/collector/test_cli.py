@@ -83,6 +83,9 @@ def test_unknown_job_exits_1(db: str, capsys) -> None:
     err = capsys.readouterr().err
     assert "no job 'nope'" in err and "`ett jobs` lists the jobs there" in err
     assert "set ETT_HOME" not in err  # --db was given: the id is what to check
+    assert "did you mean" not in err  # nothing like it
+    assert main(["report", "cli-jb", "--db", db]) == 1
+    assert "did you mean 'cli-job'?" in capsys.readouterr().err
 
 
 def test_bad_config_fails_fast(capsys) -> None:
