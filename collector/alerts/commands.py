@@ -45,12 +45,14 @@ def register(sub: Any) -> None:
         "alerts",
         help="ETT regression alerts: list, backtest, export for Prometheus",
         description="List the alerts of the collector's evaluator (pending, firing, resolved), "
-        "newest first. Subcommands replay rules over history and export them for Prometheus.",
+        "newest first, from its database (--db). Subcommands replay rules over history and "
+        "export them for Prometheus.",
     )
     _db_arg(alerts)
     alerts.add_argument("--state", choices=_STATES, help="only alerts in this state")
     alerts.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     alerts.add_argument("--json", action="store_true", help="print the read API's JSON list")
+    alerts.add_argument("--api", help=argparse.SUPPRESS)  # a dashboard habit: said, not taken
     alerts.set_defaults(func=_list)
     asub = alerts.add_subparsers(dest="alerts_command", metavar="ACTION")
     bt = asub.add_parser(
@@ -204,6 +206,13 @@ def _group(labels: dict[str, str]) -> str:
 def _list(args: argparse.Namespace) -> int:
     from ._store import AlertStore
 
+    if args.api:
+        url = args.api.rstrip("/")
+        raise CliError(
+            f"--api: ett alerts reads the collector's database (--db URL); over HTTP the same "
+            f"list is GET {url}/api/v1/alerts, and the dashboard's Alerts page",
+            exit_code=2,
+        )
     if args.limit < 1:
         raise CliError("--limit must be a positive integer", exit_code=2)
     alerts = AlertStore(_store(args.db).engine).alerts(args.state, args.limit)

@@ -393,3 +393,10 @@ def test_a_folder_or_a_text_file_is_named_for_what_it_is(tmp_path: Path, capsys)
     assert main(["report", "X", "--db", str(text)]) == 1
     assert "is not a SQLite file" in _one_line_error(capsys.readouterr().err)
     assert text.read_text() == "my notes\n"
+
+
+def test_alerts_with_a_dashboards_api_option_says_where_they_are_read(capsys) -> None:
+    assert main(["alerts", "--api", "http://127.0.0.1:4318/"]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert "reads the collector's database (--db URL)" in line
+    assert "GET http://127.0.0.1:4318/api/v1/alerts" in line
