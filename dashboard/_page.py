@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import streamlit as st
@@ -102,3 +103,23 @@ def url_select(
     else:
         st.query_params[name] = value
     return value
+
+
+def alert_line(a: dict[str, Any]) -> str:
+    """One alert as Markdown: its rule, summary, component, scope and its jobs, each a link to
+    the job's page (the Alerts page's lines, and the Fleet page's alerts firing now)."""
+    notes, labels = a.get("annotations") or {}, a.get("labels") or {}
+    parts = [f"**{a.get('rule') or a.get('name') or 'alert'}**"]
+    summary = notes.get("summary") or a.get("summary")
+    if summary:
+        parts.append(str(summary))
+    component = labels.get("component") or a.get("component")
+    if component:
+        parts.append(f"component `{component}`")
+    scope = ", ".join(f"{k} `{v}`" for k, v in sorted(labels.items()) if k != "component")
+    if scope:
+        parts.append(scope)
+    jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])
+    if jobs:
+        parts.append("jobs: " + ", ".join(f"[{j}]({job_url(j)})" for j in jobs))
+    return " · ".join(parts)

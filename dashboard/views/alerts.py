@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from ett_dashboard import _page
@@ -11,24 +9,6 @@ from ett_dashboard.client import ApiError
 
 st.title("Alerts")
 client = _page.client()
-
-
-def _line(a: dict[str, Any]) -> str:
-    notes, labels = a.get("annotations") or {}, a.get("labels") or {}
-    parts = [f"**{a.get('rule') or a.get('name') or 'alert'}**"]
-    summary = notes.get("summary") or a.get("summary")
-    if summary:
-        parts.append(str(summary))
-    component = labels.get("component") or a.get("component")
-    if component:
-        parts.append(f"component `{component}`")
-    scope = ", ".join(f"{k} `{v}`" for k, v in sorted(labels.items()) if k != "component")
-    if scope:
-        parts.append(scope)
-    jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])
-    if jobs:
-        parts.append("jobs: " + ", ".join(f"[{j}]({_page.job_url(j)})" for j in jobs))
-    return " · ".join(parts)
 
 
 @st.fragment(run_every=_page.settings().refresh_s)
@@ -51,10 +31,10 @@ def alerts_view() -> None:
     if not firing:
         st.success("No alert is firing.")
     for a in firing:
-        st.warning(_line(a))
+        st.warning(_page.alert_line(a))
     st.subheader(f"Resolved ({len(resolved)})")
     for a in resolved:
-        st.markdown("- " + _line(a))
+        st.markdown("- " + _page.alert_line(a))
 
 
 alerts_view()

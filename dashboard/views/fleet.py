@@ -111,9 +111,10 @@ def _alerts_now() -> bool:
     firing = [a for a in items if a.get("state", "firing") == "firing"]
     if not firing:
         st.success("No alert is firing.")
-    for a in firing:
-        notes = a.get("annotations") or {}
-        st.warning(f"**{a.get('rule', 'alert')}**: {notes.get('summary', '')}")
+    for a in firing:  # with its jobs, each a link to its page, as the Alerts page lists it
+        st.warning(_page.alert_line(a))
+    if items:
+        st.markdown("[Every alert, resolved ones too: the Alerts page](/alerts)")
     return True
 
 

@@ -329,3 +329,26 @@ def test_a_links_unknown_value_is_named_and_the_default_shown(
         assert shown in warnings[0]
     assert not any("answered 400" in e.value for e in at.error)
     assert name not in at.query_params  # the link now says what the page shows
+
+
+def test_fleet_lists_firing_alerts_with_links_to_their_jobs(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Fleet page's alerts firing now name their jobs, each a link to its page, as the
+    Alerts page does, and link to the Alerts page."""
+    from ett_dashboard.client import Client
+
+    firing = {
+        "rule": "regression_by_model",
+        "state": "firing",
+        "labels": {"model": "dlrm-small", "component": "checkpoint"},
+        "annotations": {"summary": "checkpoint of model dlrm-small: 4.6× since 09:39"},
+        "jobs": ["sim0-00081", "sim0-00090"],
+    }
+    resolved = {**firing, "state": "resolved", "jobs": ["sim0-00001"]}
+    monkeypatch.setattr(Client, "alerts", lambda self: [firing, resolved])
+    at = run()
+    (shown,) = [w.value for w in at.warning]
+    assert "checkpoint of model dlrm-small: 4.6×" in shown and "component `checkpoint`" in shown
+    assert "[sim0-00081](/job?job=sim0-00081)" in shown and "sim0-00001" not in shown
+    assert any("(/alerts)" in m.value for m in at.markdown)
