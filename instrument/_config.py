@@ -130,6 +130,24 @@ def _float(env: Mapping[str, str], name: str) -> float | None:
     return _number(env, name, float, "a number")
 
 
+def _allocated_at(env: Mapping[str, str]) -> float | None:
+    """``ETT_ALLOCATED_AT``: unix seconds, within a day of now or before it; another value
+    (milliseconds, ``date +%s%3N``, or a time ahead of the clock) is said once and ignored (it
+    overflowed the exporter's nanoseconds and stopped every export of the process)."""
+    value = _float(env, "ETT_ALLOCATED_AT")
+    if value is None:
+        return None
+    if not 0 < value <= time.time() + 86400:
+        log_once(
+            "config.ETT_ALLOCATED_AT.range",
+            "ignoring ETT_ALLOCATED_AT=%r: not unix seconds up to now (milliseconds? write "
+            "$(date +%%s)); the process start is used",
+            env.get("ETT_ALLOCATED_AT"),
+        )
+        return None
+    return value
+
+
 def process_start_time() -> float:
     """Unix time at which this process started (Linux ``/proc``), else when this module loaded."""
     try:
@@ -184,7 +202,7 @@ class IdentityArgs:
         allocated_at = self.allocated_at
         if allocated_at is None:
             elastic_restart = env_attempt is None and (restart or 0) > 0
-            env_alloc = None if elastic_restart else _float(env, "ETT_ALLOCATED_AT")
+            env_alloc = None if elastic_restart else _allocated_at(env)
             allocated_at = env_alloc if env_alloc is not None else process_start_time()
         rank, world_size = self.rank, self.world_size
         return Identity(

@@ -22,7 +22,7 @@ from ._errors import log_once, never_raises
 from ._failure import Guard, classify
 from ._failure import error_type as _error_type
 from ._persist import PersistTracker, resolve_persist_wait
-from ._spans import CheckpointSave, SpanBlock, SpanSink
+from ._spans import NO_SAVES, NO_SINK, CheckpointSave, SpanBlock, SpanSink, guarded_block
 from ._stalls import DATA_WAIT_MIN_S, DataWait, blocking_block, timed_batches
 from ._startup import observed_startup
 from ._torchrun import warn_restart_store
@@ -37,6 +37,21 @@ _PREEMPTED = semconv.EndReasonValues.PREEMPTED.value
 _COMPLETED = semconv.EndReasonValues.COMPLETED.value
 _FAILED = semconv.EndReasonValues.FAILED.value
 _Item = TypeVar("_Item")
+
+
+def _no_block() -> SpanBlock:
+    """A span block that records nothing (a span method's arguments were bad)."""
+    return SpanBlock(NO_SINK, "", {})
+
+
+def _no_save() -> CheckpointSave:
+    """A checkpoint save that records nothing (``checkpoint_save``'s arguments were bad)."""
+    return CheckpointSave(NO_SINK, NO_SAVES, 0, "sync", None)
+
+
+def _no_wait() -> DataWait:
+    """A data wait that records nothing (``data_wait``'s arguments were bad)."""
+    return DataWait(NO_SINK)
 
 
 class Session:
@@ -197,6 +212,7 @@ class Session:
 
     # --- one method per span ---------------------------------------------------------------------
 
+    @guarded_block("Session.startup", _no_block)
     def startup(
         self, phase: str, component: str | None = None, *, barrier: bool = False
     ) -> SpanBlock:
@@ -219,6 +235,7 @@ class Session:
         calls it for you."""
         warn_restart_store(str(backend))
 
+    @guarded_block("Session.shutdown", _no_block)
     def shutdown(self, step: str, component: str | None = None) -> SpanBlock:
         """``ett.shutdown.<step>``: what a completed attempt waits for on its way out, after
         its last training step (``pg_teardown``: destroying the process groups; the library
@@ -229,6 +246,7 @@ class Session:
         name = semconv.shutdown_span_name(step)
         return SpanBlock(self._spans, name, {semconv.COMPONENT: str(comp)})
 
+    @guarded_block("Session.checkpoint_save", _no_save)
     def checkpoint_save(
         self, step: int, mode: str = "sync", nbytes: int | None = None
     ) -> CheckpointSave:
@@ -245,6 +263,7 @@ class Session:
         durable) and logs a warning."""
         self._persists.persist(step, future, start_ns)
 
+    @guarded_block("Session.checkpoint_load", _no_block)
     def checkpoint_load(self, step: int | None = None) -> SpanBlock:
         """``ett.startup.checkpoint_load``: restoring checkpoint ``step`` (or ``set_step()``)."""
         phase = semconv.StartupPhaseValues.CHECKPOINT_LOAD
@@ -254,6 +273,7 @@ class Session:
         name = semconv.startup_span_name(phase)
         return SpanBlock(self._spans, name, attrs, step_key=semconv.CHECKPOINT_STEP)
 
+    @guarded_block("Session.compile", _no_block)
     def compile(
         self, cache: str = "miss", frames: int | None = None, trigger: str | None = None
     ) -> SpanBlock:
@@ -265,10 +285,12 @@ class Session:
             attrs[semconv.COMPILE_TRIGGER] = str(trigger)
         return SpanBlock(self._spans, semconv.SPAN_COMPILE, attrs)
 
+    @guarded_block("Session.eval", _no_block)
     def eval(self) -> SpanBlock:
         """``ett.eval``: evaluation inside the training loop."""
         return SpanBlock(self._spans, semconv.SPAN_EVAL, {})
 
+    @guarded_block("Session.publish", _no_block)
     def publish(self, standalone: bool = False) -> SpanBlock:
         """``ett.publish``: publishing the model; ``standalone`` when it runs as its own job."""
         attrs: dict[str, AttributeValue] = {semconv.PUBLISH_STANDALONE: bool(standalone)}
@@ -276,6 +298,7 @@ class Session:
 
     # --- training stalls: data waits and user-named blocking events (issue 16, _stalls) -------
 
+    @guarded_block("Session.data_wait", _no_wait)
     def data_wait(self, min_s: float = DATA_WAIT_MIN_S) -> DataWait:
         """``ett.data.wait``: ``with sess.data_wait(): batch = next(it)`` times the loop's wait
         for its next batch. A span is emitted only for a wait of ``min_s`` or more (default
@@ -287,6 +310,7 @@ class Session:
         timed as by :meth:`data_wait`."""
         return timed_batches(self._spans, loader, min_s)
 
+    @guarded_block("Session.blocking", _no_block)
     def blocking(self, name: str, component: str = "other") -> SpanBlock:
         """``ett.blocking``: a user-named event that blocks the training loop (``with
         sess.blocking("sdc_check", component="model"):``); the collector cuts it out of training

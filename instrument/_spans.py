@@ -26,6 +26,7 @@ from ._scope import Scope
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_B = TypeVar("_B")
 
 
 class SpanSink(Protocol):
@@ -54,6 +55,56 @@ class SaveTracker(Protocol):
     def persist(self, step: int, future: Any, start_ns: int | None = None) -> None:
         """Time ``ett.checkpoint.persist`` of ``step`` until ``future`` completes."""
         ...
+
+
+class _NoSink:
+    """A sink that records nothing: what a span whose arguments were bad records into, so that
+    the user's ``with`` block runs on (:func:`guarded_block`)."""
+
+    def start(
+        self, name: str, attributes: dict[str, AttributeValue], start_ns: int | None = None
+    ) -> None:
+        return None
+
+    def end(self, span: Any, exc: BaseException | None = None, end_ns: int | None = None) -> None:
+        return None
+
+
+class _NoSaves:
+    """A save tracker that tracks nothing (the checkpoint save of :func:`guarded_block`)."""
+
+    def save_started(self, step: int, start_ns: int) -> None:
+        return None
+
+    def persist(self, step: int, future: Any, start_ns: int | None = None) -> None:
+        return None
+
+
+NO_SINK: Any = _NoSink()
+NO_SAVES: Any = _NoSaves()
+
+
+def guarded_block(
+    key: str, fallback: Callable[[], _B]
+) -> Callable[[Callable[_P, _B]], Callable[_P, _B]]:
+    """Decorate a method that builds a span block (``session.startup(...)``, ...): when building
+    it raises (a bad argument: ``startup(None)``, ``checkpoint_save("x")``), log once and return
+    ``fallback()``, a block that records nothing, so the user's ``with`` runs on."""
+
+    def decorate(func: Callable[_P, _B]) -> Callable[_P, _B]:
+        @functools.wraps(func)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _B:
+            try:
+                return func(*args, **kwargs)
+            except Exception:
+                log_once(
+                    key, "ETT instrumentation error in %s (ignored: no span)", key, exc_info=True
+                )
+                return fallback()
+
+        return wrapper
+
+    return decorate
 
 
 class SpanBlock(Scope):
@@ -101,9 +152,10 @@ class SpanBlock(Scope):
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Set an attribute on the open span (and on later spans of this block)."""
         self._attributes[key] = value
-        if self._spans:
+        if self._spans and self._spans[-1] is not None:
             self._spans[-1].set_attribute(key, value)
 
+    @never_raises("SpanBlock.set_step", None)
     def set_step(self, step: int) -> None:
         """Set the step attribute of this block (e.g. the checkpoint step, once loaded)."""
         if self._step_key is None:
@@ -135,6 +187,7 @@ class CheckpointSave(SpanBlock):
         self._saves.save_started(self.step, self.start_ns)
         return self
 
+    @never_raises("CheckpointSave.set_bytes", None)
     def set_bytes(self, nbytes: int) -> None:
         """Set ``ett.checkpoint.bytes`` once the size is known."""
         self.set_attribute(semconv.CHECKPOINT_BYTES, int(nbytes))

@@ -72,6 +72,20 @@ def test_defaults_and_bad_values() -> None:
     assert semconv.MODEL not in ident.attributes()
 
 
+@pytest.mark.parametrize("raw", ["1796548129621", "99999999999", "-5", "0"])
+def test_an_allocation_time_that_is_not_unix_seconds_is_said_and_ignored(
+    raw: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Milliseconds (``date +%s%3N``) overflowed the exporter's nanoseconds and stopped every
+    export of the process; such a value is now ignored, in one warning."""
+    from ett import _errors
+
+    _errors._seen.discard("config.ETT_ALLOCATED_AT.range")  # said once per process
+    ident = resolve_identity(env={"ETT_JOB_ID": "j", "ETT_ALLOCATED_AT": raw})
+    assert ident.allocated_at == pytest.approx(process_start_time(), abs=1.0)
+    assert f"ignoring ETT_ALLOCATED_AT={raw!r}: not unix seconds up to now" in caplog.text
+
+
 def test_job_id_fallbacks() -> None:
     assert resolve_identity(env={"TORCHELASTIC_RUN_ID": "rdzv-1"}).job_id == "rdzv-1"
     assert (

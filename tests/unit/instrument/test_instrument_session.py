@@ -167,6 +167,42 @@ def test_step_never_raises(recorder: Recorder) -> None:
     sess.step()  # after the end too
 
 
+def test_span_blocks_with_bad_arguments_never_stop_the_users_block(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A span method given bad arguments (found by a new user's probe: ``startup(None)`` and a
+    loaded step of ``"x"`` raised out of the user's ``with``) records no span, logs once, and
+    the block runs; the spans around it are recorded as usual."""
+    sess = recorder.start()
+    ran = []
+    with sess.startup(None):  # type: ignore[arg-type]
+        ran.append("startup")
+    with sess.checkpoint_load() as load:
+        load.set_step("x")  # type: ignore[arg-type]
+        ran.append("load")
+    with sess.checkpoint_save("x") as save:  # type: ignore[arg-type]
+        save.set_bytes("many")  # type: ignore[arg-type]
+        save.persist(concurrent.futures.Future())
+        ran.append("save")
+    with sess.data_wait(min_s="x"):  # type: ignore[arg-type]
+        ran.append("wait")
+    with sess.shutdown(None):  # type: ignore[arg-type]
+        ran.append("shutdown")
+
+    @sess.blocking(None)  # type: ignore[arg-type]
+    def work() -> str:
+        return "done"
+
+    assert work() == "done"
+    with sess.eval():
+        ran.append("eval")
+    sess.end()
+    assert ran == ["startup", "load", "save", "wait", "shutdown", "eval"]
+    recorder.one(semconv.SPAN_EVAL)
+    assert recorder.named(semconv.SPAN_CHECKPOINT_SAVE) == []
+    assert "ETT instrumentation error in Session.startup (ignored: no span)" in caplog.text
+
+
 def test_checkpoint_load_compile_eval_publish(recorder: Recorder) -> None:
     sess = recorder.start()
     with sess.checkpoint_load(step=900):
