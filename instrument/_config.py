@@ -126,6 +126,22 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
     return _number(env, name, int, "an integer")
 
 
+def _count(env: Mapping[str, str], name: str, least: int = 0) -> int | None:
+    """:func:`_int` of ``name``, or None (said once) below ``least``: the collector rejects
+    every span of a negative attempt or rank, which was silent on the training side."""
+    value = _int(env, name)
+    if value is not None and value < least:
+        log_once(
+            "config.range." + name,
+            "ignoring %s=%r: it must be at least %d",
+            name,
+            env.get(name),
+            least,
+        )
+        return None
+    return value
+
+
 def _float(env: Mapping[str, str], name: str) -> float | None:
     return _number(env, name, float, "a number")
 
@@ -195,7 +211,7 @@ class IdentityArgs:
         env = os.environ if env is None else env
         host = socket.gethostname()
         restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
-        env_attempt = _int(env, "ETT_ATTEMPT")
+        env_attempt = _count(env, "ETT_ATTEMPT")
         attempt = self.attempt
         if attempt is None:
             attempt = env_attempt if env_attempt is not None else (restart or 0)
@@ -208,8 +224,10 @@ class IdentityArgs:
         return Identity(
             job_id=self.job_id or env.get("ETT_JOB_ID", "").strip() or _default_job_id(env, host),
             attempt=attempt,
-            rank=rank if rank is not None else (_int(env, "RANK") or 0),
-            world_size=world_size if world_size is not None else (_int(env, "WORLD_SIZE") or 1),
+            rank=rank if rank is not None else (_count(env, "RANK") or 0),
+            world_size=world_size
+            if world_size is not None
+            else (_count(env, "WORLD_SIZE", least=1) or 1),
             allocated_at=allocated_at,
             model=self.model or env.get("ETT_MODEL") or None,
             team=self.team or env.get("ETT_TEAM") or None,

@@ -86,6 +86,20 @@ def test_an_allocation_time_that_is_not_unix_seconds_is_said_and_ignored(
     assert f"ignoring ETT_ALLOCATED_AT={raw!r}: not unix seconds up to now" in caplog.text
 
 
+def test_a_negative_attempt_or_rank_is_said_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    """The collector rejects every span of a negative attempt or rank: the job vanished with no
+    word on the training side. Such a value is now ignored, in one warning each."""
+    env = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "-3", "RANK": "-1", "WORLD_SIZE": "0"}
+    ident = resolve_identity(env=env)
+    assert (ident.attempt, ident.rank, ident.world_size) == (0, 0, 1)
+    assert "ignoring ETT_ATTEMPT='-3': it must be at least 0" in caplog.text
+    assert "ignoring RANK='-1': it must be at least 0" in caplog.text
+    assert "ignoring WORLD_SIZE='0': it must be at least 1" in caplog.text
+    env = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "2", "RANK": "3", "WORLD_SIZE": "4"}
+    ident = resolve_identity(env=env)
+    assert (ident.attempt, ident.rank, ident.world_size) == (2, 3, 4)
+
+
 def test_job_id_fallbacks() -> None:
     assert resolve_identity(env={"TORCHELASTIC_RUN_ID": "rdzv-1"}).job_id == "rdzv-1"
     assert (
