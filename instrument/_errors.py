@@ -40,6 +40,14 @@ def log_once(key: str, message: str, *args: object, exc_info: bool = False) -> N
 def never_raises(key: str, default: _R) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """Decorate a telemetry function so that an ``Exception`` it raises is logged once
     (under ``key``) and ``default`` is returned instead."""
+    return never_raises_making(key, lambda: default)
+
+
+def never_raises_making(
+    key: str, make: Callable[[], _R], note: str = "ignored"
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """:func:`never_raises` whose stand-in value is ``make()``, made anew at each failure (a
+    span block that records nothing, which a caller then uses); ``note`` ends the log line."""
 
     def decorate(func: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(func)
@@ -47,8 +55,8 @@ def never_raises(key: str, default: _R) -> Callable[[Callable[_P, _R]], Callable
             try:
                 return func(*args, **kwargs)
             except Exception:
-                log_once(key, "ETT instrumentation error in %s (ignored)", key, exc_info=True)
-                return default
+                log_once(key, "ETT instrumentation error in %s (%s)", key, note, exc_info=True)
+                return make()
 
         return wrapper
 

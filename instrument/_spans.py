@@ -21,7 +21,7 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._errors import log_once, never_raises
+from ._errors import log_once, never_raises, never_raises_making
 from ._scope import Scope
 
 _P = ParamSpec("_P")
@@ -90,21 +90,7 @@ def guarded_block(
     """Decorate a method that builds a span block (``session.startup(...)``, ...): when building
     it raises (a bad argument: ``startup(None)``, ``checkpoint_save("x")``), log once and return
     ``fallback()``, a block that records nothing, so the user's ``with`` runs on."""
-
-    def decorate(func: Callable[_P, _B]) -> Callable[_P, _B]:
-        @functools.wraps(func)
-        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _B:
-            try:
-                return func(*args, **kwargs)
-            except Exception:
-                log_once(
-                    key, "ETT instrumentation error in %s (ignored: no span)", key, exc_info=True
-                )
-                return fallback()
-
-        return wrapper
-
-    return decorate
+    return never_raises_making(key, fallback, "ignored: no span")
 
 
 class SpanBlock(Scope):
