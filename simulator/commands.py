@@ -242,11 +242,13 @@ def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
     if args.db:
         if "://" not in args.db:  # a plain path is a SQLite file, as for `ett report --db`
             args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
+        from ett_collector.storage import db_reason  # the driver's line, not SQLAlchemy's
+
         try:
             return DatabaseSink(args.db, window_s=_window_s()), "the database"
         except Exception as exc:
             raise CliError(
-                f"cannot open database {_shown(args.db)}: {_first_line(exc)}", exit_code=1
+                f"cannot open database {_shown(args.db)}: {db_reason(exc)}", exit_code=1
             ) from None
     endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     endpoint = endpoint or DEFAULT_ENDPOINT
@@ -267,12 +269,6 @@ def _shown(url: str) -> str:
         return repr(make_url(url).render_as_string(hide_password=True))
     except Exception:  # not a URL SQLAlchemy reads: shown as typed, it holds no parsed password
         return repr(url)
-
-
-def _first_line(exc: BaseException) -> str:
-    """The driver's own first line of a database error (not SQLAlchemy's wrapper and link)."""
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _print_summary(
