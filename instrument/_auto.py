@@ -39,6 +39,7 @@ USAGE = """\
 usage: ett-instrument COMMAND [ARGS...]
        python -m ett COMMAND [ARGS...]
        ett-instrument flush [--spool-dir DIR] [--job JOB] [--endpoint URL] [--timeout S]
+       ett-instrument --version
 
 Run COMMAND with ETT instrumentation in every Python process it starts, without changing
 the program: each rank (a torchrun worker, or a plain `python train.py`) starts its ETT
@@ -111,6 +112,17 @@ def bootstrap() -> None:
         print(f"ett-instrument: instrumentation not started: {exc!r}", file=sys.stderr)
 
 
+def _version() -> str:
+    """The installed distribution's version, or ``unknown`` when run from a source tree that
+    was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("ett-instrument")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``ett-instrument COMMAND [ARGS...]``: run COMMAND (replacing this process) instrumented;
     ``ett-instrument flush ...``: deliver the spool (``ett._flush``)."""
@@ -118,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] == "--version":
+        print(f"ett-instrument {_version()}")
+        return 0
     if args[0] == "flush":
         from ._flush import flush_main
 

@@ -212,7 +212,7 @@ class IdentityArgs:
         host = socket.gethostname()
         restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
         env_attempt = _count(env, "ETT_ATTEMPT")
-        attempt = self.attempt
+        attempt = _given(self.attempt, "attempt")
         if attempt is None:
             attempt = env_attempt if env_attempt is not None else (restart or 0)
         allocated_at = self.allocated_at
@@ -220,7 +220,7 @@ class IdentityArgs:
             elastic_restart = env_attempt is None and (restart or 0) > 0
             env_alloc = None if elastic_restart else _allocated_at(env)
             allocated_at = env_alloc if env_alloc is not None else process_start_time()
-        rank, world_size = self.rank, self.world_size
+        rank, world_size = _given(self.rank, "rank"), _given(self.world_size, "world_size", 1)
         return Identity(
             job_id=self.job_id or env.get("ETT_JOB_ID", "").strip() or _default_job_id(env, host),
             attempt=attempt,
@@ -236,23 +236,78 @@ class IdentityArgs:
         )
 
 
+def _given(value: int | None, name: str, least: int = 0) -> int | None:
+    """An identity number passed to :func:`ett.init`, or None (said once, and the environment
+    or the default used instead) when it is below ``least``: the collector rejects every span
+    of a negative attempt or rank, which the training side would not see."""
+    if value is not None and value < least:
+        log_once(
+            "config.given." + name,
+            "ignoring init(%s=%r): it must be at least %d; using the environment or the default",
+            name,
+            value,
+            least,
+        )
+        return None
+    return value
+
+
 def resolve_identity(*, env: Mapping[str, str] | None = None, **given: Any) -> Identity:
     """The keyword form of :meth:`IdentityArgs.resolve`: ``IdentityArgs(**given).resolve(env)``
     (an unknown keyword is a TypeError)."""
     return IdentityArgs(**given).resolve(env)
 
 
-def resolve_endpoint(endpoint: str | None = None, env: Mapping[str, str] | None = None) -> str:
+def resolve_endpoint(
+    endpoint: str | None = None, env: Mapping[str, str] | None = None, *, warn: bool = True
+) -> str:
     """The OTLP/HTTP traces URL: ``endpoint`` (a base URL, or a full ``…/v1/traces`` URL), else the
-    ``OTEL_EXPORTER_OTLP_*`` conventions, else ``http://127.0.0.1:4318/v1/traces``."""
+    ``OTEL_EXPORTER_OTLP_*`` conventions, else ``http://127.0.0.1:4318/v1/traces``. A URL that
+    is not ``http://`` or ``https://`` with a host is said once (the spans then wait in the
+    spool, as for a collector that is away, until a process with the right URL sends them)."""
     env = os.environ if env is None else env
+    source = "as given"
     if not endpoint:
         traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
         if traces:
+            if warn:
+                _check_url(traces, "from OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             return traces
-        endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
+        endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        source = "from OTEL_EXPORTER_OTLP_ENDPOINT"
+        endpoint = endpoint or DEFAULT_ENDPOINT
+    if warn:
+        _check_url(endpoint, source)
     endpoint = endpoint.rstrip("/")
     return endpoint if endpoint.endswith(TRACES_PATH) else endpoint + TRACES_PATH
+
+
+def endpoint_usable(url: str) -> bool:
+    """False when ``url`` cannot reach a collector: a scheme other than http(s) (``htp://``,
+    ``grpc://``, a bare ``host:4318``), no host, or a port that is not a number."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (parts.port is None or parts.port > 0)
+        )
+    except ValueError:
+        return False
+
+
+def _check_url(url: str, source: str) -> None:
+    """Say once when ``url`` cannot reach a collector (:func:`endpoint_usable`)."""
+    if not endpoint_usable(url):
+        log_once(
+            "config.endpoint",
+            "ETT cannot send spans to %r (%s): not an http:// or https:// URL with a host "
+            "(and a port number), so "
+            "they wait in the spool; a collector's OTLP/HTTP address looks like "
+            "http://collector-host:4318",
+            url,
+            source,
+        )
 
 
 DEFAULT_EXIT_TIMEOUT_S = 5.0
@@ -287,13 +342,33 @@ def resolve_flush_timeout(
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """An on/off variable: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any
+    case); unset or empty gives ``default``, and another value gives it too, said once, since a
+    typo in a switch would otherwise pass silently."""
+    raw = env.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    if raw:
+        log_once(
+            "config.switch." + name,
+            "ignoring %s=%r: want 1/true/yes/on or 0/false/no/off; taken as unset (%s)",
+            name,
+            env.get(name),
+            "true" if default else "false",
+        )
+    return default
 
 
 def ddp_waits_enabled(env: Mapping[str, str] | None = None) -> bool:
     """False when ``ETT_DDP_WAITS`` is ``0``/``false``/``no``/``off``: the zero-code path then
     leaves DDP's own reduction in place (``ett._auto_ddp``)."""
-    env = os.environ if env is None else env
-    return env.get("ETT_DDP_WAITS", "").strip().lower() not in {"0", "false", "no", "off"}
+    return _switch(os.environ if env is None else env, "ETT_DDP_WAITS", True)
 
 
 def env_disabled(env: Mapping[str, str] | None = None) -> bool:
@@ -302,7 +377,7 @@ def env_disabled(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return True
-    return env.get("ETT_DISABLED", "").strip().lower() in _TRUE
+    return _switch(env, "ETT_DISABLED", False)
 
 
 def _otlp_headers(raw: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._answers import refusal
-from ._config import resolve_endpoint, resolve_headers, resolve_spool
+from ._config import endpoint_usable, resolve_endpoint, resolve_headers, resolve_spool
 from ._spool import default_root, spool_files
 from ._spool_send import Drained, Sender, drain_file
 
@@ -111,7 +111,15 @@ def flush_main(argv: Sequence[str]) -> int:
     if not root.is_dir():
         print(f"{PROG}: nothing to deliver: no spool at {root}")
         return 0
-    endpoint = resolve_endpoint(args.endpoint)
+    endpoint = resolve_endpoint(args.endpoint, warn=False)
+    if not endpoint_usable(endpoint):
+        print(
+            f"{PROG}: cannot send to {endpoint!r}: not an http:// or https:// URL with a host "
+            "and a port number (--endpoint, else OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT); "
+            "nothing was sent",
+            file=sys.stderr,
+        )
+        return 2
     sender = Sender(endpoint, resolve_headers(), timeout_s=min(10.0, args.timeout))
     try:
         out = flush(root, args.job, sender, args.timeout)

@@ -241,6 +241,16 @@ def test_the_launcher_reports_a_missing_command() -> None:
     assert usage.returncode == 2 and usage.stderr.startswith("usage: ett-instrument")
 
 
+def test_the_launcher_says_its_version() -> None:
+    from importlib import metadata
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ett", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ett-instrument {metadata.version('ett-instrument')}\n"
+
+
 def test_span_ids_do_not_use_or_move_the_programs_random_state() -> None:
     import random
 

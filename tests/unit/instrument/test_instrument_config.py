@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from ett import semconv
+from ett import _errors, semconv
 from ett._config import (
+    ddp_waits_enabled,
+    endpoint_usable,
     env_disabled,
     process_start_time,
     resolve_endpoint,
@@ -98,6 +100,12 @@ def test_a_negative_attempt_or_rank_is_said_and_ignored(caplog: pytest.LogCaptur
     env = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "2", "RANK": "3", "WORLD_SIZE": "4"}
     ident = resolve_identity(env=env)
     assert (ident.attempt, ident.rank, ident.world_size) == (2, 3, 4)
+    # the same numbers passed to init() were sent as they were, and every span then rejected
+    ident = resolve_identity(env=env, attempt=-1, rank=-2, world_size=0)
+    assert (ident.attempt, ident.rank, ident.world_size) == (2, 3, 4)
+    for said in ("init(attempt=-1)", "init(rank=-2)", "init(world_size=0)"):
+        assert f"ignoring {said}" in caplog.text
+    assert resolve_identity(env={}, attempt=1, rank=2, world_size=3).rank == 2
 
 
 def test_job_id_fallbacks() -> None:
@@ -141,11 +149,44 @@ def test_endpoint(arg: str | None, env: dict[str, str], expected: str) -> None:
     assert resolve_endpoint(arg, env=env) == expected
 
 
-def test_disabled_flag() -> None:
-    assert env_disabled({"ETT_DISABLED": "1"})
-    assert env_disabled({"ETT_DISABLED": "true"})
-    assert not env_disabled({"ETT_DISABLED": "0"})
+@pytest.mark.parametrize(
+    "url",
+    ["htp://c:4318", "c:4318", "grpc://c:4317", "http://:4318", "http://c:port", "http://c:0"],
+)
+def test_an_endpoint_that_cannot_be_a_collector_is_said_once(
+    url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``htp://`` was taken for a collector that is away: spans went to the spool with "no
+    answer: collector unreachable?", which sends the user looking at the wrong thing."""
+    monkeypatch.setattr(_errors, "_seen", set())
+    assert not endpoint_usable(url)
+    resolve_endpoint(None, env={"OTEL_EXPORTER_OTLP_ENDPOINT": url})
+    resolve_endpoint(url, env={})
+    said = [r.getMessage() for r in caplog.records if "not an http://" in r.getMessage()]
+    assert len(said) == 1 and repr(url) in said[0] and "OTEL_EXPORTER_OTLP_ENDPOINT" in said[0]
+
+
+def test_a_collector_url_is_not_said(caplog: pytest.LogCaptureFixture) -> None:
+    for url in ("http://c:4318", "https://c", "http://[::1]:4318/v1/traces", "http://10.0.0.2"):
+        assert endpoint_usable(url)
+        resolve_endpoint(url, env={})
+    assert "not an http" not in caplog.text
+
+
+def test_disabled_flag(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_errors, "_seen", set())
+    for raw in ("1", "true", "YES", " on "):
+        assert env_disabled({"ETT_DISABLED": raw})
+    for raw in ("0", "false", "No", "off", ""):
+        assert not env_disabled({"ETT_DISABLED": raw})
     assert not env_disabled({})
+    assert caplog.text == ""
+    # a value that is neither was taken as "on" silently: now it is said, and left unset
+    assert not env_disabled({"ETT_DISABLED": "maybe"})
+    assert "ignoring ETT_DISABLED='maybe'" in caplog.text
+    assert not ddp_waits_enabled({"ETT_DDP_WAITS": "OFF"})
+    assert ddp_waits_enabled({"ETT_DDP_WAITS": "sometimes"})
+    assert "ignoring ETT_DDP_WAITS='sometimes'" in caplog.text
 
 
 def test_token_header() -> None:

@@ -187,6 +187,10 @@ def test_the_flush_command_answers_in_one_line(tmp_path: Path) -> None:
     down = _flush("--spool-dir", str(tmp_path), env=env)
     assert down.returncode == 1 and "did not answer" in down.stderr
     assert "Traceback" not in down.stderr and writer.path.exists()
+    for url in ("htp://127.0.0.1:4318", "127.0.0.1:4318", "http://127.0.0.1:99999"):
+        typo = _flush("--spool-dir", str(tmp_path), "--endpoint", url)
+        assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
+        assert "not an http:// or https:// URL" in typo.stderr and writer.path.exists()
 
 
 def test_an_attempt_ending_while_the_collector_is_away_loses_nothing() -> None:
