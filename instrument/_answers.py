@@ -4,7 +4,10 @@ answer at all; 401/403 mean the token, 404 the path)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from ._errors import log_once
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 """HTTP answers worth retrying (the OTLP/HTTP specification); other refusals are final."""
@@ -22,10 +25,19 @@ class HttpStatus:
         self.count = 0
         """Requests made so far."""
 
-    def record(self, status: int | None) -> None:
+        self.rejected = 0
+        """Spans the collector took the batch of but rejected (OTLP partial success)."""
+
+    def record(self, status: int | None, response: Any = None) -> None:
         self.count += 1
         self.last = status
         self.failing = status is None or status in RETRYABLE_STATUS
+        if status is not None and 200 <= status < 300 and response is not None:
+            try:
+                content, ctype = response.content, response.headers.get("content-type", "")
+            except Exception:  # a response of another shape: nothing to read
+                return
+            self.rejected += report_partial_success(content, ctype, str(response.url))
 
     def session(self) -> Any:
         """A ``requests.Session`` that records here (``None`` without ``requests``)."""
@@ -42,7 +54,7 @@ class HttpStatus:
                 except requests.RequestException:
                     record(None)
                     raise
-                record(response.status_code)
+                record(response.status_code, response)
                 return response
 
         return WatchedSession()
@@ -67,3 +79,54 @@ def refusal(endpoint: str, status: int) -> str:
         f"ETT collector {endpoint} answered HTTP {status}, which OTLP does not retry: "
         "the batch of spans is dropped"
     )
+
+
+def partial_success(content: bytes, content_type: str) -> tuple[int, str]:
+    """``(rejected spans, the collector's message)`` of an OTLP export answer's
+    ``partial_success`` (protobuf or JSON body); ``(0, "")`` when it has none or cannot be read
+    (an answer is never a reason to fail)."""
+    if not content:
+        return 0, ""
+    try:
+        if "json" in content_type.lower():
+            import json
+
+            part = json.loads(content).get("partialSuccess") or {}
+            return int(part.get("rejectedSpans") or 0), str(part.get("errorMessage") or "")
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceResponse,
+        )
+
+        answer = ExportTraceServiceResponse.FromString(content)
+        part_pb = answer.partial_success
+        return int(part_pb.rejected_spans), str(part_pb.error_message)
+    except Exception:  # a body of another shape: nothing to say
+        return 0, ""
+
+
+def report_partial_success(content: bytes, content_type: str, url: str) -> int:
+    """Warn, once per distinct reason, that the collector at ``url`` rejected spans of a batch
+    it took (OTLP partial success: the rest were stored, these are lost); returns how many."""
+    rejected, message = partial_success(content, content_type)
+    if rejected > 0:
+        log_once(
+            "answers.partial." + _reason(message),
+            "ETT collector %s rejected %d span(s) of a batch it took (they are lost and counted "
+            "as dropped; the rest were stored): %s. Said once per reason",
+            url,
+            rejected,
+            _shorten(message) or "no reason given",
+        )
+    return rejected
+
+
+def _reason(message: str) -> str:
+    """The kind of a rejection, for saying it once: the collector's first detail (``... has
+    ett.rank -1, not a non-negative integer``) with its numbers and ids left out."""
+    first = message.split(";", 1)[0]
+    detail = first.rsplit(")", 1)[-1] if ")" in first else first
+    return re.sub(r"[0-9a-f]{8,}|-?\d+", "#", detail).strip()[:120]
+
+
+def _shorten(message: str, most: int = 400) -> str:
+    return message if len(message) <= most else message[: most - 1] + "…"

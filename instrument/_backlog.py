@@ -266,7 +266,7 @@ def fail_fast_session(status: HttpStatus) -> Any:
             except requests.RequestException as exc:
                 status.record(None)
                 raise CollectorAway("no answer: ETT keeps the spans in its spool") from exc
-            status.record(response.status_code)
+            status.record(response.status_code, response)
             if response.status_code in RETRYABLE_STATUS:
                 raise CollectorAway(f"HTTP {response.status_code}: ETT keeps the spans")
             return response

@@ -123,7 +123,9 @@ class ExportQueue(SpanProcessor):
     @property
     def dropped(self) -> int:
         """Spans lost so far (see the module docstring for when a span is lost)."""
-        return self._dropped + (0 if self._backlog is None else self._backlog.dropped)
+        spooled = 0 if self._backlog is None else self._backlog.dropped
+        rejected = 0 if self._status is None else self._status.rejected
+        return self._dropped + spooled + rejected
 
     @property
     def backlog(self) -> Backlog | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ._answers import RETRYABLE_STATUS, HttpStatus
+from ._answers import RETRYABLE_STATUS, HttpStatus, report_partial_success
 from ._spool import FILE_HEADER, KIND_BATCH, KIND_DROPS, Scan, try_lock
 
 DELIVERED, KEEP, DROP = "delivered", "keep", "drop"
@@ -85,8 +85,9 @@ class Sender:
         code: int | None
         try:
             with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._tls) as r:
-                r.read()
+                answer = r.read()
                 code = int(r.status)
+            report_partial_success(answer, r.headers.get("content-type", ""), self.endpoint)
         except urllib.error.HTTPError as exc:
             code = int(exc.code)
         except (OSError, ValueError):

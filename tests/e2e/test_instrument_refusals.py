@@ -89,3 +89,27 @@ def test_wrong_path_is_named_once(
     assert sess.dropped_spans >= 1
     warnings = said(caplog, "HTTP 404")
     assert len(warnings) == 1 and "OTEL_EXPORTER_OTLP_ENDPOINT" in warnings[0]
+
+
+def test_spans_the_collector_rejects_are_said_once_and_counted(
+    collector: Collector, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTLP partial success: the collector took the batch but rejected some of its spans (here
+    windows with a NaN sample count, which JSON and jsonb cannot hold). The library read only
+    the status code, so the loss went unsaid and uncounted."""
+    monkeypatch.setenv("ETT_TOKEN", "right")
+    sess = ett.init(job_id="partly-rejected", endpoint=collector.url, install_handlers=False)
+    now = time.time_ns()
+    for i in range(3):
+        attrs = {"ett.step.first": i, "ett.step.last": i, "ett.samples": float("nan")}
+        sess._spans.instant("ett.train.window", attrs, now - 10**9, now)
+    sess.flush(60.0)
+    assert sess.dropped_spans == 3
+    with sess.eval():  # a batch with nothing rejected adds nothing
+        pass
+    sess.flush(60.0)
+    assert sess.dropped_spans == 3
+    lines = said(caplog, "rejected")
+    assert len(lines) == 1, lines
+    assert "rejected 3 span(s)" in lines[0] and "ett.samples" in lines[0]
+    sess.end()
