@@ -196,6 +196,11 @@ class SpanBatch:
             problem = self._name_problems[name] = name_problem(name)
             return problem
 
+    def reject(self, name: str, trace_id: str, span_id: str, reason: str) -> None:
+        """Count a span the decoder could not read (a field of the wrong type) as rejected: the
+        other spans of the request are kept (OTLP partial success)."""
+        self._reject(name, trace_id, span_id, reason)
+
     def _reject(self, name: str, trace_id: str, span_id: str, reason: str) -> None:
         self.rejected += 1
         if len(self.problems) < _MAX_PROBLEMS_SHOWN:

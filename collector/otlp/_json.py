@@ -226,23 +226,44 @@ def _walk(request: dict[str, Any], batch: SpanBatch) -> None:
         scopes = _field(resource_spans, "scopeSpans", "scope_spans")
         for scope_spans in _list(scopes, "scopeSpans"):
             for span in _list(_object(scope_spans, "ScopeSpans").get("spans"), "spans"):
-                span = _object(span, "Span")
-                trace_id, trace_ok = _hex_id(_field(span, "traceId", "trace_id"), 16, "traceId")
-                span_id, span_ok = _hex_id(_field(span, "spanId", "span_id"), 8, "spanId")
-                name = span.get("name")
-                if name is None:
-                    name = ""
-                elif not isinstance(name, str):
-                    raise _malformed(f"span name must be a string, not {name!r}")
-                start = _field(span, "startTimeUnixNano", "start_time_unix_nano")
-                end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
-                batch.add(
-                    context,
-                    trace_id,
-                    span_id,
-                    trace_ok and span_ok,
-                    name,
-                    _int64(start, "startTimeUnixNano"),
-                    _int64(end, "endTimeUnixNano"),
-                    attributes(span.get("attributes")),
-                )
+                try:
+                    _span(span, context, batch)
+                except OtlpError as exc:  # this span's field of the wrong type: this span only
+                    _reject_unreadable(span, exc, batch)
+
+
+def _span(span: Any, context: Any, batch: SpanBatch) -> None:
+    """Decode one JSON ``Span`` into ``batch``; raises :class:`OtlpError` on a field of the wrong
+    type (the caller rejects this span alone)."""
+    span = _object(span, "Span")
+    trace_id, trace_ok = _hex_id(_field(span, "traceId", "trace_id"), 16, "traceId")
+    span_id, span_ok = _hex_id(_field(span, "spanId", "span_id"), 8, "spanId")
+    name = span.get("name")
+    if name is None:
+        name = ""
+    elif not isinstance(name, str):
+        raise _malformed(f"span name must be a string, not {name!r}")
+    start = _field(span, "startTimeUnixNano", "start_time_unix_nano")
+    end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
+    batch.add(
+        context,
+        trace_id,
+        span_id,
+        trace_ok and span_ok,
+        name,
+        _int64(start, "startTimeUnixNano"),
+        _int64(end, "endTimeUnixNano"),
+        attributes(span.get("attributes")),
+    )
+
+
+def _reject_unreadable(span: Any, exc: OtlpError, batch: SpanBatch) -> None:
+    """Reject a span :func:`_span` could not read, named by whatever of it is readable."""
+    fields = span if isinstance(span, dict) else {}
+    name = fields.get("name")
+    ids = [_field(fields, "traceId", "trace_id"), _field(fields, "spanId", "span_id")]
+    trace_id, span_id = (v if isinstance(v, str) else "?" for v in ids)
+    reason = exc.message.removeprefix("malformed OTLP JSON body: ")
+    batch.reject(
+        name if isinstance(name, str) else "?", trace_id, span_id, "is malformed: " + reason
+    )

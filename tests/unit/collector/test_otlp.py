@@ -299,8 +299,7 @@ def test_identity_encodings_are_accepted(encoding: str | None) -> None:
         (b"", JSON, None, "JSON"),
         (b"[]", JSON, None, "object"),
         (b'{"resourceSpans": {}}', JSON, None, "array"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [1]}]}]}', JSON, None, "Span"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 5}]}]}]}', JSON, None, "hex"),
+        (b'{"resourceSpans": [{"scopeSpans": {"spans": []}}]}', JSON, None, "array"),
         (b"not gzip at all", PB, "gzip", "gzip"),
         (gzip.compress(b"x" * 1000)[:-12], PB, "gzip", "truncated"),
     ],
@@ -342,7 +341,36 @@ def test_json_integer_strings_of_thousands_of_digits() -> None:
     (record,) = decode(json.dumps(doc).encode(), JSON).records
     assert record.attributes["user.n"] == -12
     attrs[-1]["value"] = {"intValue": "9" * 5000}
-    assert status_of(lambda: decode(json.dumps(doc).encode(), JSON)).status == 400
+    result = decode(json.dumps(doc).encode(), JSON)
+    assert result.rejected == 1 and "does not fit in 64 bits" in result.rejected_message
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda span: 1, "Span must be an object"),
+        (lambda span: span | {"traceId": 5}, "traceId must be a hex string"),
+        (lambda span: span | {"name": ["ett.attempt"]}, "span name must be a string"),
+        (lambda span: span | {"startTimeUnixNano": "soon"}, "startTimeUnixNano must be an integer"),
+        (lambda span: span | {"attributes": {"k": "v"}}, "attributes must be an array"),
+        (
+            lambda span: span | {"attributes": [{"key": "n", "value": {"intValue": "12abc"}}]},
+            "intValue must be an integer",
+        ),
+    ],
+)
+def test_a_json_span_of_the_wrong_type_is_rejected_alone(change: Any, needle: str) -> None:
+    """One span with a field of the wrong type answered 400 for the whole request, so its
+    well-formed neighbours were lost too (an SDK does not retry a 400). It is now rejected
+    alone, through partial success, with the reason."""
+    doc = json.loads(json_body(request([{}, {}, {}])))
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[1] = change(spans[1])
+
+    result = decode(json.dumps(doc).encode(), JSON)
+
+    assert len(result.records) == 2 and result.rejected == 1
+    assert "is malformed: " + needle in result.rejected_message
 
 
 def test_malformed_attribute_inside_protobuf_is_400() -> None:
