@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -106,7 +107,7 @@ def print_report(job: JobJSON, console: Console) -> None:
     lost = _lost_table(job)
     if lost is not None:
         console.print(lost)
-    console.print(_attempts_table(job))
+    print_rows(console, "Attempts (rank: the critical rank)", _ATTEMPT_COLUMNS, _attempt_rows(job))
     perf = job.get("performance")  # issue 26: `ett report` adds it
     if isinstance(perf, dict):
         from ._render_performance import print_performance
@@ -162,10 +163,10 @@ def _lost_table(job: JobJSON) -> Table | None:
     if not lost:
         return None
     t = Table(title="Lost time by component", title_justify="left")
-    t.add_column("component")
-    t.add_column("lost", justify="right")
+    t.add_column("component", min_width=max(map(len, lost)), no_wrap=True)  # never cut
+    t.add_column("lost", justify="right", no_wrap=True)
     t.add_column("% of wall", justify="right")
-    t.add_column("")
+    t.add_column("", overflow="crop", no_wrap=True)  # the bar gives way first
     for comp, secs in lost.items():
         t.add_row(
             comp,
@@ -178,8 +179,14 @@ def _lost_table(job: JobJSON) -> Table | None:
 
 def _attempts_table(job: JobJSON) -> Table:
     """One row per attempt; columns wrap between words, never cutting one."""
-    headers = ("#", "allocated", "first batch", "end", "end reason", "cause", "rank")
-    rows = [
+    return wide_table("Attempts (rank: the critical rank)", _ATTEMPT_COLUMNS, _attempt_rows(job))
+
+
+_ATTEMPT_COLUMNS = ("#", "allocated", "first batch", "end", "end reason", "cause", "rank")
+
+
+def _attempt_rows(job: JobJSON) -> list[tuple[str, ...]]:
+    return [
         (
             str(a["attempt"]),
             instant(a["alloc"]),
@@ -191,13 +198,53 @@ def _attempts_table(job: JobJSON) -> Table:
         )
         for a in job["attempts"]
     ]
-    att = Table(title="Attempts (rank: the critical rank)", title_justify="left")
-    for i, col in enumerate(headers):  # wrap between words; a word is folded, never cut
-        words = [w for r in rows for w in r[i].split()]
-        att.add_column(col, overflow="fold", min_width=min(max(map(len, words), default=1), 10))
+
+
+def _least_widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's narrowest width that cuts no word (a word over 10 characters folds)."""
+    return [
+        min(max(map(len, [w for r in rows for w in r[i].split()] + col.split()), default=1), 10)
+        for i, col in enumerate(headers)
+    ]
+
+
+def wide_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A table whose columns wrap between words; a word is folded, never cut."""
+    table = Table(title=title, title_justify="left")
+    for col, least in zip(headers, _least_widths(headers, rows), strict=True):
+        table.add_column(col, overflow="fold", min_width=least)
     for row in rows:
-        att.add_row(*row)
-    return att
+        table.add_row(*row)
+    return table
+
+
+def _whole(table: Table, width: int) -> bool:
+    """True when ``table`` renders at ``width`` with its right border: rich crops the columns
+    that do not fit (it measured a minimum that fits and then cut "cause" and "rank" at 60)."""
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, force_terminal=False).print(table)
+    top = next((ln for ln in out.getvalue().splitlines() if ln.startswith("┏")), "")
+    return top.rstrip().endswith("┓")
+
+
+def print_rows(
+    console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
+) -> None:
+    """:func:`wide_table`, or, on a terminal too narrow for its columns (where rich would cut
+    the columns on the right off), one small table per row, its headers down the side."""
+    table = wide_table(title, headers, rows)
+    if _whole(table, console.width):
+        console.print(table)
+        return
+    console.print(title, style="italic")
+    for row in rows:
+        card = Table(show_header=False, box=None, padding=(0, 1))
+        card.add_column(style="bold", no_wrap=True)
+        card.add_column(overflow="fold")
+        for header, cell in zip(headers, row, strict=True):
+            card.add_row(header, cell)
+        console.print(card)
+        console.print()
 
 
 _JOB_COLUMNS = (

@@ -55,13 +55,11 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
     console.print(t)
     slow = perf.get("slow_windows") or []
     if slow:
-        from ._render import instant
+        from ._render import instant, print_rows
 
-        w = Table(title="Slowest windows", title_justify="left")
-        for col in ("attempt", "start", "step", "x ideal", "lost", "overlapping"):
-            w.add_column(col)
-        for s in slow[:5]:
-            w.add_row(
+        headers = ("attempt", "start", "step", "x ideal", "lost", "overlapping")
+        rows = [
+            (
                 str(s["attempt"]),
                 instant(s["start"]),
                 _ms(s["step_s"]),
@@ -69,4 +67,6 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
                 f"{s['lost_s']:.1f} s",
                 ", ".join(s["overlaps"]) or "-",
             )
-        console.print(w)
+            for s in slow[:5]
+        ]
+        print_rows(console, "Slowest windows", headers, rows)

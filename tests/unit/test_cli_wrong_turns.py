@@ -230,3 +230,22 @@ def test_recompute_of_a_mistyped_database_creates_nothing(db_url: str, tmp_path:
     assert _one_line(done.stderr) == "ett: no spans for job 'nope'"
     done = _run(["recompute", JOB, "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1 and done.stdout == "recomputed 1 job(s)\n"
+
+
+@pytest.mark.parametrize("columns", [100, 60, 40])
+def test_a_report_on_a_narrow_terminal_cuts_no_column(
+    db_url: str, tmp_path: Path, columns: int
+) -> None:
+    """At 60 columns the attempts table lost its "cause" and "rank" columns off the right
+    edge, and the slowest windows their start times ("2026-1…"): rich measured a minimum that
+    fitted and then cropped. A table that does not fit whole is now one card per row."""
+    done = _run(["report", JOB, "--db", db_url], tmp_path, columns=columns)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "…" not in out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    flat = " ".join(out.split())  # a value folded over lines is still whole, word by word
+    for header in ("first batch", "end reason", "cause", "rank"):
+        assert header in flat
+    assert "killed" in flat and "completed" in flat  # the attempts' causes and end reasons
+    assert "checkpoint" in flat
