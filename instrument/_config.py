@@ -57,6 +57,7 @@ exporter and protocol conventions are in ``ett._conventions``):
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -126,24 +127,40 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
     return _number(env, name, int, "an integer")
 
 
+MAX_IDENTITY_NUMBER = 2**31 - 1
+"""The largest attempt, rank or world size the collector takes (the same on SQLite and
+PostgreSQL): a larger one got every span rejected."""
+
+
 def _count(env: Mapping[str, str], name: str, least: int = 0) -> int | None:
-    """:func:`_int` of ``name``, or None (said once) below ``least``: the collector rejects
-    every span of a negative attempt or rank, which was silent on the training side."""
+    """:func:`_int` of ``name``, or None (said once) outside ``least`` to
+    :data:`MAX_IDENTITY_NUMBER`: the collector rejects every span of a negative or huge
+    attempt or rank, which was silent on the training side."""
     value = _int(env, name)
-    if value is not None and value < least:
+    if value is not None and not least <= value <= MAX_IDENTITY_NUMBER:
         log_once(
             "config.range." + name,
-            "ignoring %s=%r: it must be at least %d",
+            "ignoring %s=%r: it must be from %d to %d",
             name,
             env.get(name),
             least,
+            MAX_IDENTITY_NUMBER,
         )
         return None
     return value
 
 
+def _finite(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
+
+
 def _float(env: Mapping[str, str], name: str) -> float | None:
-    return _number(env, name, float, "a number")
+    """A finite number: ``inf`` made ``end()``'s flush raise (nothing flushed) and a spool bound
+    of ``inf`` failed ``init`` (nothing recorded); ``nan`` passed every comparison."""
+    return _number(env, name, _finite, "a finite number")
 
 
 def _allocated_at(env: Mapping[str, str]) -> float | None:
@@ -240,13 +257,14 @@ def _given(value: int | None, name: str, least: int = 0) -> int | None:
     """An identity number passed to :func:`ett.init`, or None (said once, and the environment
     or the default used instead) when it is below ``least``: the collector rejects every span
     of a negative attempt or rank, which the training side would not see."""
-    if value is not None and value < least:
+    if value is not None and not least <= value <= MAX_IDENTITY_NUMBER:
         log_once(
             "config.given." + name,
-            "ignoring init(%s=%r): it must be at least %d; using the environment or the default",
+            "ignoring init(%s=%r): it must be from %d to %d; using the environment or the default",
             name,
             value,
             least,
+            MAX_IDENTITY_NUMBER,
         )
         return None
     return value
@@ -314,15 +332,29 @@ DEFAULT_EXIT_TIMEOUT_S = 5.0
 """Seconds a failed rank may take to exit after its failure is flushed (``ETT_EXIT_TIMEOUT_S``)."""
 
 
+def given_seconds(value: float | None, name: str) -> float | None:
+    """A number of seconds passed as an argument ``name``, or None (said once: the
+    environment or the default is used) when it is not a finite number."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if math.isfinite(seconds):
+        return seconds
+    log_once("config.given." + name, "ignoring %s=%r: not a finite number of seconds", name, value)
+    return None
+
+
 def resolve_exit_timeout(
     timeout_s: float | None = None, env: Mapping[str, str] | None = None
 ) -> float:
     """The exit watchdog's timeout: ``timeout_s``, else ``ETT_EXIT_TIMEOUT_S``, else
     :data:`DEFAULT_EXIT_TIMEOUT_S`; 0 (or less) disables the watchdog."""
-    if timeout_s is not None:
-        return float(timeout_s)
-    env = os.environ if env is None else env
-    value = _float(env, "ETT_EXIT_TIMEOUT_S")
+    value = given_seconds(timeout_s, "exit_timeout_s")
+    if value is None:
+        value = _float(os.environ if env is None else env, "ETT_EXIT_TIMEOUT_S")
     return DEFAULT_EXIT_TIMEOUT_S if value is None else value
 
 
@@ -335,10 +367,15 @@ def resolve_flush_timeout(
 ) -> float:
     """How long ``end()`` and the hooks wait for the export: ``timeout_s``, else
     ``ETT_FLUSH_TIMEOUT_S``, else :data:`DEFAULT_FLUSH_TIMEOUT_S` (never negative)."""
-    if timeout_s is None:
-        env = os.environ if env is None else env
-        timeout_s = _float(env, "ETT_FLUSH_TIMEOUT_S")
-    return DEFAULT_FLUSH_TIMEOUT_S if timeout_s is None else max(0.0, float(timeout_s))
+    value = given_seconds(timeout_s, "flush_timeout_s")
+    if value is None:
+        value = _float(os.environ if env is None else env, "ETT_FLUSH_TIMEOUT_S")
+    return DEFAULT_FLUSH_TIMEOUT_S if value is None else max(0.0, value)
+
+
+def env_seconds(name: str, env: Mapping[str, str] | None = None) -> float | None:
+    """Variable ``name`` as a finite number of seconds; None when unset or (said once) not one."""
+    return _float(os.environ if env is None else env, name)
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -452,7 +489,14 @@ def resolve_spool(env: Mapping[str, str] | None = None) -> tuple[str | None, int
     env = os.environ if env is None else env
     raw = env.get("ETT_SPOOL_DIR", "").strip()
     max_mb = _float(env, "ETT_SPOOL_MAX_MB")
-    limit = int((DEFAULT_SPOOL_MAX_MB if max_mb is None else max(0.0, max_mb)) * (1 << 20))
+    if max_mb is not None and max_mb < 0:
+        log_once(
+            "config.spool_max",
+            "ignoring ETT_SPOOL_MAX_MB=%r: a size cannot be negative (0 turns the spool off)",
+            env.get("ETT_SPOOL_MAX_MB"),
+        )
+        max_mb = None
+    limit = int((DEFAULT_SPOOL_MAX_MB if max_mb is None else max_mb) * (1 << 20))
     if raw.lower() in _OFF or limit == 0:
         return "", 0
     return (raw or None), limit

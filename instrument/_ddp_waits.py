@@ -69,8 +69,10 @@ class WaitTimer:
         if ready is None:
 
             def done(f: Any) -> Any:
-                self._record(time.time_ns() - ready_ns)
-                return f.value()
+                waited = time.time_ns() - ready_ns
+                value = f.value()  # raises for an all-reduce that failed (a peer died): its
+                self._record(waited)  # wait, until the loss was seen, belongs to no step
+                return value
 
             return fut.then(done)
         self._drain()

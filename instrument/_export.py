@@ -424,7 +424,7 @@ class ExportQueue(SpanProcessor):
             self._exporter.shutdown()  # aborts the exporter's retry back-off, if any
         except Exception:
             log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
-        self._thread.join(0.1 if self._unreachable else 0.5)
+        self._thread.join(0.1 if self.unreachable else 0.5)
         backlog = self._spooling()
         if backlog is not None:  # a batch still stuck in export, and what is queued: on disk
             if self._in_flight and backlog.store(self._flight):

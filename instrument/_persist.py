@@ -12,13 +12,13 @@ exception) is reported with its real end instead of being lost with the process.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import semconv
+from ._config import env_seconds, given_seconds
 from ._errors import log_once, never_raises
 from ._spans import SpanSink
 
@@ -37,17 +37,10 @@ def resolve_persist_wait(
 ) -> float:
     """The end's bound on waiting for persists in flight: ``wait_s``, else
     ``ETT_PERSIST_WAIT_S``, else :data:`DEFAULT_PERSIST_WAIT_S`; 0 (or less) does not wait."""
-    if wait_s is not None:
-        return max(0.0, float(wait_s))
-    env = os.environ if env is None else env
-    raw = env.get("ETT_PERSIST_WAIT_S", "").strip()
-    if not raw:
-        return DEFAULT_PERSIST_WAIT_S
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        log_once("config.ETT_PERSIST_WAIT_S", "ignoring ETT_PERSIST_WAIT_S=%r: not a number", raw)
-        return DEFAULT_PERSIST_WAIT_S
+    value = given_seconds(wait_s, "wait_s")
+    if value is None:
+        value = env_seconds("ETT_PERSIST_WAIT_S", env)
+    return DEFAULT_PERSIST_WAIT_S if value is None else max(0.0, value)
 
 
 def _is_done(future: Any) -> bool:

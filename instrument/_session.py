@@ -22,7 +22,15 @@ from ._errors import log_once, never_raises
 from ._failure import Guard, classify
 from ._failure import error_type as _error_type
 from ._persist import PersistTracker, resolve_persist_wait
-from ._spans import NO_SAVES, NO_SINK, CheckpointSave, SpanBlock, SpanSink, guarded_block
+from ._spans import (
+    NO_SAVES,
+    NO_SINK,
+    CheckpointSave,
+    SpanBlock,
+    SpanSink,
+    checked_step,
+    guarded_block,
+)
 from ._stalls import DATA_WAIT_MIN_S, DataWait, blocking_block, timed_batches
 from ._startup import observed_startup
 from ._torchrun import warn_restart_store
@@ -54,6 +62,11 @@ def _no_wait() -> DataWait:
     return DataWait(NO_SINK)
 
 
+_END_REASONS = frozenset(r.value for r in semconv.EndReasonValues)
+_MAX_INT64 = 2**63 - 1
+"""The largest integer an OTLP attribute holds."""
+
+
 class Session:
     """The instrumentation of one attempt on one rank. Create it with :func:`ett.init`.
 
@@ -82,6 +95,7 @@ class Session:
         self._steps = 0
         self._samples = 0
         self._last_step_ns = 0
+        self._first_step_ns = 0
         self._wait_ns = 0
         """Nanoseconds the steps waited for their gradient collectives (``_ddp_waits``)."""
         self._wait_reported_ns = 0
@@ -133,10 +147,12 @@ class Session:
         """Count one completed training step of ``samples`` samples. Call it once per step from
         the training thread. Costs one clock read and two integer additions: no span, no lock.
         The clock read is the step's instant, so the last window ends exactly at the last step.
-        Without a :meth:`first_batch` call, the window thread marks the first batch (step 0)
-        within 20 ms of the first ``step()``."""
+        Without a :meth:`first_batch` call, the window thread marks the first batch (step 0) at
+        the first ``step()``'s instant, within 20 ms."""
         try:
-            self._last_step_ns = _now()
+            self._last_step_ns = now = _now()
+            if not self._steps:  # the first step's instant: the first batch when none is marked
+                self._first_step_ns = now
             self._steps += 1
             self._samples += samples
         except Exception:
@@ -144,9 +160,16 @@ class Session:
 
     def _poll(self) -> None:
         """The window thread's poll: mark a first batch nobody marked, then tick the windows."""
-        if not self._first_batch_seen and self._steps:
-            self._mark_first_batch(0, time.time_ns(), count_from_zero=True)
+        self._mark_unmarked_first_batch()
         self._clock.tick()
+
+    def _mark_unmarked_first_batch(self) -> None:
+        """Steps came without a :meth:`first_batch`: mark it (step 0) at the first step's own
+        instant. A mark taken when the poll saw them put a loop faster than the poll (a short
+        job, a test) all before the first batch: one window of zero length, ETT 0 %."""
+        if not self._first_batch_seen and self._steps:
+            first = self._first_step_ns
+            self._mark_first_batch(0, first or time.time_ns(), count_from_zero=True)
 
     def _poll_interval(self) -> float:
         return self._poll_s if self._first_batch_seen else STARTUP_POLL_S
@@ -156,11 +179,17 @@ class Session:
         return self._steps, samples if isinstance(samples, int) else int(samples)
 
     def _emit_window(self, start_ns: int, end_ns: int, first: int, last: int, n: int) -> None:
-        attrs: dict[str, AttributeValue] = {
-            semconv.STEP_FIRST: first,
-            semconv.STEP_LAST: last,
-            semconv.SAMPLES: n,
-        }
+        attrs: dict[str, AttributeValue] = {semconv.STEP_FIRST: first, semconv.STEP_LAST: last}
+        if 0 <= n <= _MAX_INT64:
+            attrs[semconv.SAMPLES] = n
+        else:  # step(samples=-5) or 10**30: this window's count is unknown, the next ones not
+            log_once(
+                "Session.samples",
+                "a window of %d step(s) counted %d samples: step(samples=) must be a count "
+                "from 0 to 2**63 - 1; that window is sent without one",
+                last - first + 1,
+                n,
+            )
         if self._dropped is not None:
             attrs[semconv.TELEMETRY_DROPPED_SPANS] = self.dropped_spans
         if self._waits_timed:  # the waits up to now: those of the window's steps (and at
@@ -199,7 +228,7 @@ class Session:
     def first_batch(self, step: int = 0) -> None:
         """``ett.first_batch``: the rank consumed its first batch now, resuming at global ``step``.
         The span starts at allocation and ends now. Later calls are ignored."""
-        self._mark_first_batch(int(step), time.time_ns())
+        self._mark_first_batch(checked_step(step, "first_batch"), time.time_ns())
 
     def _mark_first_batch(self, step: int, now: int, count_from_zero: bool = False) -> None:
         with self._first_batch_lock:
@@ -344,8 +373,14 @@ class Session:
     @never_raises("Session.fail", None)
     def fail(self, exc: BaseException) -> None:
         """The attempt dies of ``exc``: an ``ett.failure`` span, then :meth:`end` as ``failed``
-        with the classified cause. Does not raise; the caller re-raises ``exc``."""
+        with the classified cause (``KeyboardInterrupt``: ``preempted``, cause ``preemption``,
+        as for SIGTERM). Does not raise; the caller re-raises ``exc``."""
         if self._ending:
+            return
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or a scheduler's SIGINT: stopped from
+            cause = semconv.FailureCauseValues.PREEMPTION  # outside, as by SIGTERM, not a fault
+            self.failure(cause, error_type=_error_type(exc))
+            self.end(_PREEMPTED, cause)
             return
         cause = classify(exc)
         self.failure(cause, error_type=_error_type(exc))
@@ -375,6 +410,14 @@ class Session:
             self._end_thread = threading.get_ident()
             self._ending = True
         try:
+            if reason not in _END_REASONS:
+                log_once(
+                    "Session.end_reason",
+                    "end(%r): the reason is one of %s; recorded as 'failed'",
+                    reason,
+                    ", ".join(sorted(_END_REASONS)),
+                )
+                reason = semconv.EndReasonValues.FAILED.value
             self._end(reason, cause)
         finally:
             self._end_thread = None
@@ -402,7 +445,7 @@ class Session:
     @property
     def end_bound_s(self) -> float:
         """The most :meth:`end` waits in all (persists in flight, then the flushes)."""
-        return self._persist_wait_s + 2 * self._flush_timeout_s
+        return self._persist_wait_s + self._flush_timeout_s + 0.5
 
     def _end(self, reason: str, cause: str | None) -> None:
         wait_start = time.time_ns()
@@ -419,9 +462,11 @@ class Session:
                 log_once("Session.end_callback", "end callback failed", exc_info=True)
         if self._window_thread is not None:
             self._window_thread.stop()
-        if not self._first_batch_seen and self._steps:
-            self._mark_first_batch(0, time.time_ns(), count_from_zero=True)
+        self._mark_unmarked_first_batch()
         self._clock.flush()
+        # both flushes share one bound: a collector that takes connections and never answers
+        # held the end for the bound, then again for the final flush's own wait
+        deadline = time.monotonic() + self._flush_timeout_s
         if reason == _COMPLETED and self._flusher is not None:
             flush_start = time.time_ns()
             self.flush()
@@ -442,12 +487,13 @@ class Session:
         self._attempt_span.end()
         self._spans.close()
         self._ended = True
+        left = max(0.0, deadline - time.monotonic())
         if reason != _COMPLETED:  # the process should now exit: the watchdog sees that it does
             self.exit_watchdog.expect()
-            self.flush()
+            self.flush(left)
             self.exit_watchdog.arm(str(attrs[semconv.FAILURE_CAUSE]))
         else:
-            self.flush()
+            self.flush(left)
 
     def _record_hang(self, cause: str, phase: str, stack: str, waited_s: float) -> None:
         """The exit watchdog's ``ett.failure``: still alive ``waited_s`` after the failed end, in

@@ -7,16 +7,18 @@ installs its process hooks.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
+import time
 from typing import Any
 
 from opentelemetry import trace
 
 from . import semconv
 from ._assembly import InitOptions, build
-from ._config import IdentityArgs
-from ._errors import log_once
+from ._config import Identity, IdentityArgs
+from ._errors import log_once, logger
 from ._failure import fails_attempt
 from ._hooks import ProcessHooks
 from ._scope import Scope
@@ -91,6 +93,8 @@ def init(
             return _current
         if _current is not None:  # a new attempt in this process: it is not exiting after all
             _current.exit_watchdog.disarm()
+            if _current_pid == os.getpid():
+                options = _next_attempt(options, _current.identity)
         try:
             session = build(options)
         except Exception:
@@ -104,6 +108,30 @@ def init(
                 log_once("setup.hooks", "could not install ETT process hooks", exc_info=True)
         _current, _current_pid = session, os.getpid()
         return session
+
+
+def _next_attempt(options: InitOptions, before: Identity) -> InitOptions:
+    """An in-process retry: ``init()`` after the attempt ``before`` of the same job ended in
+    this process. Without an ``attempt=`` of its own it is attempt ``before.attempt + 1``,
+    allocated now (unless ``allocated_at=`` says otherwise): it used to resolve to the same
+    attempt and allocation from the environment, so the retry's spans were merged into the
+    failed attempt (one attempt, failed, ETT 0 %)."""
+    args = options.identity
+    if args.attempt is not None or args.resolve().job_id != before.job_id:
+        return options
+    retry = dataclasses.replace(
+        args,
+        attempt=before.attempt + 1,
+        allocated_at=args.allocated_at if args.allocated_at is not None else time.time(),
+    )
+    logger.info(
+        "ett.init() after attempt %d of job %s ended in this process: recording attempt %d "
+        "(pass attempt= to choose the number)",
+        before.attempt,
+        before.job_id,
+        before.attempt + 1,
+    )
+    return dataclasses.replace(options, identity=retry)
 
 
 def current() -> Session:

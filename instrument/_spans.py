@@ -150,18 +150,45 @@ class SpanBlock(Scope):
         self.set_attribute(self._step_key, int(step))
 
 
+_MODES = frozenset(m.value for m in semconv.CheckpointModeValues)
+
+
+def checked_step(step: int, where: str) -> int:
+    """``int(step)``, said once when negative (global steps count from 0: a negative one is a
+    bug in the caller's arithmetic, which the collector would store as given)."""
+    step = int(step)
+    if step < 0:
+        log_once(
+            "step." + where,
+            "%s(step=%d): global steps count from 0; recorded as given, check the caller",
+            where,
+            step,
+        )
+    return step
+
+
 class CheckpointSave(SpanBlock):
     """``ett.checkpoint.save`` (the blocking part) with :meth:`persist` for the async part."""
 
     def __init__(
         self, sink: SpanSink, saves: SaveTracker, step: int, mode: str, nbytes: int | None
     ) -> None:
+        step = checked_step(step, "checkpoint_save")
+        if mode not in _MODES:
+            log_once(
+                "CheckpointSave.mode",
+                "checkpoint_save(mode=%r): want 'sync' or 'async'; recorded as 'sync'",
+                mode,
+            )
+            mode = semconv.CheckpointModeValues.SYNC.value
         attributes: dict[str, AttributeValue] = {
-            semconv.CHECKPOINT_STEP: int(step),
+            semconv.CHECKPOINT_STEP: step,
             semconv.CHECKPOINT_MODE: str(mode),
         }
-        if nbytes is not None:
+        if nbytes is not None and int(nbytes) >= 0:
             attributes[semconv.CHECKPOINT_BYTES] = int(nbytes)
+        elif nbytes is not None:
+            log_once("CheckpointSave.bytes", "checkpoint_save(nbytes=%r): left out", nbytes)
         super().__init__(
             sink, semconv.SPAN_CHECKPOINT_SAVE, attributes, step_key=semconv.CHECKPOINT_STEP
         )

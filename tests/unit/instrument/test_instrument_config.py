@@ -10,13 +10,20 @@ import pytest
 
 from ett import _errors, semconv
 from ett._config import (
+    DEFAULT_EXIT_TIMEOUT_S,
+    DEFAULT_FLUSH_TIMEOUT_S,
+    DEFAULT_SPOOL_MAX_MB,
     ddp_waits_enabled,
     endpoint_usable,
     env_disabled,
     process_start_time,
     resolve_endpoint,
+    resolve_exit_timeout,
+    resolve_flush_timeout,
     resolve_identity,
+    resolve_spool,
 )
+from ett._persist import DEFAULT_PERSIST_WAIT_S, resolve_persist_wait
 
 
 def test_identity_from_environment() -> None:
@@ -94,9 +101,15 @@ def test_a_negative_attempt_or_rank_is_said_and_ignored(caplog: pytest.LogCaptur
     env = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "-3", "RANK": "-1", "WORLD_SIZE": "0"}
     ident = resolve_identity(env=env)
     assert (ident.attempt, ident.rank, ident.world_size) == (0, 0, 1)
-    assert "ignoring ETT_ATTEMPT='-3': it must be at least 0" in caplog.text
-    assert "ignoring RANK='-1': it must be at least 0" in caplog.text
-    assert "ignoring WORLD_SIZE='0': it must be at least 1" in caplog.text
+    assert "ignoring ETT_ATTEMPT='-3': it must be from 0 to 2147483647" in caplog.text
+    assert "ignoring RANK='-1': it must be from 0 to 2147483647" in caplog.text
+    assert "ignoring WORLD_SIZE='0': it must be from 1 to 2147483647" in caplog.text
+    # past the collector's 2**31 - 1 every span was rejected, or failed to encode past int64
+    _errors._seen.clear()  # each is said once per process
+    huge = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "9" * 23, "RANK": str(2**31)}
+    ident = resolve_identity(env=huge)
+    assert (ident.attempt, ident.rank) == (0, 0)
+    assert f"ignoring RANK='{2**31}'" in caplog.text
     env = {"ETT_JOB_ID": "j", "ETT_ATTEMPT": "2", "RANK": "3", "WORLD_SIZE": "4"}
     ident = resolve_identity(env=env)
     assert (ident.attempt, ident.rank, ident.world_size) == (2, 3, 4)
@@ -195,3 +208,28 @@ def test_token_header() -> None:
     assert resolve_headers(env={}) == {}
     assert resolve_headers(env={"ETT_TOKEN": "s3"}) == {"authorization": "Bearer s3"}
     assert resolve_headers("arg", env={"ETT_TOKEN": "s3"}) == {"authorization": "Bearer arg"}
+
+
+@pytest.mark.parametrize("raw", ["inf", "-inf", "nan", "1e400"])
+def test_a_number_that_is_not_finite_is_said_and_ignored(
+    raw: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ETT_FLUSH_TIMEOUT_S=inf made end()'s flush raise (nothing flushed, the job left
+    running), ETT_SPOOL_MAX_MB=inf failed init (nothing recorded), and nan turned the spool
+    off without a word."""
+    monkeypatch.setattr(_errors, "_seen", set())
+    env = {"ETT_FLUSH_TIMEOUT_S": raw, "ETT_EXIT_TIMEOUT_S": raw, "ETT_SPOOL_MAX_MB": raw}
+    assert resolve_flush_timeout(env=env) == DEFAULT_FLUSH_TIMEOUT_S
+    assert resolve_exit_timeout(env=env) == DEFAULT_EXIT_TIMEOUT_S
+    assert resolve_spool(env)[1] == DEFAULT_SPOOL_MAX_MB * (1 << 20)
+    assert resolve_persist_wait(env={"ETT_PERSIST_WAIT_S": raw}) == DEFAULT_PERSIST_WAIT_S
+    assert resolve_flush_timeout(float(raw), env={}) == DEFAULT_FLUSH_TIMEOUT_S
+    for name in ("ETT_FLUSH_TIMEOUT_S", "ETT_SPOOL_MAX_MB", "ETT_PERSIST_WAIT_S"):
+        assert f"ignoring {name}={raw!r}: not a finite number" in caplog.text
+    assert "ignoring flush_timeout_s=" in caplog.text
+
+
+def test_a_negative_spool_bound_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    assert resolve_spool({"ETT_SPOOL_MAX_MB": "-5"})[1] == DEFAULT_SPOOL_MAX_MB * (1 << 20)
+    assert "ETT_SPOOL_MAX_MB='-5'" in caplog.text
+    assert resolve_spool({"ETT_SPOOL_MAX_MB": "0"}) == ("", 0)  # 0 still turns it off

@@ -124,6 +124,36 @@ def test_flush_and_end_honour_their_timeout() -> None:
     exporter.release.set()
 
 
+def test_end_waits_one_flush_bound_for_a_collector_that_never_answers(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector that takes the connection and never answers (overloaded, wedged) held the
+    end of every rank for flush_timeout_s + 1 s: a completed end flushes twice, and the second
+    flush and the shutdown waited on their own. Both now share the one bound."""
+    monkeypatch.setenv("ETT_SPOOL_DIR", str(tmp_path / "spool"))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    threading.Thread(
+        target=lambda: [held.append(server.accept()[0]) for _ in range(64)], daemon=True
+    ).start()
+    endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        sess = ett.init(job_id="j", endpoint=endpoint, install_handlers=False, flush_timeout_s=2.0)
+        sess.first_batch()
+        sess.step()
+        start = time.monotonic()
+        sess.end()
+        took = time.monotonic() - start
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert 1.9 <= took < 2.6, took  # 3.0 s before
+    assert sess.dropped_spans == 0  # what was not delivered waits in the spool
+
+
 def test_queue_counts_spans_ended_after_shutdown() -> None:
     exporter = BlockingExporter()
     exporter.release.set()

@@ -376,3 +376,83 @@ def test_first_step_marks_the_first_batch_within_a_poll(recorder: Recorder) -> N
     assert before <= span.end_time <= before + 100_000_000
     assert attrs(span)[semconv.STEP] == 0
     sess.end()
+
+
+def test_init_after_an_ended_attempt_records_the_next_attempt(recorder: Recorder) -> None:
+    """An in-process retry (catch the failure, init() again) resolved to the same attempt and
+    allocation, so the retry's spans were merged into the failed attempt: one attempt, failed,
+    ETT 0 %. It is now the next attempt, allocated when it starts."""
+    first = recorder.start()
+    with pytest.raises(RuntimeError), first.guard():
+        raise RuntimeError("boom")
+    ended = time.time()
+    second = recorder.start()
+    assert second is not first
+    assert second.identity.attempt == first.identity.attempt + 1
+    assert second.identity.allocated_at >= ended
+    second.end()
+    third = recorder.start(attempt=7)  # a number of the caller's own wins
+    assert third.identity.attempt == 7
+    third.end()
+    other = recorder.start(job_id="another-job")  # another job starts from its own count
+    assert other.identity.attempt == 0
+
+
+def test_a_loop_faster_than_the_poll_is_training_time(recorder: Recorder) -> None:
+    """Without first_batch(), a loop done before the window thread's first poll was marked
+    after its last step: one window of zero length, ETT 0 %, no throughput."""
+    sess = recorder.start()
+    first = time.time_ns()
+    for _ in range(20_000):
+        sess.step()
+    last = time.time_ns()
+    sess.end()
+    marked = recorder.one(semconv.SPAN_FIRST_BATCH)
+    assert first <= marked.end_time <= last
+    (window,) = recorder.named(semconv.SPAN_TRAIN_WINDOW)
+    assert window.start_time == marked.end_time and window.end_time > window.start_time
+    assert attrs(window)[semconv.STEP_LAST] == 19_999
+
+
+def test_a_sample_count_out_of_range_spoils_one_window_only(recorder: Recorder) -> None:
+    """step(samples=10**30) made every later window's ett.samples fail to encode (the
+    running total past int64): only the window that holds it goes without a count."""
+    sess = recorder.start(window_s=0.05)
+    sess.first_batch()
+    sess.step(samples=10**30)
+    wait_until(lambda: recorder.named(semconv.SPAN_TRAIN_WINDOW), 60, "the first window")
+    sess.step(samples=3)
+    sess.step(samples=4)
+    sess.end()
+    windows = recorder.named(semconv.SPAN_TRAIN_WINDOW)
+    assert semconv.SAMPLES not in attrs(windows[0])
+    assert [attrs(w)[semconv.SAMPLES] for w in windows[1:]] == [7]
+
+
+def test_unknown_end_reasons_modes_and_sizes_are_said(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    sess = recorder.start()
+    with sess.checkpoint_save(3, mode="bogus", nbytes=-7):
+        pass
+    sess.first_batch(step=-3)
+    sess.end("weird-reason")
+    save = attrs(recorder.one(semconv.SPAN_CHECKPOINT_SAVE))
+    assert save[semconv.CHECKPOINT_MODE] == "sync" and semconv.CHECKPOINT_BYTES not in save
+    attempt = attrs(recorder.one(semconv.SPAN_ATTEMPT))
+    assert attempt[semconv.ATTEMPT_END_REASON] == "failed"
+    for said in ("mode='bogus'", "nbytes=-7", "first_batch(step=-3)", "end('weird-reason')"):
+        assert said in caplog.text
+
+
+def test_ctrl_c_ends_the_attempt_preempted(recorder: Recorder) -> None:
+    """Ctrl-C was a failure of cause ``exception``, counted with the job's faults (and in the
+    checkpoint advice's failures); it is a stop from outside, like SIGTERM."""
+    sess = recorder.start()
+    with pytest.raises(KeyboardInterrupt), sess.guard():
+        raise KeyboardInterrupt
+    attempt = attrs(recorder.one(semconv.SPAN_ATTEMPT))
+    assert attempt[semconv.ATTEMPT_END_REASON] == "preempted"
+    assert attempt[semconv.FAILURE_CAUSE] == "preemption"
+    failure = attrs(recorder.one(semconv.SPAN_FAILURE))
+    assert failure[semconv.ERROR_TYPE] == "KeyboardInterrupt"
