@@ -125,7 +125,7 @@ def _next_attempt(options: InitOptions, before: Identity) -> InitOptions:
         allocated_at=args.allocated_at if args.allocated_at is not None else time.time(),
     )
     logger.info(
-        "ett.init() after attempt %d of job %s ended in this process: recording attempt %d "
+        "init() after attempt %d of job %s ended in this process: recording attempt %d "
         "(pass attempt= to choose the number)",
         before.attempt,
         before.job_id,
