@@ -26,6 +26,7 @@ from ._spans import CheckpointSave, SpanBlock
 from ._stalls import DATA_WAIT_MIN_S
 
 __all__ = [
+    "__version__",
     "DATA_WAIT_MIN_S",
     "LOGGER_NAME",
     "AttemptScope",
@@ -42,3 +43,12 @@ __all__ = [
     "is_peer_loss",
     "semconv",
 ]
+
+
+def __getattr__(name: str) -> str:
+    """``ett.__version__``: the installed distribution's version, read when first asked."""
+    if name == "__version__":
+        from ._auto import version
+
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -112,7 +112,7 @@ def bootstrap() -> None:
         print(f"ett-instrument: instrumentation not started: {exc!r}", file=sys.stderr)
 
 
-def _version() -> str:
+def version() -> str:
     """The installed distribution's version, or ``unknown`` when run from a source tree that
     was never installed."""
     from importlib import metadata
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     if args[0] == "--version":
-        print(f"ett-instrument {_version()}")
+        print(f"ett-instrument {version()}")
         return 0
     if args[0] == "flush":
         from ._flush import flush_main

@@ -249,6 +249,9 @@ def test_the_launcher_says_its_version() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"ett-instrument {metadata.version('ett-instrument')}\n"
+    import ett
+
+    assert ett.__version__ == metadata.version("ett-instrument")
 
 
 def test_span_ids_do_not_use_or_move_the_programs_random_state() -> None:
