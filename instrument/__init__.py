@@ -26,7 +26,6 @@ from ._spans import CheckpointSave, SpanBlock
 from ._stalls import DATA_WAIT_MIN_S
 
 __all__ = [
-    "__version__",
     "DATA_WAIT_MIN_S",
     "LOGGER_NAME",
     "AttemptScope",
@@ -36,6 +35,7 @@ __all__ = [
     "Preempted",
     "Session",
     "SpanBlock",
+    "__version__",
     "attempt",
     "classify_failure",
     "current",
