@@ -12,12 +12,13 @@ one interval later). ``presumed_dead`` is a live condition and is not replayed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
 
-from ._conditions import evaluate
+from ._conditions import Finding, evaluate
 from ._fleet import Fleet, JobFacts, load_facts
 from ._state import Alert, AlertState, advance
 from .rules import WINDOWS, RuleSet
@@ -81,19 +82,12 @@ def replay(
         while t < until:
             points.add(t)
             t += step_s
-    active: dict[tuple[str, str], Alert] = {}
     fired: dict[tuple[str, str, float], Alert] = {}
     descriptions: dict[tuple[str, str], str] = {}
-    replayed = [r for r in rules.enabled() if r.replayable]
-    for t in sorted(points):
-        findings = [f for r in replayed for f in evaluate(r, fleet, t, False, active)]
+    for findings, changed in walk(fleet, rules, sorted(points), {}):
         for f in findings:
             descriptions[(f.rule.name, f.key)] = f.description
-        for a in advance(active, findings, t, ""):
-            if a.state in (AlertState.PENDING, AlertState.FIRING):
-                active[a.identity] = a
-            else:
-                active.pop(a.identity, None)
+        for a in changed:
             if a.fired_at is not None:
                 fired[(a.rule, a.key, a.fired_at)] = a
     out = [
@@ -111,6 +105,39 @@ def replay(
     ]
     out.sort(key=lambda f: (f.fired_at, f.rule, sorted(f.labels.items())))
     return out
+
+
+def walk(
+    fleet: Fleet,
+    rules: RuleSet,
+    points: Iterable[float],
+    active: dict[tuple[str, str], Alert],
+    dashboard_url: str = "",
+) -> Iterator[tuple[list[Finding], list[Alert]]]:
+    """The replayable rules evaluated at each of ``points`` in turn, as the evaluator would:
+    yields each instant's findings and changed alerts, keeping ``active`` (the pending and
+    firing alerts) up to date in place."""
+    replayed = [r for r in rules.enabled() if r.replayable]
+    for t in points:
+        findings = [f for r in replayed for f in evaluate(r, fleet, t, False, active)]
+        changed = advance(active, findings, t, dashboard_url)
+        for a in changed:
+            if a.state in (AlertState.PENDING, AlertState.FIRING):
+                active[a.identity] = a
+            else:
+                active.pop(a.identity, None)
+        yield findings, changed
+
+
+def held_open(
+    jobs: list[JobFacts], rules: RuleSet, since: float, until: float, dashboard_url: str = ""
+) -> dict[tuple[str, str], Alert]:
+    """The alerts a replay of ``[since, until]`` over ``jobs`` holds pending or firing at
+    ``until``: what the backtest says is open now."""
+    active: dict[tuple[str, str], Alert] = {}
+    for _ in walk(Fleet(jobs), rules, instants(jobs, rules, since, until), active, dashboard_url):
+        pass
+    return active
 
 
 def backtest(

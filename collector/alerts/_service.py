@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
+from ..schemas import LIVE_STATES
 from ..write.periodic import Periodic
-from ._backtest import instants
+from ._backtest import held_open, instants
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
-from ._fleet import Fleet
+from ._fleet import Fleet, JobFacts
 from ._reads import load_facts
 from ._state import Alert, advance
 from ._store import AlertStore
@@ -26,6 +27,12 @@ log = logging.getLogger("ett_collector.alerts")
 
 DEFAULT_INTERVAL_S = 30.0
 DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8501"
+LATE_S = 3600.0
+"""History is late when it lies this long before the evaluation that did not see it: a job
+sent days after it ran, or spooled through an outage (recompute lag is seconds)."""
+REWALK_EVERY_S = 300.0
+"""Late history is replayed at the first evaluation that sees no more of it arrive, or after
+this long while it keeps arriving (a long import)."""
 
 
 class AlertService:
@@ -54,13 +61,31 @@ class AlertService:
         self.backoff = Backoff()
         self._caught_up = False
         """Whether this process has walked the history before its first evaluation."""
+        self._seen: dict[str, frozenset[float]] = {}
+        """Each job's instants at the last evaluation (:meth:`_late`)."""
+        self._seen_at: float | None = None
+        self._late_jobs = 0
+        """Jobs that brought late history since the last replay for it."""
+        self._late_since: float | None = None
+        """When late history was first seen since the last replay for it (None: none)."""
 
     def evaluate_once(self, t: float | None = None) -> list[Alert]:
         """Evaluate every enabled rule at ``t`` (default: now); returns the changed alerts."""
         t = self.clock() if t is None else t
         horizon = max(WINDOWS.values())
-        fleet = Fleet(load_facts(self.engine, t - horizon))
+        jobs = load_facts(self.engine, t - horizon)
+        fleet = Fleet(jobs)
         active = self.store.active()
+        late = self._late(jobs, t)
+        if late:
+            self._late_jobs += late
+            self._late_since = t if self._late_since is None else self._late_since
+        since = self._late_since
+        if since is not None and (not late or t - since >= REWALK_EVERY_S):
+            # the history stopped arriving (or has streamed in for minutes): replay it once
+            if self._adopt_replay(jobs, t, active, self._late_jobs):
+                active = self.store.active()
+            self._late_jobs, self._late_since = 0, None
         findings = [
             f for rule in self.rules.enabled() for f in evaluate(rule, fleet, t, True, active)
         ]
@@ -127,6 +152,51 @@ class AlertService:
         self._eval.stop()
         self._send.stop()
 
+    def _late(self, jobs: list[JobFacts], t: float) -> int:
+        """How many jobs hold instants (a first batch, a restart, a save's end, an ended job's
+        end) that the last evaluation did not see although they lie :data:`LATE_S` or more
+        before it: late history, which an evaluation at its arrival judges against a baseline
+        that already holds part of it. A live job's moving end, and a presumed-dead job's end
+        going back to its last span, are not late history."""
+        seen, before = self._seen, self._seen_at
+        now: dict[str, frozenset[float]] = {}
+        late = 0
+        for j in jobs:
+            points = frozenset(_instants_of(j))
+            now[j.job_id] = points
+            if before is not None and any(
+                p <= before - LATE_S for p in points - seen.get(j.job_id, frozenset())
+            ):
+                late += 1
+        self._seen, self._seen_at = now, t
+        return late
+
+    def _adopt_replay(
+        self, jobs: list[JobFacts], t: float, active: dict[tuple[str, str], Alert], late: int
+    ) -> int:
+        """Replay the rules' reach up to ``t`` (what ``ett alerts backtest`` walks) and open the
+        alerts it holds open at ``t`` that are not open here: a change the late history shows
+        since its own onset, with the baseline from before it. Alerts already open or delivered
+        are left as they are. Returns how many were opened."""
+        started = time.monotonic()
+        horizon = max(WINDOWS.values())
+        held = held_open(
+            [j for j in jobs if j.end <= t], self.rules, t - horizon, t, self.dashboard_url
+        )
+        opened = [a for ident, a in held.items() if ident not in active]
+        if opened:
+            self.store.save(opened)
+        log.info(
+            "alerts: %d job(s) brought history older than %.0f min; replayed the rules over it in "
+            "%.1f s and opened %d alert(s) it holds open%s",
+            late,
+            LATE_S / 60,
+            time.monotonic() - started,
+            len(opened),
+            "".join(f"; {a.rule} {a.key}" for a in opened),
+        )
+        return len(opened)
+
     def _evaluate_tick(self) -> None:
         if not self._caught_up:  # this process's first evaluation: the history before it first
             started = time.monotonic()
@@ -153,3 +223,11 @@ class AlertService:
         except Exception:
             self.backoff.failed()
             log.exception("alert delivery failed")
+
+
+def _instants_of(j: JobFacts) -> tuple[float, ...]:
+    """The instants of ``j`` the rules change at (:func:`~._backtest.instants`), its end only
+    once it ended (a live job's end is its last report, and moves)."""
+    ended = () if j.state in LIVE_STATES else (j.end,)
+    first = () if j.first_batch is None else (j.first_batch,)
+    return (*ended, *j.restarts, *first, *(end for end, _ in j.saves))

@@ -191,3 +191,39 @@ def test_a_restart_walks_only_what_came_after_the_last_evaluation(store: Store, 
     assert first.store.last_evaluation() == now
     again = AlertService(store.engine, rules, INTERVAL, clock=lambda: now + 2 * INTERVAL)
     assert again.catch_up() < walked / 20  # the instants of the last 10 minutes, not of 8 days
+
+
+def test_history_that_arrives_late_is_judged_from_its_own_onset(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A running evaluator judged history sent days after it ran at its arrival, against a
+    baseline that already held part of the change: a probe sent a week with checkpoints x4
+    planted 3 days back, the backtest said firing (3.9x, p = 1.9e-22) and the live evaluator
+    never fired. Late history is now replayed over the rules' reach and the evaluator opens
+    what the backtest holds open, with the backtest's onset."""
+    from ett_collector.alerts.rules import WINDOWS
+
+    start = 1_800_000_000.0
+    onset = start + 9 * 24 * HOUR
+    now = onset + 3 * 24 * HOUR
+    planted = Regress("dlrm", onset, now + 24 * HOUR)
+    jobs = [j for j in fleet(start, 12 * 24, regress=planted, every_s=4 * HOUR) if j[3] <= now]
+    load(store, [j for j in jobs if j[3] <= onset])  # what had arrived while it evaluated
+    rules = load_rules()  # the shipped regression rule
+    clock = [now]
+    service = AlertService(store.engine, rules, INTERVAL, clock=lambda: clock[0])
+    service._evaluate_tick()
+    assert service.store.alerts() == []
+    load(store, [j for j in jobs if j[3] > onset])  # three days of it, sent at once
+    clock[0] = now + INTERVAL
+    service._evaluate_tick()  # late history seen: it may still be arriving
+    clock[0] = now + 2 * INTERVAL
+    service._evaluate_tick()  # no more of it: replayed once
+
+    t = clock[0]
+    replayed = backtest(store.engine, rules, t - max(WINDOWS.values()), t)
+    still = [(f.rule, f.labels["model"], f.fired_at) for f in replayed if f.resolved_at is None]
+    assert [m for _, m, _ in still] == ["dlrm"]
+    assert still[0][2] < now - 24 * HOUR  # the backtest found it within days of the onset
+    firing = service.store.alerts("firing")
+    assert [(a.rule, a.labels["model"], a.fired_at) for a in firing] == still
+    service._evaluate_tick()  # a later tick: no second replay, the same alert
+    assert [a.fired_at for a in service.store.alerts("firing")] == [still[0][2]]
