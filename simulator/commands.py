@@ -168,7 +168,7 @@ def _window_s() -> float:
 
 def _simulate(args: argparse.Namespace) -> int:
     from .simulation import simulate
-    from .sinks import SendError
+    from .sinks import EndpointSink, SendError
 
     if args.batch < 1:
         raise CliError(f"--batch must be at least 1, got {args.batch}")
@@ -176,10 +176,16 @@ def _simulate(args: argparse.Namespace) -> int:
         raise CliError("give --endpoint or --db, not both")
     fleet = _fleet(args)
     sink, where = _sink(args)
+    if sink is not None:
+        _refuse_a_second_fleet(sink, fleet, args)
+        if isinstance(sink, EndpointSink):
+            sink.on_retry = _say_retrying
     try:
         result = simulate(fleet, sink, args.truth, args.batch, progress=sys.stderr.isatty())
     except SendError as exc:
-        raise CliError(f"sending failed: {exc}", exit_code=1) from None
+        sent = getattr(sink, "delivered", None)
+        note = "" if sent is None else f" ({sent:,} spans were delivered before it)"
+        raise CliError(f"sending failed: {exc}{note}", exit_code=1) from None
     except BrokenPipeError:
         raise  # --truth /dev/stdout read by `head`: the reader left; ett ends quietly
     except OSError as exc:
@@ -192,6 +198,30 @@ def _simulate(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _say_retrying(why: str, left_s: float) -> None:
+    print(f"ett simulate: {why}; retrying for up to {left_s:.0f} s", file=sys.stderr, flush=True)
+
+
+def _refuse_a_second_fleet(sink: Sink, fleet: FleetSpec, args: argparse.Namespace) -> None:
+    """``CliError`` when the target already holds this seed's history jobs and the run would
+    write them again elsewhere in time: the second fleet's spans were merged into the first's
+    jobs (a negative time to recover, ETT and unsaved time changed, no word). The same run
+    replayed (the same ``--start``) changes nothing and is let through."""
+    from .fleet import history_job_id
+
+    if args.start:
+        return
+    ids = [history_job_id(fleet.seed, i) for i in range(min(fleet.jobs, 20))]
+    held = sink.existing(ids)
+    if held:
+        raise CliError(
+            f"{held[0]} and the other jobs of --seed {fleet.seed} are there already, from an "
+            f"earlier ett simulate: a second fleet of the same seed would be merged into them "
+            f"and spoil their figures; pass another --seed (e.g. --seed {fleet.seed + 1}), a "
+            "fresh --db, or the first run's --start to replay it"
+        )
 
 
 def _fleet(args: argparse.Namespace) -> FleetSpec:

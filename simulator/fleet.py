@@ -81,6 +81,12 @@ def _when(instant: float) -> str:
         return f"{instant:.0f} unix seconds"
 
 
+def history_job_id(seed: int, i: int) -> str:
+    """The id of the ``i``-th history job of the fleet of ``seed``: the same in every run, so
+    that a run replayed with the same ``--start`` changes nothing."""
+    return f"sim{seed}-{i:05d}"
+
+
 def job_specs(fleet: FleetSpec, now: float | None = None) -> list[JobSpec]:
     """The fleet's jobs in arrival order: history first, then the live ones (starting now).
 
@@ -94,7 +100,7 @@ def job_specs(fleet: FleetSpec, now: float | None = None) -> list[JobSpec]:
         stream = f"ett-simulate:{fleet.seed}:{i}"
         rng = random.Random(stream)
         arrival_ms = round((start + rng.random() * fleet.days * 86400) * 1000)
-        job_id = f"sim{fleet.seed}-{i:05d}"
+        job_id = history_job_id(fleet.seed, i)
         specs.append(_drawn(rng, stream, fleet.profile, job_id, arrival_ms, until_ms))
     specs.sort(key=lambda s: (s.arrival_ms, s.job_id))
     stamp = int(now)

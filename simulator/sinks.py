@@ -8,6 +8,7 @@ import gzip
 import http.client
 import time
 import urllib.parse
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -33,6 +34,10 @@ class Sink(Protocol):
         """Flush and release resources."""
         ...
 
+    def existing(self, job_ids: Sequence[str]) -> list[str] | None:
+        """Which of ``job_ids`` the target holds already (None: it cannot say)."""
+        ...
+
 
 class EndpointSink:
     """POSTs bodies to ``{endpoint}/v1/traces`` over one keep-alive connection.
@@ -56,7 +61,9 @@ class EndpointSink:
                 f"endpoint {endpoint!r} is not an http(s) URL such as http://127.0.0.1:4318"
             )
         self._url = url
-        self._path = (url.path or "") + "/v1/traces"
+        base = (url.path or "").removesuffix("/v1/traces")  # a full traces URL, as the library
+        self._base = base  # and the OpenTelemetry SDKs take one
+        self._path = base + "/v1/traces"
         self._gzip = gzip_level
         self._retries = retries
         self._timeout = timeout_s
@@ -69,6 +76,10 @@ class EndpointSink:
         self._conn: http.client.HTTPConnection | None = None
         self.retried = 0
         """How many answers were retried (429/5xx or connection errors)."""
+        self.delivered = 0
+        """Spans the collector took so far."""
+        self.on_retry: Callable[[str, float], None] | None = None
+        """Told why and how long the sender waits before a retry (the first of an outage)."""
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -93,20 +104,49 @@ class EndpointSink:
                 data = resp.read()
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
+                why = f"cannot reach {self._where()}: {exc}"
                 if attempt == self._retries:
-                    raise SendError(f"cannot reach {self._url.geturl()}: {exc}") from None
+                    raise SendError(why) from None
             else:
                 if resp.status == 200:
-                    return spans - _rejected(data)
+                    taken = spans - _rejected(data)
+                    self.delivered += taken
+                    return taken
+                why = f"{self._where()} answered {resp.status}: {_message(data, resp)}"
                 if resp.status not in RETRY_STATUSES or attempt == self._retries:
-                    raise SendError(
-                        f"{self._url.geturl()} answered {resp.status}: {_message(data)}"
-                    )
+                    raise SendError(why)
                 wait = _retry_after(resp.getheader("Retry-After"))
             self.retried += 1
+            if attempt == 0 and self.on_retry is not None:
+                left = sum(min(delay * 2**i, 30.0) for i in range(self._retries - attempt))
+                self.on_retry(why, left)
             time.sleep(wait if wait is not None else delay)
             delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
+
+    def _where(self) -> str:
+        return f"{self._url.scheme}://{self._url.netloc}{self._path}"
+
+    def existing(self, job_ids: Sequence[str]) -> list[str] | None:
+        """Which of ``job_ids`` the collector holds (its read API), or None when it cannot say
+        (a read token it was not given, a server that is not an ETT collector)."""
+        held: list[str] = []
+        for job_id in job_ids:
+            path = f"{self._base}/api/v1/jobs/{urllib.parse.quote(job_id, safe='')}"
+            headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
+            try:
+                conn = self._connection()
+                conn.request("GET", path, headers=headers)
+                resp = conn.getresponse()
+                resp.read()
+            except (OSError, http.client.HTTPException):
+                self.close()
+                return None
+            if resp.status == 200:
+                held.append(job_id)
+            elif resp.status != 404:
+                return None
+        return held
 
     def close(self) -> None:
         if self._conn is not None:
@@ -133,13 +173,20 @@ def _rejected(data: bytes) -> int:
     return int(resp.partial_success.rejected_spans)
 
 
-def _message(data: bytes) -> str:
+def _message(data: bytes, resp: http.client.HTTPResponse | None = None) -> str:
+    """The answer's reason on one line: the OTLP status message, else the body's start (an
+    HTML error page of a server that is not an ETT collector is named as such)."""
     from google.rpc.status_pb2 import Status
 
+    ctype = "" if resp is None else (resp.getheader("Content-Type") or "")
+    if "html" in ctype.lower() or data.lstrip()[:1] == b"<":
+        return "an HTML page, not an OTLP answer (is an ETT collector listening there?)"
     try:
-        return Status.FromString(data).message or data[:200].decode(errors="replace")
+        text = Status.FromString(data).message
     except Exception:
-        return data[:200].decode(errors="replace")
+        text = ""
+    text = text or data[:200].decode(errors="replace")
+    return " ".join(text.split())
 
 
 class DatabaseSink:
@@ -160,6 +207,10 @@ class DatabaseSink:
         result = decode_traces(body, PROTOBUF_CONTENT_TYPE, None, max(len(body) + 1, 1 << 20))
         self.pipeline.ingest(result.records)
         return len(result.records)
+
+    def existing(self, job_ids: Sequence[str]) -> list[str]:
+        """Which of ``job_ids`` the database holds."""
+        return list(self._store.existing_job_ids(job_ids))
 
     def recompute(self) -> int:
         """Recompute every dirty job; returns how many."""

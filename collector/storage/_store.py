@@ -444,6 +444,12 @@ class Store(FleetReads):
         with self._engine.connect() as conn:
             return list(conn.execute(select(jobs.c.job_id).order_by(jobs.c.job_id)).scalars())
 
+    def existing_job_ids(self, job_ids: Sequence[str]) -> list[str]:
+        """Which of ``job_ids`` the database holds, sorted."""
+        query = select(jobs.c.job_id).where(jobs.c.job_id.in_(list(job_ids)))
+        with self._engine.connect() as conn:
+            return sorted(conn.execute(query).scalars())
+
     def similar_job_ids(self, job_id: str, n: int = 3) -> list[str]:
         """Up to ``n`` stored job ids close to ``job_id`` (a typo's suggestions), among the
         ids sharing its first two characters (at most 20,000 of them are compared)."""

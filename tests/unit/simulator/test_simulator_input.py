@@ -184,3 +184,64 @@ def test_encoding_reads_back_with_the_official_messages_and_the_collector() -> N
     assert len(records) == 1 and records[0].job_id == "job-1" and records[0].attempt == 2
     assert records[0].attributes[sc.CHECKPOINT_STEP] == 300
     assert records[0].start == pytest.approx(1_790_000_000.123)
+
+
+def test_a_second_fleet_of_the_same_seed_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Two runs of the same command into one database wrote the second week into the first's
+    jobs (their ids are the seed's), shifted by the time between the runs: a negative time to
+    recover, ETT changed, no word. The second is refused; a replay (the same --start) and
+    another seed are not."""
+    from ett_collector.storage import Store
+
+    db = f"sqlite:///{tmp_path / 'fleet.db'}"
+    argv = ["simulate", "--jobs", "6", "--days", "1", "--db", db]
+    assert main(argv) == 0
+    store = Store(db)
+    before = store.job_ids()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "sim0-00000 and the other jobs of --seed 0 are there already" in err
+    assert "--seed 1" in err and "Traceback" not in err
+    assert store.job_ids() == before  # nothing written
+    assert main([*argv, "--seed", "1"]) == 0
+    start = ["--start", "2026-01-01T00:00:00Z"]
+    assert main([*argv, "--seed", "2", *start]) == 0
+    assert main([*argv, "--seed", "2", *start]) == 0  # the same history again changes nothing
+    assert len(store.job_ids()) > len(before)
+    store.close()
+
+
+def test_the_sender_takes_a_full_traces_url_and_names_an_html_answer() -> None:
+    """``--endpoint http://host:4318/v1/traces`` was sent to ``/v1/traces/v1/traces`` (a 404
+    naming the URL typed, not the one posted to), and a web server's HTML error page was
+    printed whole as the error."""
+    from ett_simulator.sinks import EndpointSink, SendError
+    from tests.support.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver(status=200) as rx:
+        sink = EndpointSink(rx.url + "/v1/traces")
+        assert sink.send(b"", 3) == 3
+        assert [r.path for r in rx.requests] == ["/v1/traces"]
+        assert sink.delivered == 3
+        sink.close()
+
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            page = b"<!DOCTYPE html>\n<html><body>\n<h1>Error 501</h1>\n</body></html>\n"
+            self.send_response(501)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(SendError) as caught:
+            EndpointSink(f"http://127.0.0.1:{server.server_port}").send(b"", 1)
+    finally:
+        server.shutdown()
+    assert "\n" not in str(caught.value) and "an HTML page" in str(caught.value)
