@@ -25,6 +25,9 @@ from ett_collector.domain.model import (
 STATES: tuple[str, ...] = tuple(s.value for s in JobState)
 """Every job state, as the API spells it."""
 
+MAX_LIST = 1_000_000
+"""The largest ``limit`` of a list (jobs, alerts): a larger one overflowed SQL's integer (a 500)."""
+
 LIVE_STATES: tuple[str, ...] = (JobState.RUNNING.value, JobState.PRESUMED_DEAD.value)
 """States of a job that is (or may be) still running: its figures move with the clock."""
 

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..schemas import MAX_LIST
 from ._metrics import FleetMetrics
 from ._service import AlertService
 from ._store import STATES, AlertStore
@@ -29,8 +30,9 @@ def alerts_answer(store: AlertStore, state: str | None, limit: str | None) -> tu
         n = 500 if limit is None else int(limit)
     except ValueError:
         n = 0
-    if n < 1:
-        return 400, {"error": f"limit must be a positive integer; got {limit!r}", "status": 400}
+    if not 1 <= n <= MAX_LIST:
+        error = f"limit must be an integer between 1 and {MAX_LIST:,}; got {limit!r}"
+        return 400, {"error": error, "status": 400}
     return 200, [a.to_dict() for a in store.alerts(state, n)]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ett_cli import CliError, console
 
 from ..commands._target import add_db_option as _db_arg
+from ..schemas import MAX_LIST
 
 _STATES = ("pending", "firing", "resolved")
 _SERVE_ENV = {
@@ -213,8 +214,8 @@ def _list(args: argparse.Namespace) -> int:
             f"list is GET {url}/api/v1/alerts, and the dashboard's Alerts page",
             exit_code=2,
         )
-    if args.limit < 1:
-        raise CliError("--limit must be a positive integer", exit_code=2)
+    if not 1 <= args.limit <= MAX_LIST:
+        raise CliError(f"--limit must be between 1 and {MAX_LIST:,}", exit_code=2)
     alerts = AlertStore(_store(args.db).engine).alerts(args.state, args.limit)
     if args.json:
         print(json.dumps([a.to_dict() for a in alerts], indent=2))

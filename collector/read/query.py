@@ -21,7 +21,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..schemas import GROUP_BYS, STATES, JobJSON, JobRowJSON, LostTimeJSON, SegmentJSON
+from ..schemas import (
+    GROUP_BYS,
+    MAX_LIST,
+    STATES,
+    JobJSON,
+    JobRowJSON,
+    LostTimeJSON,
+    SegmentJSON,
+)
 from ..settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
 from ..write.pipeline import Pipeline
 from .answers import JobAnswers
@@ -198,8 +206,8 @@ class Query:
         """Stored jobs, newest first, filtered by state, model, team and end time."""
         if state is not None and state not in STATES:
             raise QueryError(f"state must be one of {', '.join(STATES)}; got {state!r}")
-        if limit < 1:
-            raise QueryError("limit must be positive")
+        if not 1 <= limit <= MAX_LIST:
+            raise QueryError(f"limit must be between 1 and {MAX_LIST:,}; got {limit}")
         return self.store.list_jobs(
             state=state,
             model=model,

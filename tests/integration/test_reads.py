@@ -360,3 +360,20 @@ def test_ingest_errors_carry_the_one_grpc_status_table(store: Store, as_json: bo
     assert r.status_code == 415
     code = json.loads(r.content)["code"] if as_json else Status.FromString(r.content).code
     assert code == otlp.grpc_code(415) == 12  # UNIMPLEMENTED, as otlp/_encode.py maps it
+
+
+@pytest.mark.parametrize("limit", ["99999999999999999999", "1000001", "0"])
+def test_a_list_limit_out_of_range_is_a_400(store: Store, limit: str) -> None:
+    """A limit past SQL's integer answered 500 with a traceback in the log
+    (OverflowError: Python int too large to convert to SQLite INTEGER)."""
+    from ett_collector.alerts import AlertStore
+    from ett_collector.alerts._routes import alerts_answer
+
+    client = _client(store)
+    answer = client.get(f"/api/v1/jobs?limit={limit}")
+    assert answer.status_code == 400, answer.text
+    assert "between 1 and 1,000,000" in answer.json()["error"]
+    assert client.get("/api/v1/jobs?limit=1000000").status_code == 200
+    status, body = alerts_answer(AlertStore(store.engine), None, limit)  # GET /api/v1/alerts
+    assert status == 400 and "between 1 and 1,000,000" in body["error"]
+    assert alerts_answer(AlertStore(store.engine), None, "1000000")[0] == 200

@@ -249,3 +249,11 @@ def test_a_report_on_a_narrow_terminal_cuts_no_column(
         assert header in flat
     assert "killed" in flat and "completed" in flat  # the attempts' causes and end reasons
     assert "checkpoint" in flat
+
+
+@pytest.mark.parametrize("command", ["jobs", "alerts"])
+def test_a_limit_past_any_list_is_one_line(db_url: str, tmp_path: Path, command: str) -> None:
+    """ett jobs --limit 99999999999999999999 printed 'OverflowError: ...' as an internal error."""
+    done = _run([command, "--limit", "9" * 20, "--db", db_url], tmp_path)
+    assert done.returncode == 2
+    assert "between 1 and 1,000,000" in _one_line(done.stderr)
