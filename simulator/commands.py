@@ -269,10 +269,16 @@ def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
 
     if args.dry_run:
         return None, "nowhere (dry run)"
-    if args.db:
-        if "://" not in args.db:  # a plain path is a SQLite file, as for `ett report --db`
-            args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
+    if args.db is not None:
+        from ett_collector.commands._target import TargetError, resolve
         from ett_collector.storage import db_reason  # the driver's line, not SQLAlchemy's
+
+        if "://" not in args.db and args.db.strip():  # a plain path: a SQLite file to create
+            args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
+        try:  # the readers' rules: an empty --db, or an in-memory SQLite one, is refused
+            args.db = resolve(args.db).url
+        except TargetError as exc:
+            raise CliError(str(exc), exit_code=exc.exit_code) from None
 
         try:
             return DatabaseSink(args.db, window_s=_window_s()), "the database"

@@ -129,6 +129,8 @@ def add_db_option(parser: Any) -> None:
 
 def resolve(raw: str | None) -> Target:
     """The database ``--db`` (or the environment) names; ``TargetError`` (exit 2) when unusable."""
+    if raw is not None and not raw.strip():
+        raise TargetError(f"--db is empty: write {URL_FORMS}, or leave --db out for the default")
     if raw:
         source, text = "--db", raw
     elif os.environ.get("ETT_DB_URL"):
@@ -154,6 +156,11 @@ def resolve(raw: str | None) -> Target:
     if backend not in ("sqlite", "postgresql", "postgres"):
         raise TargetError(
             f"{source}: {backend} databases are not supported; write {URL_FORMS}", exit_code=2
+        )
+    if backend == "sqlite" and (make_url(text).database or ":memory:") in ("", ":memory:"):
+        raise TargetError(  # every connection opened its own empty database: spans sent to
+            f"{source} {text!r} names no file: an in-memory SQLite database is lost with its "
+            f"connection and no other process sees it; write {URL_FORMS}"  # it were thrown away
         )
     return Target(text, source)
 

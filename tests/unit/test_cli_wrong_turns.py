@@ -257,3 +257,20 @@ def test_a_limit_past_any_list_is_one_line(db_url: str, tmp_path: Path, command:
     done = _run([command, "--limit", "9" * 20, "--db", db_url], tmp_path)
     assert done.returncode == 2
     assert "between 1 and 1,000,000" in _one_line(done.stderr)
+
+
+@pytest.mark.parametrize("db", ["sqlite:///", "sqlite://", "sqlite:///:memory:", ""])
+@pytest.mark.parametrize(
+    "command", [["jobs"], ["serve", "--port", "0"], ["simulate", "--jobs", "2", "--days", "1"]]
+)
+def test_a_database_that_names_no_file_is_refused(
+    tmp_path: Path, db: str, command: list[str]
+) -> None:
+    """--db sqlite:/// was taken: ett serve said it listened, then logged 'no such table'
+    tracebacks every few seconds; ett simulate wrote a fleet into a database that vanished with
+    its connection and exited 0. An empty --db fell back to $ETT_HOME without a word."""
+    done = _run([*command, "--db", db], tmp_path)
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert ("names no file" in line) if db else ("--db is empty" in line)
+    assert not (tmp_path / "home").exists()  # nothing created at the default either
