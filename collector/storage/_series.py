@@ -136,13 +136,15 @@ def not_replays(stored: Sequence[Run], fresh: Iterable[Run]) -> list[Run]:
 
 def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
     """Domain points of ``window_series`` rows selected in :data:`SERIES_COLUMNS` order: each
-    bucket is a point spanning the bucket."""
+    bucket is a point from its start over the bucket, or over its windows' seconds when they
+    are longer (one window of 227 s stood for a 60 s bucket, and a stall under it was matched
+    against 60 s of it: slow time and the slowest windows' spans were wrong)."""
     return [
         Point(
             attempt=int(a),
             rank=int(r),
             start=float(b),
-            end=float(b) + SERIES_S,
+            end=float(b) + max(SERIES_S, float(sec)),
             windows=int(n),
             steps=int(st),
             samples=int(sm),

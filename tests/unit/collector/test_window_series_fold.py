@@ -52,3 +52,17 @@ def test_replays_inside_a_stored_run_are_not_added_again() -> None:
     fresh = [Run.of(w) for w in _windows(6)]  # type: ignore[arg-type]
     kept = not_replays([Run.of(r) for r in stored], fresh)
     assert [w.start for w in kept] == [T0 + 40, T0 + 50]
+
+
+def test_a_bucket_of_one_long_window_spans_the_window() -> None:
+    """A 227 s window (a step held up) was shown as a slow window of the 60 s bucket it
+    started in, 'losing' 227 s in 60 s, and a stall under it was matched against 60 s only."""
+    from ett_collector.domain._performance import slow_windows
+    from ett_collector.storage._series import SERIES_S, points_of_rows
+
+    rows = [("j", 0, 0, 1000.0 + i * SERIES_S, 6, 600, 6000, 59.4, 0, 0.0, 0.0) for i in range(4)]
+    rows.append(("j", 0, 0, 1240.0, 1, 1, 10, 227.5, 0, 0.0, 0.0))
+    points = points_of_rows(rows)
+    assert [p.end - p.start for p in points] == [SERIES_S] * 4 + [227.5]
+    (slow,) = slow_windows({(0, 0): points}, [], ideal=0.099)
+    assert slow["lost_s"] <= float(slow["end"]) - float(slow["start"])  # type: ignore[arg-type]
