@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -218,31 +219,48 @@ def wide_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
     return table
 
 
+_DRAWN = re.compile(r"[\s\u2500-\u257f]")
+"""Whitespace and box-drawing characters: what a table's frame and layout add."""
+
+
 def _whole(table: Table, width: int) -> bool:
-    """True when ``table`` renders at ``width`` with its right border: rich crops the columns
-    that do not fit (it measured a minimum that fits and then cut "cause" and "rank" at 60)."""
+    """True when ``table`` renders at ``width`` whole: every character of its title, headers
+    and cells, and its right border. Rich otherwise crops the columns on the right off (it cut
+    "cause" and "rank" at 60 columns), ends cells with "…", or shrinks a column to nothing."""
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, force_terminal=False).print(table)
-    top = next((ln for ln in out.getvalue().splitlines() if ln.startswith("┏")), "")
-    return top.rstrip().endswith("┓")
+    texts = [str(table.title or "")]
+    for column in table.columns:
+        texts.append(str(column.header))
+        texts.extend(str(cell) for cell in column.cells)
+    expected = sum(len(_DRAWN.sub("", t)) for t in texts)
+    top = next((ln for ln in out.getvalue().splitlines() if ln.startswith("┏")), "┓")
+    return len(_DRAWN.sub("", out.getvalue())) == expected and top.rstrip().endswith("┓")
 
 
 def print_rows(
     console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
 ) -> None:
-    """:func:`wide_table`, or, on a terminal too narrow for its columns (where rich would cut
-    the columns on the right off), one small table per row, its headers down the side."""
-    table = wide_table(title, headers, rows)
+    """:func:`wide_table` through :func:`print_table`."""
+    print_table(console, wide_table(title, headers, rows))
+
+
+def print_table(console: Console, table: Table) -> None:
+    """``table``, or, on a terminal too narrow for its columns (where rich would cut the
+    columns on the right off), one small table per row, its headers down the side."""
     if _whole(table, console.width):
         console.print(table)
         return
-    console.print(title, style="italic")
-    for row in rows:
+    headers = [str(c.header) for c in table.columns]
+    cells = [[str(x) for x in c.cells] for c in table.columns]
+    if table.title:
+        console.print(str(table.title), style="italic")
+    for i in range(table.row_count):
         card = Table(show_header=False, box=None, padding=(0, 1))
         card.add_column(style="bold", no_wrap=True)
         card.add_column(overflow="fold")
-        for header, cell in zip(headers, row, strict=True):
-            card.add_row(header, cell)
+        for header, column in zip(headers, cells, strict=True):
+            card.add_row(header or " ", column[i])
         console.print(card)
         console.print()
 
@@ -308,43 +326,51 @@ def print_jobs(rows: list[JobRowJSON], console: Console) -> None:
         if fits():
             break
         columns.remove(drop)
-    whole = fits()  # else the id folds over lines, every character kept
     t = Table(title=f"{len(rows)} jobs", title_justify="left")
-    for col in columns:
+    for col in columns:  # too narrow even for these: a card per job (an id is never folded)
         t.add_column(
             col,
             justify="right" if col in _RIGHT else "left",
-            overflow="fold",
-            no_wrap=col != "job",
-            min_width=natural[col] if col == "job" and whole else None,
+            no_wrap=True,
+            min_width=natural[col] if col == "job" else None,
         )
     for r in cells:
         t.add_row(*(r[c] for c in columns))
-    console.print(t)
+    print_table(console, t)
 
 
 def print_lost_time(rows: list[LostTimeJSON], by: str, console: Console) -> None:
-    """The ``ett lost-time`` table, largest first, with bars."""
+    """The ``ett lost-time`` table, largest first, with bars on a wide terminal; on a narrow one
+    without the idle and failure split (lost and share stay), else as cards."""
+    bars = console.width >= LOST_TIME_BARS_FROM  # on a narrow terminal the figures come first
+    table = _lost_time_table(rows, by, ("idle", "failure", "lost", "share"), bars)
+    if not _whole(table, console.width):
+        table = _lost_time_table(rows, by, ("lost", "share"), False)
+    print_table(console, table)
+
+
+def _lost_time_table(
+    rows: list[LostTimeJSON], by: str, columns: tuple[str, ...], bars: bool
+) -> Table:
     total = sum(r["lost_s"] for r in rows)
     t = Table(title=f"Lost time by {by} (total {duration(total)})", title_justify="left")
     longest = max((len(str(r["key"])) for r in rows), default=len(by))
     t.add_column(by, overflow="fold", min_width=min(longest, 24))  # a name is never cut
-    for column in ("idle", "failure", "lost", "share"):
-        t.add_column(column, justify="right")
-    bars = console.width >= LOST_TIME_BARS_FROM  # on a narrow terminal the figures come first
+    for column in columns:
+        t.add_column(column, justify="right", no_wrap=True)  # nor a figure
     if bars:
         t.add_column("")
     for r in rows:
         share = 100 * r["lost_s"] / total if total else 0.0
-        cells = [
-            str(r["key"]),
-            duration(r["idle_s"]),
-            duration(r["failure_s"]),
-            duration(r["lost_s"]),
-            f"{share:.1f}%",
-        ]
-        t.add_row(*cells, *([_bar(r["lost_s"], total)] if bars else []))
-    console.print(t)
+        cells = {
+            "idle": duration(r["idle_s"]),
+            "failure": duration(r["failure_s"]),
+            "lost": duration(r["lost_s"]),
+            "share": f"{share:.1f}%",
+        }
+        bar = [_bar(r["lost_s"], total)] if bars else []
+        t.add_row(str(r["key"]), *(cells[c] for c in columns), *bar)
+    return t
 
 
 LOST_TIME_BARS_FROM = 100

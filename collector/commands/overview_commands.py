@@ -10,7 +10,7 @@ this module does not import ``ett_cli`` (the layer rule: only a part's ``command
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
@@ -122,39 +122,45 @@ def print_fleet(data: dict[str, Any], console: Any) -> None:
         f"failure {_pct(fail, wall)} of {_duration(wall)} job time; "
         f"lost {lost_gpu_h:,.1f} GPU-hours (GPU-hours = seconds x ranks)"
     )
-    console.print(_series_table(data))
-    console.print(_components_table(data["components"], lost_gpu_h))
+    from ._render import print_table
+
+    print_table(console, _series_table(data))
+    print_table(console, _components_table(data["components"], lost_gpu_h))
     if data["worst_jobs"]:
-        console.print(_worst_table(data["worst_jobs"]))
+        print_table(console, _worst_table(data["worst_jobs"]))
 
 
-def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...], jobs: Any = ()) -> Any:
-    """A table of ``columns``, those in ``left`` justified left, the others right; a ``job``
-    column is never cut (as wide as the longest id of ``jobs``)."""
+def _table(
+    title: str, columns: tuple[str, ...], left: tuple[str, ...], rows: Sequence[Sequence[str]]
+) -> Any:
+    """A table of ``columns`` and ``rows``, those in ``left`` justified left, the others right;
+    no name or figure is folded or cut (a terminal too narrow for them gets the rows as cards:
+    ``_render.print_table``)."""
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
-    for col in columns:
+    for i, col in enumerate(columns):
         justify: Literal["left", "right"] = "left" if col in left else "right"
-        if col == "job":  # job ids are never cut
-            t.add_column(col, justify=justify, no_wrap=True, min_width=_widest(jobs))
-        elif col in left:  # names (a model, a component) fold on a narrow terminal, never cut
-            t.add_column(col, justify=justify, overflow="fold")
-        else:
-            t.add_column(col, justify=justify)
+        widest = max((len(r[i]) for r in rows), default=len(col))
+        if widest <= _UNBROKEN:  # an id, a name, a figure: on one line
+            t.add_column(col, justify=justify, no_wrap=True, min_width=widest)
+        else:  # words (a reason): wrapped between them
+            word = max((len(w) for r in rows for w in r[i].split()), default=1)
+            t.add_column(col, justify=justify, overflow="fold", min_width=word)
+    for r in rows:
+        t.add_row(*r)
     return t
 
 
-def _widest(jobs: Any) -> int:
-    return max(len(j["job_id"]) for j in jobs)
+_UNBROKEN = 24
+"""Cells up to this long stay on one line (job ids, model names, durations)."""
 
 
 def _series_table(data: dict[str, Any]) -> Any:
     by, bucket_s = data["by"], data["bucket_s"]
     columns = ("from", by, "ETT", "idle", "failure", "job time")
-    t = _table(f"Per {'hour' if bucket_s < 86400 else 'day'}", columns, ("from", by))
-    for r in data["series"]:
-        t.add_row(
+    rows = [
+        (
             _day(r["t"], bucket_s),
             "fleet" if by == "fleet" else str(r["key"] or "(none)"),
             _pct(r["productive_s"], r["wall_s"]),
@@ -162,38 +168,41 @@ def _series_table(data: dict[str, Any]) -> Any:
             _pct(r["failure_s"], r["wall_s"]),
             _duration(r["wall_s"]),
         )
-    return t
+        for r in data["series"]
+    ]
+    return _table(f"Per {'hour' if bucket_s < 86400 else 'day'}", columns, ("from", by), rows)
 
 
 def _components_table(components: list[dict[str, Any]], lost_gpu_h: float) -> Any:
     columns = ("component", "idle", "failure", "GPU-hours", "share")
-    t = _table("Lost GPU-hours by component", columns, ("component",))
-    for r in components:
-        t.add_row(
+    rows = [
+        (
             r["component"],
             _duration(r["idle_s"]),
             _duration(r["failure_s"]),
             f"{r['lost_gpu_h']:,.2f}",
             _pct(r["lost_gpu_h"], lost_gpu_h),
         )
-    return t
+        for r in components
+    ]
+    return _table("Lost GPU-hours by component", columns, ("component",), rows)
 
 
 def _worst_table(worst: list[dict[str, Any]]) -> Any:
-    columns = ("job", "state", "model", "team", "ETT (job)", "lost", "GPU-hours")
-    t = _table("Worst jobs of the window", columns, columns[:5], worst)
-    for w in worst:
-        ett = "—" if w["ett_pct"] is None else f"{w['ett_pct']:.1f}%"
-        t.add_row(
+    columns = ("job", "state", "model", "team", "ETT", "lost", "GPU-h")
+    rows = [
+        (
             w["job_id"],
             str(w["state"] or "—"),
             str(w["model"] or "—"),
             str(w["team"] or "—"),
-            ett,
+            "—" if w["ett_pct"] is None else f"{w['ett_pct']:.1f}%",
             _duration(w["lost_s"]),
             f"{w['lost_gpu_h']:,.2f}",
         )
-    return t
+        for w in worst
+    ]
+    return _table("Worst jobs of the window (ETT of the job)", columns, columns[:4], rows)
 
 
 def _duration(seconds: float | None) -> str:
@@ -212,44 +221,49 @@ def _optimum(row: dict[str, Any], data: dict[str, Any]) -> str:
 
 def print_advice(data: dict[str, Any], console: Any) -> None:
     """The ``ett checkpoint-advice`` tables: per model, then per job."""
+    from ._render import print_table
+
     if not data["models"]:
         console.print("No computed job matches: nothing to advise on.")
         return
-    console.print(_models_table(data))
+    print_table(console, _models_table(data))
     jobs = [j for j in data["jobs"] if j.get("saving_s") and j.get("advice_ok", True)]
     if len(jobs) > SHOWN_JOBS:
         console.print(f"{len(jobs) - SHOWN_JOBS} more jobs could save time: --json lists them")
         jobs = jobs[:SHOWN_JOBS]
     if jobs:
-        console.print(_advice_jobs_table(jobs))
+        print_table(console, _advice_jobs_table(jobs))
 
 
 def _models_table(data: dict[str, Any]) -> Any:
     columns = ("model", "jobs", "failures", "per day", "mean blocking", "in use", "optimum")
-    t = _table("Checkpoint interval per model (Young's optimum)", columns, ("model",))
+    rows = []
     for m in data["models"]:
         per_day = m.get("failures_per_day")
-        t.add_row(
-            str(m["model"] or "(none)"),
-            str(m["jobs"]),
-            str(m["failures"]),
-            "—" if per_day is None else f"{per_day:.2f}",
-            _duration(m["mean_blocking_s"]),
-            _duration(m["interval_s"]),
-            _optimum(m, data),
+        rows.append(
+            (
+                str(m["model"] or "(none)"),
+                str(m["jobs"]),
+                str(m["failures"]),
+                "—" if per_day is None else f"{per_day:.2f}",
+                _duration(m["mean_blocking_s"]),
+                _duration(m["interval_s"]),
+                _optimum(m, data),
+            )
         )
-    return t
+    return _table("Checkpoint interval per model (Young's optimum)", columns, ("model",), rows)
 
 
 def _advice_jobs_table(jobs: list[dict[str, Any]]) -> Any:
     columns = ("job", "model", "in use", "optimum", "saving")
-    t = _table("Jobs a change would save the most on", columns, ("job", "model"), jobs)
-    for j in jobs:
-        t.add_row(
+    rows = [
+        (
             j["job_id"],
             str(j["model"] or "—"),
             _duration(j["interval_s"]),
             _duration(j["optimal_interval_s"]),
             _duration(j["saving_s"]),
         )
-    return t
+        for j in jobs
+    ]
+    return _table("Jobs a change would save the most on", columns, ("job", "model"), rows)

@@ -274,3 +274,25 @@ def test_a_database_that_names_no_file_is_refused(
     line = _one_line(done.stderr)
     assert ("names no file" in line) if db else ("--db is empty" in line)
     assert not (tmp_path / "home").exists()  # nothing created at the default either
+
+
+@pytest.mark.parametrize("columns", [30, 50, 80])
+@pytest.mark.parametrize("command", [["lost-time"], ["fleet"], ["checkpoint-advice"]])
+def test_tables_on_a_narrow_terminal_cut_no_figure(
+    db_url: str, tmp_path: Path, columns: int, command: list[str]
+) -> None:
+    """At 50 columns ett lost-time cut its durations ('2h 48' for '2h 48m 03s') and lost its
+    share column; ett fleet folded model names mid-word ('dlrm-larg' / 'e') even at 80. A
+    table that does not fit whole drops its least figures, or becomes one card per row."""
+    since = ["--since", "3650d"] if command != ["checkpoint-advice"] else []
+    done = _run([*command, *since, "--db", db_url], tmp_path, columns=columns)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "…" not in done.stdout
+    assert max(len(line.rstrip()) for line in lines) <= columns, done.stdout
+    words = done.stdout.split()
+    assert any(w.endswith("%") for w in words) or command == ["checkpoint-advice"]
+    if command == ["fleet"]:
+        assert JOB in words or f"│{JOB}" in done.stdout  # the job id on one line
+    if command == ["lost-time"]:
+        assert "scheduler" in words and "checkpoint" in words
