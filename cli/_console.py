@@ -8,7 +8,11 @@ from typing import Any
 def console() -> Any:
     """A ``rich`` console whose closed pipe (``ett report JOB | head -1``) raises
     ``BrokenPipeError``, which the dispatcher turns into a quiet exit 0 as for plain output
-    (rich's own reaction is ``SystemExit(1)``: a failed pipeline under ``set -o pipefail``)."""
+    (rich's own reaction is ``SystemExit(1)``: a failed pipeline under ``set -o pipefail``).
+    With ``NO_COLOR`` set (no-color.org) it writes no escape codes at all: rich drops only the
+    colours, and kept bold and italic."""
+    import os
+
     from rich.console import Console
 
     class _Console(Console):
@@ -16,4 +20,6 @@ def console() -> Any:
             self.quiet = True
             raise BrokenPipeError
 
+    if os.environ.get("NO_COLOR"):
+        return _Console(color_system=None)
     return _Console()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import os
 import socket
 import sys
@@ -124,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"{f.flag} {value}: cannot read that file")
             env[f.env] = os.path.abspath(value)
     if args.refresh_s is not None:
-        if args.refresh_s <= 0:
-            raise CliError("--refresh-s must be positive")
+        if not 0 < args.refresh_s < math.inf:  # nan fails both comparisons
+            raise CliError(
+                f"--refresh-s must be a positive number of seconds; got {args.refresh_s}"
+            )
         env["ETT_DASHBOARD_REFRESH_S"] = str(args.refresh_s)
     print(
         f"dashboard on http://{host_for_url(args.host)}:{args.port} reading {args.api}", flush=True

@@ -313,8 +313,9 @@ def plain_table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
 def print_jobs(rows: list[JobRowJSON], console: Console) -> None:
     """The ``ett jobs`` table: plain text when not on a terminal; job ids are never cut."""
     cells = [_job_cells(r) for r in rows]
-    if not console.is_terminal:
-        console.file.write(plain_table(_JOB_COLUMNS, cells) + "\n")
+    if not console.is_terminal:  # piped: no header for no rows (`| wc -l` counts jobs)
+        if cells:
+            console.file.write(plain_table(_JOB_COLUMNS, cells) + "\n")
         return
     columns = list(_JOB_COLUMNS)
     natural = {c: max([len(c), *(len(r[c]) for r in cells)]) for c in columns}

@@ -49,14 +49,22 @@ def register(sub: Any, kit: Kit) -> None:
         "--dry-run", action="store_true", help="say what would be deleted; delete nothing"
     )
     rec = kit.command(
-        sub, "recompute", _recompute, help="re-derive jobs' segments and figures from raw spans"
+        sub,
+        "recompute",
+        _recompute,
+        help="re-derive jobs' segments and figures from raw spans",
+        description="Re-derive the segments and figures of the named jobs (default: every "
+        "job) from their stored raw spans, as the collector computed them, with today's "
+        "definitions; jobs whose raw spans retention removed keep their stored figures.",
     )
     rec.add_argument("jobs", nargs="*", metavar="JOB", help="job ids (default: every job)")
 
 
 def _upgrade(args: argparse.Namespace) -> int:
+    path = args.target.sqlite_path
+    created = path is not None and not path.exists()
     open_pipeline(args)
-    print("database schema is up to date")
+    print(f"created {args.target.shown}" if created else "database schema is up to date")
     return 0
 
 
@@ -126,14 +134,19 @@ def _recompute_jobs(pipeline: Any, jobs: list[str]) -> int:
         not_done += 1
         if outcome is Outcome.FAILED:
             why = pipeline.store.recompute_failure(j) or "the error is logged above"
-            print(f"ett: the figures of job {j!r} could not be computed: {why}", file=sys.stderr)
+            print(
+                f"ett recompute: the figures of job {j!r} could not be computed: {why}",
+                file=sys.stderr,
+            )
         elif outcome is Outcome.PRUNED:
             why = pruned_reason(pipeline.store.spans_pruned_at(j) or 0.0)
-            print(f"ett: job {j!r} cannot be recomputed: {why}", file=sys.stderr)
+            print(f"ett recompute: job {j!r} cannot be recomputed: {why}", file=sys.stderr)
         elif outcome is Outcome.BUSY:
-            print(f"ett: job {j!r} is being recomputed by a collector now", file=sys.stderr)
+            print(
+                f"ett recompute: job {j!r} is being recomputed by a collector now", file=sys.stderr
+            )
         else:
-            print(f"ett: no spans for job {j!r}", file=sys.stderr)
+            print(f"ett recompute: no spans for job {j!r}", file=sys.stderr)
     if not_done < len(jobs):  # the errors above alone say that none was
         print(f"recomputed {len(jobs) - not_done} job(s)")
     return 1 if not_done else 0

@@ -64,7 +64,9 @@ def test_prune_then_recompute_refuses_and_keeps_the_figures(db: str, capsys) -> 
 
     assert main(["recompute", "old-job", "--db", db]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("ett: job 'old-job' cannot be recomputed: its raw spans were pruned")
+    assert err.startswith(
+        "ett recompute: job 'old-job' cannot be recomputed: its raw spans were pruned"
+    )
     assert "stored figures are kept as they are" in err and "\n" not in err
     assert main(["recompute", "--db", db]) == 0
     out = capsys.readouterr().out

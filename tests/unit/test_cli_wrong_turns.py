@@ -227,7 +227,7 @@ def test_recompute_of_a_mistyped_database_creates_nothing(db_url: str, tmp_path:
     assert not typo.exists()
     done = _run(["recompute", "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1 and done.stdout == ""  # no "recomputed 0 job(s)" beside the error
-    assert _one_line(done.stderr) == "ett: no spans for job 'nope'"
+    assert _one_line(done.stderr) == "ett recompute: no spans for job 'nope'"
     done = _run(["recompute", JOB, "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1 and done.stdout == "recomputed 1 job(s)\n"
 
@@ -296,3 +296,20 @@ def test_tables_on_a_narrow_terminal_cut_no_figure(
         assert JOB in words or f"│{JOB}" in done.stdout  # the job id on one line
     if command == ["lost-time"]:
         assert "scheduler" in words and "checkpoint" in words
+
+
+def test_small_wrong_turns_get_their_own_answer(db_url: str, tmp_path: Path) -> None:
+    """From one probe: an empty piped list printed its header (`| wc -l` said 1); ett db
+    upgrade of a new file said 'up to date'; --refresh-s nan was taken."""
+    none = _run(["jobs", "--state", "failed", "--db", db_url], tmp_path)
+    assert none.returncode == 0 and none.stdout == ""
+    assert "no job matches" in none.stderr
+    fresh = tmp_path / "fresh.db"
+    made = _run(["db", "upgrade", "--db", str(fresh)], tmp_path)
+    assert made.returncode == 0 and made.stdout.startswith("created ") and fresh.exists()
+    again = _run(["db", "upgrade", "--db", str(fresh)], tmp_path)
+    assert again.stdout.strip() == "database schema is up to date"
+    for bad in ("nan", "inf", "0"):
+        refused = _run(["dashboard", "--refresh-s", bad], tmp_path)
+        assert refused.returncode == 2
+        assert "--refresh-s must be a positive number" in _one_line(refused.stderr)
