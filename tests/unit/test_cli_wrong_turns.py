@@ -313,3 +313,19 @@ def test_small_wrong_turns_get_their_own_answer(db_url: str, tmp_path: Path) -> 
         refused = _run(["dashboard", "--refresh-s", bad], tmp_path)
         assert refused.returncode == 2
         assert "--refresh-s must be a positive number" in _one_line(refused.stderr)
+
+
+def test_the_readmes_lost_time_example_is_what_its_commands_print(tmp_path: Path) -> None:
+    """The README showed a table no command could reproduce (the week ended at the run's now)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    shown = readme.split("--db week.db`: the same", 1)[1].split("```", 2)[1].strip().splitlines()
+    db = tmp_path / "week.db"
+    start = "2026-11-01T00:00:00Z"
+    sim = _run(
+        ["simulate", "--days", "7", "--jobs", "60", "--start", start, "--db", str(db)], tmp_path
+    )
+    assert sim.returncode == 0, sim.stderr
+    done = _run(["lost-time", "--since", start, "--db", str(db)], tmp_path, columns=100)
+    printed = [line.rstrip() for line in done.stdout.splitlines()]
+    for line in shown:
+        assert line.rstrip() in printed, (line, done.stdout)
