@@ -255,8 +255,9 @@ class IdentityArgs:
 
 def _given(value: int | None, name: str, least: int = 0) -> int | None:
     """An identity number passed to :func:`ett.init`, or None (said once, and the environment
-    or the default used instead) when it is below ``least``: the collector rejects every span
-    of a negative attempt or rank, which the training side would not see."""
+    or the default used instead) outside ``least`` to :data:`MAX_IDENTITY_NUMBER`: the
+    collector rejects every span of such an attempt or rank, which the training side would
+    not see."""
     if value is not None and not least <= value <= MAX_IDENTITY_NUMBER:
         log_once(
             "config.given." + name,
