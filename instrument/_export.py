@@ -232,7 +232,11 @@ class ExportQueue(SpanProcessor):
             self._wake.clear()
             with self._lock:
                 waiters, self._waiters = self._waiters, []
-            self._delivered = self._drain()
+            try:
+                self._delivered = self._drain()
+            except Exception:  # the thread must outlive any one batch: a dead export thread
+                self._delivered = False  # would leave every later span queued and lost
+                log_once("export.drain", "ETT span export failed (it goes on)", exc_info=True)
             for waiter in waiters:
                 waiter.set()
             if self._stopping:

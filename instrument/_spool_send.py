@@ -79,11 +79,11 @@ class Sender:
             self._tls = None
 
     def send(self, body: bytes) -> int | None:
-        request = urllib.request.Request(
-            self.endpoint, data=body, headers=self._headers, method="POST"
-        )
         code: int | None
-        try:
+        try:  # the request too: a URL that is not http(s) raised here and ended the thread
+            request = urllib.request.Request(
+                self.endpoint, data=body, headers=self._headers, method="POST"
+            )
             with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._tls) as r:
                 answer = r.read()
                 code = int(r.status)

@@ -219,3 +219,12 @@ def test_an_attempt_ending_while_the_collector_is_away_loses_nothing() -> None:
         spans = sum(record.spans for _, record in Scan(f))
     assert spans >= 5 + 2  # the saves, the first batch and the attempt at least
     assert b"ett.attempt" in path.read_bytes()
+
+
+@pytest.mark.parametrize("endpoint", ["notaurl/v1/traces", "collector/v1/traces", "ftp://x/v1"])
+def test_the_spool_sender_answers_none_for_a_url_it_cannot_send_to(endpoint: str) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT=collector (no scheme) raised ValueError out of the
+    sender, which ended the export thread with a traceback: every later span was left queued."""
+    from ett._spool_send import Sender
+
+    assert Sender(endpoint, {}).send(b"") is None
