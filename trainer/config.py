@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,6 +273,25 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
     return p
 
 
+def _fault(parser: argparse.ArgumentParser, a: argparse.Namespace) -> FaultSpec:
+    """The fault ``--fail-*`` ask for; a parser error (exit 2, one line) for one that is not
+    well formed or could never fire: under torchrun a traceback per rank and attempt, or a
+    run that ended 0 with no fault, were the answers."""
+    if a.fail_at_step < 0 or a.fail_rank < 0 or a.fail_attempt < -1:
+        parser.error("--fail-at-step and --fail-rank must be >= 0, --fail-attempt >= -1")
+    if a.fail_at_step >= a.steps:
+        parser.error(f"--fail-at-step {a.fail_at_step} never comes: --steps is {a.steps}")
+    world = os.environ.get("WORLD_SIZE", "1")
+    if world.isdigit() and a.fail_rank >= int(world):
+        parser.error(f"--fail-rank {a.fail_rank} does not exist: WORLD_SIZE is {world}")
+    fault = FaultSpec(
+        kind=a.fail_kind, step=a.fail_at_step, rank=a.fail_rank, attempt=a.fail_attempt
+    )
+    if fault.kind == "hang" and a.watchdog_s <= 0:
+        parser.error("--fail-kind hang needs a --watchdog-s > 0 to end the hung process")
+    return fault
+
+
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     """Parse ``argv`` (default: ``sys.argv[1:]``) into a :class:`TrainConfig`."""
     parser = build_parser()
@@ -291,23 +311,24 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         )
     except ValueError as exc:
         parser.error(str(exc))
-    for name in ("steps", "batch_size", "num_tables", "rows", "pooling"):
+    for name in ("steps", "batch_size", "num_tables", "rows", "pooling", "eval_batches"):
         value = getattr(a, name, None)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
-    if a.slow_s < 0:
-        parser.error("--slow-s must be >= 0")
-    if a.data_stall_every < 0 or a.data_stall_s < 0:
-        parser.error("--data-stall-every and --data-stall-s must be >= 0")
-    if a.ckpt_every_steps < 0 or a.ckpt_every_s < 0:
-        parser.error("checkpoint intervals must be >= 0")
+    for name in ("lr", "window_s"):  # numbers that must be positive and finite
+        if not 0 < getattr(a, name) < math.inf:
+            parser.error(f"--{name.replace('_', '-')} must be a positive number")
+    for name in ("slow_s", "step_delay_s", "data_stall_s", "ckpt_every_s", "watchdog_s"):
+        if not 0 <= getattr(a, name) < math.inf:
+            parser.error(f"--{name.replace('_', '-')} must be a number >= 0")
+    for name in ("data_stall_every", "ckpt_every_steps", "eval_every", "ckpt_keep"):
+        if getattr(a, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0")
     fault = None
     if a.fail_at_step is not None:
-        fault = FaultSpec(
-            kind=a.fail_kind, step=a.fail_at_step, rank=a.fail_rank, attempt=a.fail_attempt
-        )
-        if fault.kind == "hang" and a.watchdog_s <= 0:
-            parser.error("--fail-kind hang needs a --watchdog-s > 0 to end the hung process")
+        fault = _fault(parser, a)
+    elif a.fail_kind != "exception" or a.fail_rank or a.fail_attempt:
+        parser.error("--fail-kind, --fail-rank and --fail-attempt need --fail-at-step")
     given = {f.name for f in dataclasses.fields(TrainConfig)} - {"model", "fault", "job_id"}
     return TrainConfig(
         model=model,

@@ -183,7 +183,12 @@ def _default_job_id(checkpoint: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``ett publish``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.atol < float("inf"):  # a negative bound called a 0.0 difference a mismatch
+        parser.error("--atol must be a number >= 0")
+    if args.batch_size <= 0:
+        parser.error("--batch-size must be positive")
     quiet_library_warnings()
     # TorchRec's note that exporting a KeyedJaggedTensor is slow (it is: about a second, once)
     logging.getLogger().addFilter(lambda record: "KJT to_dict" not in record.getMessage())

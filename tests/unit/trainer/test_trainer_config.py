@@ -43,6 +43,20 @@ def test_every_preset_is_a_valid_model(size: str) -> None:
         ["--ckpt-mode", "lazy"],
         ["--fail-at-step", "3", "--fail-kind", "hang", "--watchdog-s", "0"],
         ["--fail-at-step", "3", "--fail-kind", "segfault"],
+        # from a probe: each was a traceback per rank and attempt, or a crash after start-up
+        ["--fail-at-step", "-5"],
+        ["--fail-at-step", "3", "--fail-rank", "-3"],
+        ["--fail-at-step", "3", "--fail-attempt", "-2"],
+        ["--eval-every", "5", "--eval-batches", "0"],
+        ["--step-delay-s", "-1"],
+        ["--lr", "-5"],
+        ["--lr", "nan"],
+        ["--window-s", "0"],
+        ["--ckpt-keep", "-1"],
+        # a fault that could never fire ran to exit 0 with no word
+        ["--steps", "10", "--fail-at-step", "500"],
+        ["--fail-at-step", "3", "--fail-rank", "5"],
+        ["--fail-rank", "1"],
     ],
 )
 def test_bad_options_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,7 +66,8 @@ def test_bad_options_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixt
     assert "usage: ett train" in capsys.readouterr().err
 
 
-def test_fault_options_make_a_fault_spec() -> None:
+def test_fault_options_make_a_fault_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun sets it for each rank
     cfg = parse_args(
         [
             "--fail-at-step",
@@ -99,3 +114,16 @@ def test_help_documents_every_option_group() -> None:
     for flag in ("--ckpt-mode", "--compile-cache", "--fail-kind", "--watchdog-s", "--device"):
         assert flag in text
     assert isinstance(parse_args(["--no-compile"]), TrainConfig)
+
+
+@pytest.mark.parametrize("atol", ["-1", "nan"])
+def test_publish_refuses_a_bound_no_difference_meets(
+    atol: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--atol -1 printed 'MISMATCH (max |diff| export 0.00e+00 ...)' and exited 1."""
+    from trainer.publish import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--checkpoint", str(tmp_path), "--out", str(tmp_path / "out"), "--atol", atol])
+    assert exc.value.code == 2
+    assert "--atol must be a number >= 0" in capsys.readouterr().err

@@ -20,7 +20,7 @@ def test_slow_rank_options_parse_and_default_to_none() -> None:
 def test_negative_slow_s_exits_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--slow-s", "-1"])
-    assert "--slow-s must be >= 0" in capsys.readouterr().err
+    assert "--slow-s must be a number >= 0" in capsys.readouterr().err
 
 
 def test_slowed_step_sleeps_and_times_its_backward() -> None:
