@@ -29,14 +29,17 @@ HOME = ROOT / ".ett-demo"
 sys.path.insert(0, str(ROOT))
 
 
-def _free_port(preferred: int = 4318) -> int:
+def _free_port(preferred: int, what: str) -> int:
+    """``preferred``, or (said) a free port when something else listens there."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", preferred))
             return preferred
         except OSError:
             s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
+            port = int(s.getsockname()[1])
+    print(f"port {preferred} is taken (another program listens there): the {what} uses {port}")
+    return port
 
 
 def _ett(*args: str, check: bool = True) -> int:
@@ -53,8 +56,16 @@ def _elapsed() -> str:
     return f"{m}m {s:02d}s"
 
 
+_TTY = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+"""Escape codes only for a person's terminal, not for a log file or NO_COLOR."""
+
+
+def _bold(text: str, colour: str = "1") -> str:
+    return f"\033[{colour}m{text}\033[0m" if _TTY else text
+
+
 def _banner(text: str) -> None:
-    print(f"\n\033[1;36m== {text}\033[0m  [{_elapsed()}]", flush=True)
+    print(f"\n{_bold(f'== {text}', '1;36')}  [{_elapsed()}]", flush=True)
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -177,7 +188,7 @@ def main() -> int:
     shutil.rmtree(HOME, ignore_errors=True)
     HOME.mkdir(parents=True)
     DB = f"sqlite:///{HOME / 'collector.db'}"
-    port = _free_port()
+    port = _free_port(4318, "demo's collector")
     url = f"http://127.0.0.1:{port}"
     _banner(f"1. the collector: ett serve on {url}, SQLite at {HOME / 'collector.db'}")
     log = open(HOME / "collector.log", "wb")  # noqa: SIM115 - lives with the process
@@ -223,6 +234,8 @@ def main() -> int:
 
         _fleet(url)
         _dashboard(url)
+    except KeyboardInterrupt:  # Ctrl-C at any stage: stop what runs, say where the data is
+        print("\nstopped (Ctrl-C)", flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
@@ -235,6 +248,7 @@ def _afterwards() -> None:
     print(f"\nthe demo's collector has stopped; its data stays in {HOME / 'collector.db'}:")
     print(f"  .venv/bin/ett report spec-worked-example --db {DB}")
     print(f"  .venv/bin/ett serve --db {DB}   # then: curl http://127.0.0.1:4318/api/v1/jobs")
+    print("  (ett serve listens on 4318 unless --port says otherwise)")
 
 
 def _share_of_other(url: str, job_id: str) -> float | None:
@@ -306,12 +320,10 @@ def _dashboard(url: str) -> None:
     if os.environ.get("ETT_DEMO_NO_DASHBOARD") == "1":
         return
     _banner("5. the live dashboard: the demo's jobs and the simulated fleet")
-    port = _free_port(8501)
+    port = _free_port(8501, "dashboard")
     cmd = [sys.executable, "-m", "ett_cli", "dashboard", "--api", url, "--port", str(port)]
     dash = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    print(
-        f"\n\033[1mdashboard: http://127.0.0.1:{port}\033[0m   (Ctrl-C stops it and the collector)"
-    )
+    print(f"\n{_bold(f'dashboard: http://127.0.0.1:{port}')}   (Ctrl-C stops it and the collector)")
     print(f"the demo took {_elapsed()} to get here")
     print(f"collector: curl {url}/api/v1/jobs   (running until Ctrl-C)")
     try:

@@ -53,3 +53,31 @@ def test_the_demo_ends_naming_only_what_still_works(
     assert ran.returncode == 0, ran.stderr
     assert "spec-worked-example" in ran.stdout
     assert any("ett serve --db" in line for line in tail.splitlines())
+
+
+def test_ctrl_c_before_the_dashboard_still_ends_with_the_last_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during the trainer or the fleet printed a KeyboardInterrupt traceback and no
+    word of where the data was. A busy port moved the collector without a word."""
+    import socket
+
+    demo = load_demo()
+    monkeypatch.setattr(demo, "HOME", tmp_path / "ett-demo")
+    monkeypatch.setattr(demo, "_trainer_available", lambda: False)
+
+    def interrupted(url: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "_fleet", interrupted)
+    with socket.socket() as busy:
+        try:
+            busy.bind(("127.0.0.1", 4318))
+            busy.listen()
+        except OSError:
+            pass  # something listens there already: the demo must say so all the same
+        assert demo.main() == 0
+    out = capsys.readouterr().out
+    assert "stopped (Ctrl-C)" in out and "the demo's collector has stopped" in out
+    assert "port 4318 is taken" in out
+    assert "\x1b[" not in out  # not a terminal: no escape codes
