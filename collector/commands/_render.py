@@ -75,31 +75,43 @@ def advice(job: JobJSON) -> str:
 
 
 def checkpoint_rows(job: JobJSON) -> list[tuple[str, str]]:
-    """The report's checkpoint lines: blocking per save, restores, and how the two (with the
-    saves and persist waits at exit) make up the ``checkpoint`` component of lost time."""
+    """The report's checkpoint lines: blocking while training, each save's blocking (every save,
+    the final one at exit included), restores, and how they (with the saves and persist waits at
+    exit) make up the ``checkpoint`` component of lost time. Under a second the figures are in
+    milliseconds, so that the parts add up as printed (0.1 s = 0.0 s + 0.0 s did not)."""
     blocking = job["checkpoint_blocking_s"]
     restore = job.get("checkpoint_restore_s")
     stats = job.get("checkpoint_blocking_stats")
     if restore is None or stats is None:  # figures stored before these existed
         note = "saves only; the checkpoint component below also counts restores"
         return [("checkpoint blocking", f"{duration(blocking)}  ({note})")]
-    text = f"{duration(blocking)}"
+    rows = [("checkpoint blocking", f"{_fine(blocking)} while training")]
     n = stats["count"]
     if n:
-        text += (
-            f" over {n} save{'s' if n != 1 else ''} (per save: min {duration(stats['min_s'])}, "
-            f"mean {duration(stats['mean_s'])}, p95 {duration(stats['p95_s'])}, "
-            f"max {duration(stats['max_s'])})"
+        rows.append(
+            (
+                "per save",
+                f"{n} save{'s' if n != 1 else ''}, any final one included: min "
+                f"{_fine(stats['min_s'])}, mean {_fine(stats['mean_s'])}, p95 "
+                f"{_fine(stats['p95_s'])}, max {_fine(stats['max_s'])}",
+            )
         )
-    rows = [("checkpoint blocking", text), ("checkpoint restore", duration(restore))]
+    rows.append(("checkpoint restore", _fine(restore)))
     component = job["lost_by_component"].get("checkpoint", 0.0)
     at_exit = component - blocking - restore
     if component > 0:
-        parts = f"blocking {duration(blocking)} + restore {duration(restore)}"
-        if at_exit >= 0.05:
-            parts += f" + {duration(at_exit)} at exit (final save, persist wait)"
-        rows.append(("checkpoint component", f"{duration(component)} = {parts}"))
+        parts = f"blocking {_fine(blocking)} + restore {_fine(restore)}"
+        if at_exit >= 0.0005:
+            parts += f" + {_fine(at_exit)} at exit (final save, persist wait)"
+        rows.append(("checkpoint component", f"{_fine(component)} = {parts}"))
     return rows
+
+
+def _fine(seconds: float | None) -> str:
+    """:func:`duration`, in milliseconds under a second."""
+    if seconds is not None and abs(seconds) < 1.0:
+        return f"{1000 * seconds:.0f} ms"
+    return duration(seconds)
 
 
 def print_report(job: JobJSON, console: Console) -> None:

@@ -298,7 +298,8 @@ def test_job_json_and_report_carry_restore_and_per_save_statistics() -> None:
         "async_count": 0,  # the example's saves say no mode: sync
     }
     text = _text(dict(job))
-    assert "checkpoint blocking 20.0s over 2 saves (per save: min 10.0s, mean 10.0s" in text
+    assert "checkpoint blocking 20.0s while training" in text
+    assert "per save 2 saves, any final one included: min 10.0s, mean 10.0s" in text
     assert "checkpoint restore 20.0s" in text
     assert "checkpoint component 40.0s = blocking 20.0s + restore 20.0s" in text
 
@@ -358,3 +359,13 @@ def test_the_documented_example() -> None:
         ("sdc_check", "model", 1, 4),
         ("sdc_check", "other", 1, 4),
     ]
+
+
+def test_report_parts_add_up_under_a_second() -> None:
+    """A probe's trainer job read 'checkpoint component 0.1s = blocking 0.0s + restore 0.0s'
+    (81, 20 and 28 ms, and 32 ms at exit hidden under a 0.05 s threshold)."""
+    job = dict(job_json(summarize(worked_example(), NOW)))
+    job["checkpoint_blocking_s"], job["checkpoint_restore_s"] = 0.020, 0.028
+    job["lost_by_component"] = {**job["lost_by_component"], "checkpoint": 0.081}
+    text = _text(job)
+    assert "checkpoint component 81 ms = blocking 20 ms + restore 28 ms + 33 ms at exit" in text
