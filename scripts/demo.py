@@ -160,6 +160,7 @@ def _summarize_trainer_log(text: str) -> None:
     bar (torch's own log lines carry a level, a timestamp, a pid and a source path)."""
     lines: list[str] = []
     attempt, count, bar_at = 0, -1, -1
+    faulted: str | None = None
     for chunk in text.replace("\r", "\n").splitlines():
         chunk = chunk.strip()
         if chunk.startswith("train:") and "|" in chunk:
@@ -172,13 +173,19 @@ def _summarize_trainer_log(text: str) -> None:
                 bar_at = len(lines) - 1
             lines[bar_at], count = f"attempt {attempt}: {chunk}", n
         elif "InjectedFault:" in chunk:
-            lines.append(f"the injected failure: {chunk.split('InjectedFault: ')[-1]}")
+            said = chunk.split("InjectedFault: ")[-1]
+            lines.append(f"the injected failure: {said}")
+            faulted = m.group(1) if (m := re.search(r"on rank (\d+)", said)) else None
         elif m := re.search(r"Sending process (\d+) closing signal (\w+)", chunk):
             lines.append(f"torchrun: sends {m.group(2)} to the other rank (pid {m.group(1)})")
         elif m := re.search(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)", chunk):
-            lines.append(
-                f"torchrun: rank {m.group(2)} exited with {m.group(1)}; restarting the job"
+            rank, code = m.group(2), m.group(1)
+            peer = (
+                f" (its peer, rank {faulted}, had failed: a rank whose peer is gone fails too)"
+                if faulted is not None and rank != faulted
+                else ""
             )
+            lines.append(f"torchrun: rank {rank} exited with {code}{peer}; restarting the job")
     for line in lines:
         print("  " + line)
 
@@ -303,15 +310,25 @@ def _fleet(url: str) -> None:
         return
     _ett("lost-time", "--by", "component", "--since", "7d")
     print("\nalerts firing (the collector evaluates its rules every 5 s here, 30 s by default):")
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        with urllib.request.urlopen(f"{url}/api/v1/alerts?state=firing", timeout=5) as resp:
-            if resp.read().strip() not in (b"[]", b""):
-                break
-        time.sleep(2)
+    _settled_alerts(url)
     _ett("alerts", "--state", "firing", check=False)
     print("\nthe same rules replayed over the week (`ett alerts backtest`): what fired, and when")
     _ett("alerts", "backtest", "--since", "8d", check=False)
+
+
+def _settled_alerts(url: str, limit_s: float = 60.0) -> None:
+    """Wait (at most ``limit_s``) until the firing alerts read the same over two evaluations:
+    the collector computes the week's 120 jobs for a while after they arrive, and an alert
+    printed at its first evaluation said 4.6x where the one a few seconds later (and the
+    backtest) said 6.9x."""
+    deadline, last = time.time() + limit_s, None
+    while time.time() < deadline:
+        with urllib.request.urlopen(f"{url}/api/v1/alerts?state=firing", timeout=5) as resp:
+            now = [a["annotations"].get("description") for a in json.loads(resp.read() or b"[]")]
+        if now and now == last:
+            return
+        last = now
+        time.sleep(6)  # past one evaluation (every 5 s here)
 
 
 def _dashboard(url: str) -> None:

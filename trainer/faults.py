@@ -90,11 +90,13 @@ def inject(
     """Make the fault in ``spec`` happen now (it is due at ``step``). ``in_flight`` starts the
     collective that a ``collective`` fault leaves in flight (see the module docstring)."""
     if spec.kind == "exception":
-        raise InjectedFault(f"injected fault at step {step}")
+        raise InjectedFault(f"injected fault at step {step} on rank {spec.rank}")
     if spec.kind == "collective":
         if in_flight is not None:
             in_flight()
-        raise InjectedFault(f"injected fault at step {step}, a collective in flight")
+        raise InjectedFault(
+            f"injected fault at step {step} on rank {spec.rank}, a collective in flight"
+        )
     if spec.kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif spec.kind == "sigterm":
