@@ -227,3 +227,34 @@ def test_history_that_arrives_late_is_judged_from_its_own_onset(store: Store, tm
     assert [(a.rule, a.labels["model"], a.fired_at) for a in firing] == still
     service._evaluate_tick()  # a later tick: no second replay, the same alert
     assert [a.fired_at for a in service.store.alerts("firing")] == [still[0][2]]
+
+
+def test_late_history_the_arrival_would_fire_on_fires_at_the_backtests_instant(
+    store: Store, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """`make demo` sends its week to a running collector: the evaluation at the arrival fired
+    the planted regression at the arrival's instant, before the replay could open it at its
+    own (the backtest's). While late history arrives nothing new is opened."""
+    from ett_collector.alerts.rules import WINDOWS
+
+    start = 1_800_000_000.0
+    onset = start + 40 * HOUR
+    now = onset + 12 * HOUR
+    planted = Regress("dlrm", onset, now + 24 * HOUR)
+    jobs = [j for j in fleet(start, 60, regress=planted) if j[3] <= now]
+    load(store, [j for j in jobs if j[3] <= onset])
+    rules = load_rules()
+    clock = [now]
+    service = AlertService(store.engine, rules, INTERVAL, clock=lambda: clock[0])
+    service._evaluate_tick()
+    load(store, [j for j in jobs if j[3] > onset])
+    clock[0] = now + INTERVAL
+    service._evaluate_tick()
+    assert service.store.alerts() == []  # late history arriving: nothing opened at arrival
+    clock[0] = now + 2 * INTERVAL
+    service._evaluate_tick()
+    t = clock[0]
+    replayed = backtest(store.engine, rules, t - max(WINDOWS.values()), t)
+    still = [(f.labels["model"], f.fired_at) for f in replayed if f.resolved_at is None]
+    assert still and all(fired < now for _, fired in still)
+    assert [(a.labels["model"], a.fired_at) for a in service.store.alerts("firing")] == still
