@@ -17,6 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ._outage import is_transient_db_error
+
 log = logging.getLogger("ett_collector")
 
 
@@ -48,7 +50,9 @@ class JobLocks:
             return
         try:
             self._call("SELECT pg_advisory_unlock(%s)", job_id)
-        except Exception:  # the session is gone, and its locks with it
+        except Exception as exc:  # the session is gone, and its locks with it
+            if is_transient_db_error(exc):  # an outage, which the loops say in one line: no
+                return  # traceback in the log for a lock the lost session released itself
             log.warning("could not release the recompute lock of job %r", job_id, exc_info=True)
 
     def _call(self, sql: str, job_id: str) -> Any:

@@ -99,6 +99,7 @@ RULES = (  # the most specific importer wins
             "ett_collector.storage",
             "ett_collector.otlp",
             "ett_collector.settings",  # ETT_WINDOW_S, read as the collector reads it
+            "ett_collector.commands._target",  # --db, read as every ett command reads it
         ),
     ),
 )
