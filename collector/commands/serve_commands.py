@@ -111,8 +111,14 @@ def _prepare_database(settings: Settings, target: Any) -> None:
             "SQLite file, which has none: serve it without --read-only (one collector per "
             "SQLite file), or point --db at a standby"
         )
+    path = target.sqlite_path
+    missing = path.parent if path is not None and not path.parent.exists() else None
     try:
         store = Store(settings.db_url)
+        if missing is not None and target.source in ("--db", "ETT_DB_URL") and missing.exists():
+            # the default home is made quietly; a folder the user named is said (a typo made
+            # /nonexistdir at the file system's root without a word)
+            print(f"ett serve: created the folder {missing} for the database", file=sys.stderr)
         if settings.read_only:
             _check_replica(store, target.shown)
             if not replication(store.engine)["standby"]:

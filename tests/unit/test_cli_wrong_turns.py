@@ -329,3 +329,29 @@ def test_the_readmes_lost_time_example_is_what_its_commands_print(tmp_path: Path
     printed = [line.rstrip() for line in done.stdout.splitlines()]
     for line in shown:
         assert line.rstrip() in printed, (line, done.stdout)
+
+
+def test_serve_says_the_folder_it_makes_for_a_named_database(tmp_path: Path) -> None:
+    """ett serve --db /nonexistdir/x.db made /nonexistdir at the file system's root without a
+    word (a typo in a path is then a new empty collector)."""
+    db = tmp_path / "not" / "there" / "x.db"
+    proc = subprocess.Popen(
+        [ETT, "serve", "--port", str(_free()), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path), "ETT_HOME": str(tmp_path / "home")},
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert line.strip() == f"ett serve: created the folder {db.parent} for the database"
+
+
+def _free() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
