@@ -93,6 +93,15 @@ def _settings(args: argparse.Namespace) -> Settings:
     """The service's settings: the address, the database, the token, ``--read-only`` and the
     security options laid over the ``ETT_*`` variables."""
     token = {"token": args.token} if args.token else {}
+    from ..security import MIN_TOKEN_CHARS
+
+    if args.token and len(args.token) < MIN_TOKEN_CHARS:  # token files refuse these; a typed
+        print(  # one is said (the examples and tests use short ones), never shown
+            f"ett serve: note: --token has {len(args.token)} characters; a guessable token "
+            f"lets anyone send or read: use at least {MIN_TOKEN_CHARS} random ones "
+            "(e.g. `openssl rand -hex 32`)",
+            file=sys.stderr,
+        )
     settings = Settings(host=args.host, port=args.port, db_url=args.target.url, **token)
     if args.read_only:
         settings = dataclasses.replace(settings, read_only=True)

@@ -333,10 +333,11 @@ def test_the_readmes_lost_time_example_is_what_its_commands_print(tmp_path: Path
 
 def test_serve_says_the_folder_it_makes_for_a_named_database(tmp_path: Path) -> None:
     """ett serve --db /nonexistdir/x.db made /nonexistdir at the file system's root without a
-    word (a typo in a path is then a new empty collector)."""
+    word (a typo in a path is then a new empty collector); a short --token passed silently
+    where a token file refuses it."""
     db = tmp_path / "not" / "there" / "x.db"
     proc = subprocess.Popen(
-        [ETT, "serve", "--port", str(_free()), "--db", str(db)],
+        [ETT, "serve", "--port", str(_free()), "--db", str(db), "--token", "short"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -344,11 +345,12 @@ def test_serve_says_the_folder_it_makes_for_a_named_database(tmp_path: Path) -> 
     )
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
+        lines = [proc.stderr.readline(), proc.stderr.readline()]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert line.strip() == f"ett serve: created the folder {db.parent} for the database"
+    assert "--token has 5 characters" in lines[0] and "short" not in lines[0].split(":")[-1]
+    assert lines[1].strip() == f"ett serve: created the folder {db.parent} for the database"
 
 
 def _free() -> int:
