@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +34,21 @@ def empty_state() -> None:
     st.info(EMPTY_HELP.format(api=settings().api_url))
 
 
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#|<>~$:@])")
+"""Characters that make Markdown structure inside a line: emphasis, links and images, HTML,
+code, tables, strikethrough, math, and the ``:``/``@`` of bare URLs and e-mail autolinks."""
+
+
+def literal(value: object, most: int = 80) -> str:
+    """``value`` as text Markdown shows as it is (a link's ``[x](http://evil)`` in a job id
+    became a working link on the page), cut to ``most`` characters (a 5,000-character id
+    filled the screen)."""
+    text = str(value)
+    if len(text) > most:
+        text = text[: most - 1] + "…"
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
 def show_error(exc: ApiError) -> None:
     """A plain message on the page (never a traceback)."""
     st.error(exc.message)
@@ -40,12 +56,32 @@ def show_error(exc: ApiError) -> None:
 
 def facets(c: Client) -> dict[str, list[str]]:
     """The models, teams and states to filter on; on a failed read, a plain message and the
-    page stops there."""
+    page stops there, to come back by itself once the collector answers (:func:`watch`)."""
     try:
         return c.facets()
     except ApiError as exc:
         show_error(exc)
+        watch(c.facets, None)
         st.stop()
+
+
+def watch(read: Callable[[], Any], shown: Any) -> None:
+    """Read again every refresh period; rerun the whole page when the answer is no longer
+    ``shown`` (new figures, or the collector answering again after a failed first read: the
+    Fleet, Jobs and advisor pages stayed on "does not answer" after it came back), and say
+    so when the read fails (the advisor kept old figures with no word while it was down)."""
+
+    @st.fragment(run_every=settings().refresh_s)
+    def _watch() -> None:
+        try:
+            now = read()
+        except ApiError as exc:
+            show_error(exc)
+            return
+        if now != shown:
+            st.rerun()
+
+    _watch()
 
 
 def filter_select(
@@ -88,7 +124,7 @@ def url_select(
     wanted = st.query_params.get(name, default)
     if wanted not in opts and wanted and wanted != default and not keep_unknown:
         st.warning(
-            f"The link's {label.lower()} {wanted!r} is none of the choices: showing "
+            f"The link's {label.lower()} '{literal(wanted)}' is none of the choices: showing "
             f"{format_func(default)}."
         )
         wanted = default
@@ -121,5 +157,5 @@ def alert_line(a: dict[str, Any]) -> str:
         parts.append(scope)
     jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])
     if jobs:
-        parts.append("jobs: " + ", ".join(f"[{j}]({job_url(j)})" for j in jobs))
+        parts.append("jobs: " + ", ".join(f"[{literal(j)}]({job_url(j)})" for j in jobs))
     return " · ".join(parts)

@@ -42,11 +42,17 @@ def optimum_text(optimal_s: Any, failures: Any, ok: Any, needed: int) -> str:
     return fmt.duration(optimal_s)
 
 
+def _advice() -> Any:
+    return client.checkpoint_advice(since=st.query_params.get("since"))
+
+
 try:
-    data = client.checkpoint_advice(since=st.query_params.get("since"))
+    data = _advice()
 except ApiError as exc:
     _page.show_error(exc)
+    _page.watch(_advice, None)  # back by itself once the collector answers
     st.stop()
+_page.watch(_advice, data)  # new figures rerun the page; an outage is said
 models = pd.DataFrame(data["models"])
 if models.empty:
     _page.empty_state()

@@ -230,12 +230,13 @@ def job_view(job_id: str, c: Client) -> None:
     except ApiError as exc:
         if exc.status == 404:
             st.title("Job")
-            st.error(f"No job {job_id!r} at the collector. Pick one on the Jobs page.")
+            shown = _page.literal(job_id)
+            st.error(f"No job '{shown}' at the collector. Pick one on the Jobs page.")
             st.page_link("views/jobs.py", label="Go to the Jobs page")
         else:
             _page.show_error(exc)
         return
-    st.title(f"Job {job['job_id']}")
+    st.title(f"Job {_page.literal(job['job_id'], 200)}")
     st.markdown(
         f"**{STATE_BADGE.get(job['state'], job['state'])}** · model `{job.get('model') or '—'}` "
         f"· team `{job.get('team') or '—'}` · started {fmt.instant(job['alloc'])}"

@@ -188,6 +188,11 @@ def test_every_job_link_opens_the_job_page(api: Any) -> None:
 def test_unknown_and_missing_job_are_plain_messages(api: Any) -> None:
     at = run("views/job.py", job="no-such-job")
     assert "No job 'no-such-job'" in at.error[0].value
+    # a crafted link's Markdown put a working link to another site on the page
+    at = run("views/job.py", job="**bold** [link](http://evil)" + "x" * 5000)
+    shown = at.error[0].value
+    assert "[link](" not in shown and "http://" not in shown and "**" not in shown
+    assert len(shown) < 300  # a 5,000-character id filled the screen
     at = run("views/job.py")
     assert "No job chosen" in at.info[0].value
 
