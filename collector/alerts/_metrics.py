@@ -145,8 +145,9 @@ class _Families:
         for name, _, attr in _GAUGES[1:]:
             assert attr is not None
             g[name].add_metric(labels, sums[attr])
-        for name, _, attr in _RATIOS:
-            g[name].add_metric(labels, sums[attr] / sums["wall"] if sums["wall"] else 0.0)
+        if sums["wall"]:  # no job time in the window: no ratio (0 read as "ETT 0 %")
+            for name, _, attr in _RATIOS:
+                g[name].add_metric(labels, sums[attr] / sums["wall"])
         restarts = (sum(1 for a in j.restarts if t - length < a <= t) for j in inside)
         self.restarts_max.add_metric(labels, max(restarts, default=0))
         for comp in COMPONENTS:

@@ -117,6 +117,9 @@ def test_metrics_pass_promtool_and_series_do_not_grow_with_jobs(tmp_path: Path) 
         assert check.returncode == 0, check.stdout + check.stderr
         series = _fleet_series(text)
         assert 'ett_fleet_ett_ratio{model="dlrm",team="ads",window="24h"}' in text
+        # the last hour holds no job time: no ratio (a 0 read as "ETT 0 %" on a dashboard)
+        assert 'ett_fleet_wall_seconds{model="dlrm",team="ads",window="1h"} 0.0' in text
+        assert 'ett_fleet_ett_ratio{model="dlrm",team="ads",window="1h"}' not in text
         assert (
             'ett_fleet_lost_seconds{component="data",model="dlrm",team="ads",window="1h"}' in text
         )
