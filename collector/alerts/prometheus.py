@@ -253,6 +253,13 @@ def approximation_note(rule: Rule) -> str:
     )
 
 
+def _as_text(text: str) -> str:
+    """A rules file's ``summary`` (plain text to the built-in evaluator) as a Prometheus
+    template that prints it as written: ``{{ .Bad`` made the exported file one that
+    ``promtool check rules`` and Prometheus refuse whole, and its export still said 'wrote'."""
+    return text.replace("{{", '{{ "{{" }}')
+
+
 def prometheus_rule(rule: Rule) -> dict[str, Any]:
     """One Prometheus alerting rule (:class:`NotPromQL` where :func:`has_promql` is False)."""
     if not has_promql(rule):
@@ -268,7 +275,7 @@ def prometheus_rule(rule: Rule) -> dict[str, Any]:
         desc = _DESCRIPTIONS[rule.kind].format(
             g=rule.by.value, w=rule.window, b=rule.baseline, k=f"{RATIO:g}"
         )
-    annotations = {"summary": rule.summary or desc, "description": desc}
+    annotations = {"summary": _as_text(rule.summary) or desc, "description": desc}
     note = approximation_note(rule)
     if note:
         annotations["approximation"] = note

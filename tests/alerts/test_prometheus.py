@@ -58,6 +58,25 @@ def test_export_passes_promtool_check_rules() -> None:
     assert "SUCCESS: 3 rules found" in out.stdout  # regression, presumed dead, restart storm
 
 
+def test_a_summary_with_template_braces_exports_a_loadable_file(tmp_path: Path) -> None:
+    """summary: "{{ .Bad" was exported as written ('wrote 4 rule(s)', exit 0), and promtool
+    (and so Prometheus) refused the whole file: "unclosed action"."""
+    promtool = need("promtool")
+    rules = tmp_path / "rules.yml"
+    rules.write_text(
+        "rules:\n  - name: my_storm\n    kind: restart_storm\n"
+        "    summary: '{{ .Bad and {{ $labels.model }}'\n"
+    )
+    out = tmp_path / "out.yml"
+    done = _ett("alerts", "export-prometheus", "--rules", str(rules), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run(
+        [promtool, "check", "rules", str(out)], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "'{{ .Bad" not in out.read_text()  # printed as written, not run as a template
+
+
 def test_promtool_unit_tests_fire_stay_quiet_and_resolve(tmp_path: Path) -> None:
     promtool = need("promtool")
     shutil.copy(HERE / "promtool" / "rules_test.yml", tmp_path / "rules_test.yml")
