@@ -107,10 +107,17 @@ JOBS = Sql(
 def build() -> dash.Dashboard:
     """The fleet overview dashboard."""
     d = fleet_dashboard(UID, title="ETT fleet overview", description=DESCRIPTION, tags=["fleet"])
-    job_link = (
-        dash.DashboardLink("Job drill-down")
-        .type(models.DashboardLinkType.LINK)
-        .url("/d/ett-job/ett-job-drill-down?var-job_id=${__value.raw}&${__url_time_range}")
+    # on the job_id column only (a link on every cell opened the drill-down of job "dlrm-small"
+    # from a model cell, or of "93.4" from an ETT cell), its id percent-encoded
+    job_link = models.DynamicConfigValue(
+        id_val="links",
+        value=[
+            {
+                "title": "Job drill-down",
+                "url": "/d/ett-job/ett-job-drill-down?var-job_id=${__value.raw:percentencode}"
+                "&${__url_time_range}",
+            }
+        ],
     )
     return (
         d.with_panel(stat_panel("ETT / idle / failure %", SHARES, "percent", w=12))
@@ -123,5 +130,5 @@ def build() -> dash.Dashboard:
         )
         .with_panel(bar_panel("Lost hours by component (time range)", LOST_BY_COMPONENT, "h"))
         .with_panel(table_panel("Lost hours by $by (time range)", LOST_BY_KEY, w=12))
-        .with_panel(table_panel("Jobs", JOBS, w=12).data_links([job_link]))
+        .with_panel(table_panel("Jobs", JOBS, w=12).override_by_name("job_id", [job_link]))
     )

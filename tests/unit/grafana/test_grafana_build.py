@@ -94,6 +94,18 @@ def test_dashboards_parse_as_the_sdk_schema_types() -> None:
                     assert "ett_v1_" in target["rawSql"]  # only the stable views
 
 
+def test_only_a_job_id_links_to_the_job_drill_down() -> None:
+    """The fleet's Jobs table linked every cell: a model cell opened the drill-down of job
+    "dlrm-small", an ETT cell that of job "93.4"; the id was not percent-encoded."""
+    fleet = json.loads(next(v for k, v in render().items() if k.endswith("ett-fleet.json")))
+    (jobs,) = [p for p in fleet["panels"] if p["title"] == "Jobs"]
+    assert "links" not in jobs["fieldConfig"]["defaults"]
+    (override,) = jobs["fieldConfig"]["overrides"]
+    assert override["matcher"] == {"id": "byName", "options": "job_id"}
+    (links,) = [p["value"] for p in override["properties"] if p["id"] == "links"]
+    assert "var-job_id=${__value.raw:percentencode}" in links[0]["url"]
+
+
 def test_datasource_and_provider_files() -> None:
     files = render()
     ds = yaml.safe_load(files["datasources/ett.yaml"])
