@@ -6,6 +6,7 @@ Names: ``ett_`` prefix, base units, ``_total`` for counters; no unbounded labels
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -20,6 +21,7 @@ class CollectorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._shared: list[Collector] = []
+        self._database_up = _DatabaseUp()
         # kept alike: one declaration per metric (each its own name, help and labels)
         self.requests = self._counter(
             "ett_ingest_requests",
@@ -81,9 +83,16 @@ class CollectorMetrics:
 
     def register_shared(self, collector: Collector) -> None:
         """Add a collector whose figures come from the shared database (the fleet metrics):
-        with several worker processes it is read once per scrape, never summed over them."""
-        self.registry.register(collector)
-        self._shared.append(collector)
+        with several worker processes it is read once per scrape, never summed over them.
+        Through a database outage it gives no series, and ``ett_database_up`` says 0: the
+        scrape still answers 200 with the process's own counters (the outage's 503s among
+        them), where a 503 left Prometheus without the one signal of the outage."""
+        if self._shared:  # kept last: it says what this scrape's reads found
+            self.registry.unregister(self._database_up)
+        guarded = _Guarded(collector, self._database_up)
+        self.registry.register(guarded)
+        self._shared.append(guarded)
+        self.registry.register(self._database_up)
 
     def exposition(self) -> bytes:
         """The text exposition format; summed over worker processes when ``ett serve --workers``
@@ -93,5 +102,49 @@ class CollectorMetrics:
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             for collector in self._shared:
                 registry.register(collector)
+            if self._shared:
+                registry.register(self._database_up)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+class _DatabaseUp(Collector):
+    """``ett_database_up``: 1 when this scrape read the shared figures, 0 when a database
+    outage kept them out (:class:`_Guarded` sets it as it reads; it is collected after them)."""
+
+    def __init__(self) -> None:
+        self.up = 1.0
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        up, self.up = self.up, 1.0  # the next scrape starts up until a read fails
+        yield GaugeMetricFamily(
+            "ett_database_up",
+            "1 when this scrape read the fleet figures from the database, 0 through an outage "
+            "(the ett_fleet_* series are then left out).",
+            value=up,
+        )
+
+
+class _Guarded(Collector):
+    """A shared collector whose database outage gives no series (and ``ett_database_up`` 0)
+    instead of failing the whole scrape."""
+
+    def __init__(self, inner: Collector, up: _DatabaseUp) -> None:
+        self.inner, self.up = inner, up
+
+    def describe(self) -> Any:
+        return []  # no read at registration: the families are built at scrape time
+
+    def collect(self) -> Any:
+        from ..storage import is_transient_db_error
+
+        try:
+            families = list(self.inner.collect())
+        except Exception as exc:
+            if not is_transient_db_error(exc):
+                raise
+            self.up.up = 0.0
+            return []
+        return families

@@ -107,8 +107,9 @@ def _wait_for_spans(collector: Collector) -> None:
     wait_until(lambda: _stored(collector), what="a span stored before the disturbance")
 
 
-READS_IN_AN_OUTAGE = ("/metrics", "/api/v1/alerts", "/api/v1/jobs/outage-job", "/api/v1/jobs")
-"""Reads answered while the database is down: each a 503 with ``Retry-After``."""
+READS_IN_AN_OUTAGE = ("/api/v1/alerts", "/api/v1/jobs/outage-job", "/api/v1/jobs")
+"""Reads answered while the database is down: each a 503 with ``Retry-After``. ``/metrics``
+answers 200 with the process's counters and ``ett_database_up 0``."""
 
 
 def _log(collector: Collector) -> str:
@@ -135,6 +136,7 @@ def test_postgres_stopped_for_15_s_loses_no_span(
         down = collector.get("/readyz")
         health = collector.get("/healthz")
         reads = {path: collector.get(path) for path in READS_IN_AN_OUTAGE}
+        scraped = collector.get("/metrics")
         time.sleep(OUTAGE_S)  # elapsed time, not a wait: the outage lasts 15 s of exports
         own_postgres.launch()
         sent = exporting.finish()
@@ -144,11 +146,17 @@ def test_postgres_stopped_for_15_s_loses_no_span(
         for path, answer in reads.items():  # 500 is for bugs: an outage is 503, every route
             assert answer.status_code == 503 and answer.headers["retry-after"], (path, answer)
             assert "the database is unavailable" in answer.json()["error"], answer.text
+        # a 503 made Prometheus mark the target down and lose the outage's own signal
+        assert scraped.status_code == 200, scraped.text
+        assert "ett_database_up 0.0" in scraped.text.splitlines()
+        assert not [line for line in scraped.text.splitlines() if line.startswith("ett_fleet_")]
+        assert "ett_ingest_requests_total" in scraped.text
         refused = _metric(collector, "ett_ingest_requests_total", 'code="503"')
         assert refused > 0, "no export met the outage: the test proved nothing"
         assert _metric(collector, "ett_ingest_requests_total", 'code="500"') == 0
         assert _stored(collector) == sent
         assert collector.get("/readyz").status_code == 200
+        assert "ett_database_up 1.0" in collector.get("/metrics").text.splitlines()
         wait_until(lambda: "answers again" in _log(collector), 60, "the loops' recovery line")
         log = _log(collector)
         # each background loop says the outage once, in one line, and once that it is over
