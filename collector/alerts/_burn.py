@@ -118,7 +118,9 @@ def findings(rule: Rule, fleet: Fleet, t: float) -> list[Finding]:
 
 
 def _sum(metric: str, window: str, by: str) -> str:
-    return f'sum by ({by}) (ett_fleet_{metric}{{window="{window}"}})'
+    from .prometheus import fleet_sum
+
+    return fleet_sum(metric, by, f'window="{window}"')
 
 
 def _ett_expr(window: str, by: str) -> str:

@@ -2,7 +2,9 @@
 
 Each rule becomes one alerting rule over the ``ett_fleet_*`` series of ``/metrics``:
 
-- ``S(m, W)`` = ``sum by (G) (ett_fleet_m{window="W"})`` for the rule's group ``G`` (model or team);
+- ``S(m, W)`` = ``sum by (G) (max without (instance, job) (ett_fleet_m{window="W"}))`` for the
+  rule's group ``G`` (model or team): several collectors on one database each expose the same
+  fleet series, which a plain sum counted once per collector (thresholds halved);
 - the baseline of a sum is ``S(m, B) - S(m, W)``;
 - ETT is ``S(productive_seconds) / S(wall_seconds)``; a rate is ``3600 * S(x) / S(wall_seconds)``
   (seconds per job-hour);
@@ -60,9 +62,15 @@ def not_promql_note(rule: Rule) -> str:
     return _loop_promql.not_expressible_note(rule)
 
 
+def fleet_sum(metric: str, by: str, sel: str) -> str:
+    """``ett_fleet_<metric>{sel}`` summed by ``by``, each series counted once however many
+    collectors (Prometheus ``instance``/``job`` targets) expose it."""
+    return f"sum by ({by}) (max without (instance, job) (ett_fleet_{metric}{{{sel}}}))"
+
+
 def _s(metric: str, window: str, by: str, extra: str = "") -> str:
     sel = f'window="{window}"' + (f",{extra}" if extra else "")
-    return f"sum by ({by}) (ett_fleet_{metric}{{{sel}}})"
+    return fleet_sum(metric, by, sel)
 
 
 def _recent_base(metric: str, rule: Rule, by: str, extra: str = "") -> tuple[str, str]:
@@ -211,7 +219,8 @@ def expression(rule: Rule) -> str:
             f"{rule.min_increase:g}) and on ({g}) ({_counts(rule, g)})"
         )
     if rule.kind is Kind.PRESUMED_DEAD:
-        return f'sum by ({g}) (ett_fleet_live_jobs{{state="presumed_dead"}}) >= {rule.min_jobs}'
+        dead = fleet_sum("live_jobs", g, 'state="presumed_dead"')
+        return f"{dead} >= {rule.min_jobs}"
     most = f'max by ({g}) (ett_fleet_job_restarts_max{{window="{rule.window}"}})'
     return f"{most} > {rule.max_restarts}"
 

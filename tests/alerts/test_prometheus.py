@@ -249,3 +249,19 @@ def test_alerts_made_while_alertmanager_is_down_are_delivered_later(tmp_path: Pa
     finally:
         am.stop()
         hook.stop()
+
+
+def test_exported_sums_count_each_series_once_over_collectors() -> None:
+    """Two collectors on one database both expose the fleet series: the exported rules' sums
+    counted them twice (65 jobs read 130, thresholds halved, '2 job(s) presumed dead' for 1)."""
+    import re
+
+    from ett_collector.alerts.prometheus import prometheus_rule
+
+    user = load_rules(HERE / "promtool" / "burn_rules.yml")
+    exprs = [prometheus_rule(r)["expr"] for r in user.enabled() if r.kind.value != "straggler"]
+    exprs += [prometheus_rule(r)["expr"] for r in load_rules().enabled()]
+    text = "\n".join(exprs)
+    assert "ett_fleet_" in text
+    assert not re.search(r"sum by \([^)]*\) \(ett_fleet_", text), text
+    assert "sum by (model) (max without (instance, job) (ett_fleet_" in text
