@@ -46,6 +46,17 @@ def _advice() -> Any:
     return client.checkpoint_advice(since=st.query_params.get("since"))
 
 
+_since = st.query_params.get("since")
+if _since is not None:  # a link's window the collector cannot read: said, and the default shown
+    try:
+        client.checkpoint_advice(since=_since)
+    except ApiError as exc:
+        if exc.status == 400:
+            st.warning(
+                f"The link's since '{_page.literal(_since)}' cannot be read as a time or a "
+                "length back (7d, 24h, an ISO time): showing the default window."
+            )
+            st.query_params.pop("since", None)
 try:
     data = _advice()
 except ApiError as exc:

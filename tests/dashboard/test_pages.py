@@ -310,6 +310,14 @@ def test_stopping_ett_dashboard_stops_streamlit(tmp_path: Path) -> None:
         httpx.get(dash.url + "/_stcore/health", timeout=2)
 
 
+def test_the_advisors_unreadable_since_is_named_and_the_default_shown(api: Any) -> None:
+    """/advisor?since=banana showed the API's raw 400 text and stopped the page."""
+    at = run("views/advisor.py", since="banana")
+    assert any("since 'banana' cannot be read" in w.value for w in at.warning)
+    assert not at.error
+    assert "since" not in at.query_params
+
+
 @pytest.mark.parametrize(
     ("page", "params", "shown"),
     [
