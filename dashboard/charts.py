@@ -174,15 +174,18 @@ def gantt(
     bar_height: int,
     title: str | None = None,
     opacity: float | None = None,
+    time_format: str | None = None,
 ) -> alt.Chart:
     """Bars from ``start`` to ``end`` (datetimes) in one ``lane`` per row of the y channel,
-    coloured by ``component`` with the fixed colours."""
+    coloured by ``component`` with the fixed colours; ``time_format`` (a d3 time format) for
+    the axis's labels, else Vega-Lite's own."""
+    axis = alt.Axis(format=time_format) if time_format else alt.Undefined
     return chart(
         df,
         "bar",
         title,
         mark_args={"height": bar_height} | ({"opacity": opacity} if opacity else {}),
-        x=alt.X("start:T", title=None),
+        x=alt.X("start:T", title=None, axis=axis),
         x2="end:T",
         y=lane,
         color=_component_color(df["component"]),
@@ -232,7 +235,11 @@ def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> Cha
     """
     lane = _lanes("rank_label:N", None)
     tooltip = ["rank_label:N", "phase:N", "component:N", _tip("seconds:Q", "seconds", ",.2f")]
-    bars = gantt(phases, lane, tooltip, bar_height=14, title=title, opacity=0.85)
+    # seconds of one start-up: Vega-Lite's own labels read "04:33" for 16:33 (a 12-hour clock
+    # without AM/PM)
+    bars = gantt(
+        phases, lane, tooltip, bar_height=14, title=title, opacity=0.85, time_format="%H:%M:%S"
+    )
     if firsts.empty:
         return bars.properties(height=alt.Step(26))
     ticks = chart(

@@ -119,3 +119,22 @@ def test_loop_lines_break_across_a_stretch_without_data() -> None:
     assert spec["encoding"]["detail"] == {"field": "segment", "type": "nominal"}
     step = _spec(loop_charts.step_time(steps, None))
     assert step["encoding"]["detail"] == {"field": "segment", "type": "nominal"}
+
+
+def test_start_up_times_read_on_a_24_hour_clock() -> None:
+    """Start-up per rank labelled 16:33 as '04:33' (Vega-Lite's 12-hour default, no AM/PM)."""
+    t = pd.Timestamp("2026-12-01 16:32:36", tz="UTC")
+    phases = pd.DataFrame(
+        {
+            "rank_label": ["rank 0"],
+            "phase": ["model_init"],
+            "component": ["model"],
+            "start": [t],
+            "end": [t + pd.Timedelta(seconds=70)],
+            "seconds": [70.0],
+        }
+    )
+    firsts = pd.DataFrame({"rank_label": ["rank 0"], "at": [t + pd.Timedelta(seconds=70)]})
+    spec = _spec(charts.startup_gantt(phases, firsts, "start-up"))
+    bars = spec["layer"][0]
+    assert bars["encoding"]["x"]["axis"]["format"] == "%H:%M:%S"
