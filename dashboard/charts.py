@@ -81,14 +81,26 @@ def chart(
     return out.properties(height=height) if height is not None else out
 
 
+UTC = alt.Scale(type="utc")
+"""Time axes in UTC, as every time the pages print (the browser's zone put a job that started
+at 03:53 UTC at "08 PM" the day before in Los Angeles)."""
+
+
+def utc_x(field: str, **kwargs: Any) -> alt.X:
+    """A time ``x`` channel on the UTC scale, titled "UTC" unless ``title`` says otherwise."""
+    return alt.X(field, scale=UTC, **({"title": "UTC"} | kwargs))
+
+
 def _tip(field: str, title: str | None = None, fmt: str | None = None) -> alt.Tooltip:
-    """A tooltip line (``fmt``: a d3 number or time format)."""
+    """A tooltip line (``fmt``: a d3 number or time format; a time is read in UTC)."""
     args: dict[str, Any] = {"title": title} if title else {}
+    if field.endswith(":T"):  # to the second, in UTC (a bare time field reads local)
+        args["timeUnit"] = alt.TimeUnitParams(unit="yearmonthdatehoursminutesseconds", utc=True)
     return alt.Tooltip(field, format=fmt, **args) if fmt else alt.Tooltip(field, **args)
 
 
-_TIME = alt.X("t:T", title=None)
-_FROM = _tip("t:T", "from")
+_TIME = utc_x("t:T")
+_FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M UTC")
 _GPU_H = _tip("lost_gpu_h:Q", "GPU-hours", ",.2f")
 
 
@@ -185,7 +197,7 @@ def gantt(
         "bar",
         title,
         mark_args={"height": bar_height} | ({"opacity": opacity} if opacity else {}),
-        x=alt.X("start:T", title=None, axis=axis),
+        x=utc_x("start:T", axis=axis),
         x2="end:T",
         y=lane,
         color=_component_color(df["component"]),
@@ -208,19 +220,21 @@ def timeline(df: pd.DataFrame) -> ChartLike:
             "component:N",
             "kind:N",
             _tip("seconds:Q", "seconds", ",.1f"),
-            _tip("start:T", fmt="%H:%M:%S"),
-            _tip("end:T", fmt="%H:%M:%S"),
+            _tip("start:T", fmt="%H:%M:%S UTC"),
+            _tip("end:T", fmt="%H:%M:%S UTC"),
         ],
         bar_height=22,
     )
     starts = df.groupby("attempt", as_index=False).agg(start=("start", "min"))
     starts["label"] = "attempt " + starts["attempt"].astype(str)
-    rules = chart(starts, "rule", mark_args={"strokeDash": [4, 3], "color": "#555"}, x="start:T")
+    rules = chart(
+        starts, "rule", mark_args={"strokeDash": [4, 3], "color": "#555"}, x=utc_x("start:T")
+    )
     labels = chart(
         starts,
         "text",
         mark_args={"align": "left", "dx": 3, "dy": -6, "color": "#333"},
-        x="start:T",
+        x=utc_x("start:T"),
         y=alt.value(0),
         text="label:N",
     )
@@ -246,9 +260,9 @@ def startup_gantt(phases: pd.DataFrame, firsts: pd.DataFrame, title: str) -> Cha
         firsts,
         "tick",
         mark_args={"color": "black", "thickness": 3, "size": 20},
-        x="at:T",
+        x=utc_x("at:T"),
         y=alt.Y("rank_label:N", sort=None),
-        tooltip=["rank_label:N", _tip("at:T", "first batch", "%H:%M:%S.%L")],
+        tooltip=["rank_label:N", _tip("at:T", "first batch", "%H:%M:%S UTC")],
     )
     return alt.LayerChart(layer=[bars, ticks], height=alt.Step(26))
 

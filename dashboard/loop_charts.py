@@ -12,10 +12,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .charts import ChartLike, _tip, chart, ranked_bars
+from .charts import ChartLike, _tip, chart, ranked_bars, utc_x
 
-_TIME = alt.X("t:T", title=None)
-_FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M:%S")
+_TIME = utc_x("t:T")
+_FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M:%S UTC")
 BAND_COLOR = "#1f77b4"
 IDEAL_COLOR = "#2ca02c"
 _SEGMENT = alt.Detail("segment:N")

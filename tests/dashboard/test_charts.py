@@ -138,3 +138,27 @@ def test_start_up_times_read_on_a_24_hour_clock() -> None:
     spec = _spec(charts.startup_gantt(phases, firsts, "start-up"))
     bars = spec["layer"][0]
     assert bars["encoding"]["x"]["axis"]["format"] == "%H:%M:%S"
+
+
+def test_time_axes_and_tooltips_read_utc() -> None:
+    """The pages print UTC, while the charts drew the browser's zone: in Los Angeles a job
+    that started at 03:53 UTC began at "08 PM" the day before on its timeline."""
+    import json
+
+    t = pd.Timestamp("2026-12-01 03:53", tz="UTC")
+    df = pd.DataFrame(
+        {
+            "start": [t],
+            "end": [t + pd.Timedelta(seconds=10)],
+            "category": ["productive"],
+            "component": ["productive"],
+            "kind": ["train"],
+            "attempt": [0],
+            "seconds": [10.0],
+        }
+    )
+    spec = _spec(charts.timeline(df))
+    text = json.dumps(spec)
+    for layer in spec["layer"]:
+        assert layer["encoding"]["x"]["scale"] == {"type": "utc"}
+    assert '"utc": true' in text  # tooltip times in UTC
