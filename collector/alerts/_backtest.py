@@ -84,7 +84,7 @@ def replay(
             t += step_s
     fired: dict[tuple[str, str, float], Alert] = {}
     descriptions: dict[tuple[str, str], str] = {}
-    for findings, changed in walk(fleet, rules, sorted(points), {}):
+    for _, findings, changed in walk(fleet, rules, sorted(points), {}):
         for f in findings:
             descriptions[(f.rule.name, f.key)] = f.description
         for a in changed:
@@ -113,10 +113,11 @@ def walk(
     points: Iterable[float],
     active: dict[tuple[str, str], Alert],
     dashboard_url: str = "",
-) -> Iterator[tuple[list[Finding], list[Alert]]]:
+) -> Iterator[tuple[float, list[Finding], list[Alert]]]:
     """The replayable rules evaluated at each of ``points`` in turn, as the evaluator would:
-    yields each instant's findings and changed alerts, keeping ``active`` (the pending and
-    firing alerts) up to date in place."""
+    yields each instant with its findings and changed alerts, keeping ``active`` (the pending
+    and firing alerts) up to date in place (a caller may also replace its contents between
+    instants: the evaluator's catch-up puts the stored alerts, with their ids, back in)."""
     replayed = [r for r in rules.enabled() if r.replayable]
     for t in points:
         findings = [f for r in replayed for f in evaluate(r, fleet, t, False, active)]
@@ -126,7 +127,7 @@ def walk(
                 active[a.identity] = a
             else:
                 active.pop(a.identity, None)
-        yield findings, changed
+        yield t, findings, changed
 
 
 def held_open(

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from ..schemas import LIVE_STATES
 from ..write.periodic import Periodic
-from ._backtest import held_open, instants
+from ._backtest import held_open, instants, walk
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
 from ._fleet import Fleet, JobFacts
@@ -110,21 +110,18 @@ class AlertService:
         last = self.store.last_evaluation()
         since = t - horizon if last is None else max(last, t - horizon)
         jobs = [j for j in load_facts(self.engine, since - horizon) if j.end <= t]
-        fleet = Fleet(jobs)
-        replayed = [r for r in self.rules.enabled() if r.replayable]
-        names = {r.name for r in replayed}
+        names = {r.name for r in self.rules.enabled() if r.replayable}
         points = [p for p in instants(jobs, self.rules, since, t) if p < t]
 
         def mine() -> dict[tuple[str, str], Alert]:  # live-only rules' alerts are left alone
             return {k: a for k, a in self.store.active().items() if a.rule in names}
 
         active = mine()
-        for p in points:
-            findings = [f for rule in replayed for f in evaluate(rule, fleet, p, False, active)]
-            changed = advance(active, findings, p, self.dashboard_url)
-            if changed:
+        for p, _, changed in walk(Fleet(jobs), self.rules, points, active, self.dashboard_url):
+            if changed:  # stored, then read back: the next instant updates them by their ids
                 self.store.save(changed, evaluated_at=p)
-                active = mine()
+                active.clear()
+                active.update(mine())
         return len(points)
 
     def deliver_once(self, now: float | None = None) -> int:
