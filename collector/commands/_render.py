@@ -190,11 +190,6 @@ def _lost_table(job: JobJSON) -> Table | None:
     return t
 
 
-def _attempts_table(job: JobJSON) -> Table:
-    """One row per attempt; columns wrap between words, never cutting one."""
-    return wide_table("Attempts (rank: the critical rank)", _ATTEMPT_COLUMNS, _attempt_rows(job))
-
-
 _ATTEMPT_COLUMNS = ("#", "allocated", "first batch", "end", "end reason", "cause", "rank")
 
 
@@ -213,19 +208,13 @@ def _attempt_rows(job: JobJSON) -> list[tuple[str, ...]]:
     ]
 
 
-def _least_widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
-    """Each column's narrowest width that cuts no word (a word over 10 characters folds)."""
-    return [
-        min(max(map(len, [w for r in rows for w in r[i].split()] + col.split()), default=1), 10)
-        for i, col in enumerate(headers)
-    ]
-
-
 def wide_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """A table whose columns wrap between words; a word is folded, never cut."""
+    """A table whose columns wrap between words; a word is folded, never cut (each column at
+    least as wide as its longest word, up to 10: a longer one folds)."""
     table = Table(title=title, title_justify="left")
-    for col, least in zip(headers, _least_widths(headers, rows), strict=True):
-        table.add_column(col, overflow="fold", min_width=least)
+    for i, col in enumerate(headers):
+        words = [w for r in rows for w in r[i].split()] + col.split()
+        table.add_column(col, overflow="fold", min_width=min(max(map(len, words), default=1), 10))
     for row in rows:
         table.add_row(*row)
     return table
