@@ -23,6 +23,9 @@ class OtlpReceiver:
     """``with OtlpReceiver(status=200) as rx:`` serves on ``rx.url`` until the block ends."""
 
     status: int = 200
+    body: bytes = b""
+    """What every answer carries (an OTLP partial success, an error page)."""
+    content_type: str = "application/x-protobuf"
     requests: list[Request] = field(default_factory=list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
@@ -36,9 +39,10 @@ class OtlpReceiver:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 receiver.requests.append(Request(self.path, headers, body))
                 self.send_response(receiver.status)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
+                self.send_header("content-type", receiver.content_type)
+                self.send_header("content-length", str(len(receiver.body)))
                 self.end_headers()
+                self.wfile.write(receiver.body)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass

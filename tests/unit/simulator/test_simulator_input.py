@@ -225,23 +225,10 @@ def test_the_sender_takes_a_full_traces_url_and_names_an_html_answer() -> None:
         assert sink.delivered == 3
         sink.close()
 
-    class Html(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            page = b"<!DOCTYPE html>\n<html><body>\n<h1>Error 501</h1>\n</body></html>\n"
-            self.send_response(501)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Html)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(SendError) as caught:
-            EndpointSink(f"http://127.0.0.1:{server.server_port}").send(b"", 1)
-    finally:
-        server.shutdown()
+    page = b"<!DOCTYPE html>\n<html><body>\n<h1>Error 501</h1>\n</body></html>\n"
+    with (
+        OtlpReceiver(status=501, body=page, content_type="text/html") as html,
+        pytest.raises(SendError) as caught,
+    ):
+        EndpointSink(html.url).send(b"", 1)
     assert "\n" not in str(caught.value) and "an HTML page" in str(caught.value)
