@@ -28,16 +28,12 @@ class HttpStatus:
         self.rejected = 0
         """Spans the collector took the batch of but rejected (OTLP partial success)."""
 
-    def record(self, status: int | None, response: Any = None) -> None:
+    def record(self, status: int | None, rejected: int = 0) -> None:
+        """One request: its status (``None``: no answer) and the spans its answer rejected."""
         self.count += 1
         self.last = status
         self.failing = status is None or status in RETRYABLE_STATUS
-        if status is not None and 200 <= status < 300 and response is not None:
-            try:
-                content, ctype = response.content, response.headers.get("content-type", "")
-            except Exception:  # a response of another shape: nothing to read
-                return
-            self.rejected += report_partial_success(content, ctype, str(response.url))
+        self.rejected += rejected
 
     def session(self) -> Any:
         """A ``requests.Session`` that records here (``None`` without ``requests``)."""
@@ -54,7 +50,7 @@ class HttpStatus:
                 except requests.RequestException:
                     record(None)
                     raise
-                record(response.status_code, response)
+                record(response.status_code, rejected_in(response))
                 return response
 
         return WatchedSession()
@@ -79,6 +75,18 @@ def refusal(endpoint: str, status: int) -> str:
         f"ETT collector {endpoint} answered HTTP {status}, which OTLP does not retry: "
         "the batch of spans is dropped"
     )
+
+
+def rejected_in(response: Any) -> int:
+    """The spans a ``requests`` answer of 2xx says it rejected (:func:`report_partial_success`;
+    0 for another status or a response of another shape)."""
+    try:
+        if not 200 <= response.status_code < 300:
+            return 0
+        content, ctype = response.content, response.headers.get("content-type", "")
+    except Exception:
+        return 0
+    return report_partial_success(content, ctype, str(response.url))
 
 
 def partial_success(content: bytes, content_type: str) -> tuple[int, str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ._answers import RETRYABLE_STATUS, HttpStatus, refusal
+from ._answers import RETRYABLE_STATUS, HttpStatus, refusal, rejected_in
 from ._config import Identity
 from ._errors import log_once
 from ._spool import (
@@ -266,7 +266,7 @@ def fail_fast_session(status: HttpStatus) -> Any:
             except requests.RequestException as exc:
                 status.record(None)
                 raise CollectorAway("no answer: ETT keeps the spans in its spool") from exc
-            status.record(response.status_code, response)
+            status.record(response.status_code, rejected_in(response))
             if response.status_code in RETRYABLE_STATUS:
                 raise CollectorAway(f"HTTP {response.status_code}: ETT keeps the spans")
             return response

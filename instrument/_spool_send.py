@@ -80,6 +80,7 @@ class Sender:
 
     def send(self, body: bytes) -> int | None:
         code: int | None
+        rejected = 0
         try:  # the request too: a URL that is not http(s) raised here and ended the thread
             request = urllib.request.Request(
                 self.endpoint, data=body, headers=self._headers, method="POST"
@@ -87,13 +88,14 @@ class Sender:
             with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._tls) as r:
                 answer = r.read()
                 code = int(r.status)
-            report_partial_success(answer, r.headers.get("content-type", ""), self.endpoint)
+            ctype = r.headers.get("content-type", "")
+            rejected = report_partial_success(answer, ctype, self.endpoint)
         except urllib.error.HTTPError as exc:
             code = int(exc.code)
         except (OSError, ValueError):
             code = None
-        if self._status is not None:
-            self._status.record(code)
+        if self._status is not None:  # spans rejected from the spool are dropped ones too
+            self._status.record(code, rejected)
         self.last = code
         return code
 

@@ -228,3 +228,22 @@ def test_the_spool_sender_answers_none_for_a_url_it_cannot_send_to(endpoint: str
     from ett._spool_send import Sender
 
     assert Sender(endpoint, {}).send(b"") is None
+
+
+def test_spans_rejected_from_the_spool_count_as_dropped() -> None:
+    """The spool's sender said the collector's partial success but did not count it: spans
+    rejected on a delivery from disk were missing from dropped_spans."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    from ett._answers import HttpStatus
+    from tests.support.otlp_receiver import OtlpReceiver
+
+    answer = ExportTraceServiceResponse()
+    answer.partial_success.rejected_spans = 2
+    answer.partial_success.error_message = "2 spans rejected: span 'x' has ett.rank -1"
+    status = HttpStatus()
+    with OtlpReceiver(status=200, body=answer.SerializeToString()) as rx:
+        assert Sender(rx.url + "/v1/traces", {}, status=status).send(b"") == 200
+    assert status.rejected == 2 and status.count == 1
