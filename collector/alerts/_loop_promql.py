@@ -47,17 +47,26 @@ def expression(rule: Rule) -> str:
         return f"max by (model) (ett_model_straggler_score) >= {rule.min_score:g}"
     span = format_duration(rule.baseline_s - rule.window_s)
     off = format_duration(rule.window_s)
-    rate = "ett_model_samples_per_second_per_rank"
-    base = f"avg_over_time({rate}[{span}] offset {off})"
+    rate = _one("ett_model_samples_per_second_per_rank")
+    base = _one(f"avg_over_time(ett_model_samples_per_second_per_rank[{span}] offset {off})")
     days = (rule.baseline_s - rule.window_s) / GAUGE_WINDOW_S
-    base_jobs = f"avg_over_time(ett_model_performance_jobs[{span}] offset {off}) * {days:g}"
-    cost = f"ett_model_rank_seconds / 3600 * (1 - {rate} / {base})"
+    jobs = _one("ett_model_performance_jobs")
+    base_jobs = _one(f"avg_over_time(ett_model_performance_jobs[{span}] offset {off})")
+    cost = f"{_one('ett_model_rank_seconds')} / 3600 * (1 - {rate} / {base})"
     return (
         f"({base} / {rate} > {THROUGHPUT_RATIO:g})"
-        f" and on (model) (ett_model_performance_jobs >= {rule.min_jobs})"
-        f" and on (model) ({base_jobs} >= {rule.min_baseline_jobs})"
+        f" and on (model) ({jobs} >= {rule.min_jobs})"
+        f" and on (model) ({base_jobs} * {days:g} >= {rule.min_baseline_jobs})"
         f" and on (model) ({cost} >= {rule.min_gpu_hours_per_day:g})"
     )
+
+
+def _one(series: str) -> str:
+    """``series`` once per model: every collector process or replica that Prometheus scrapes
+    exports the same gauges from one database, under its own ``instance`` (and ``job``)
+    label, so the rule reads their maximum (they agree) and fires once per model, as the
+    regression rule's :func:`~.prometheus.fleet_sum` does."""
+    return f"max without (instance, job) ({series})"
 
 
 def description(rule: Rule) -> str:
