@@ -6,10 +6,14 @@ in turn, do not each hit the database) and sums them per (model, team) and windo
 is labelled by model, team and window (and component, cause or ``le``), never by job, so the
 number of series is bounded by
 
-    pairs x (3 windows x (11 + 11 components + 7 causes + 2 x 13 histogram series) + 2)
+    pairs x (3 windows x (11 + 12 components + 7 causes + 2 x 13 histogram series) + 2)
 
-where ``pairs`` is the number of (model, team) pairs with a job in the last 7 days: 167 series
-per pair, whatever the number of jobs (``SERIES_PER_PAIR``).
+where ``pairs`` is the number of (model, team) pairs with a job in the last 7 days: 170 series
+per pair, whatever the number of jobs (``SERIES_PER_PAIR``). Model and team names come from the
+emitters, so ``pairs`` is bounded too: past ``max_pairs`` (``ETT_METRICS_MAX_PAIRS``, 200) the
+pairs with the most wall seconds in the 7 days keep their labels and the others are summed into
+one pair, ``model="__other__", team="__other__"`` (fleet sums stay whole);
+``ett_fleet_pairs_folded`` says how many were, and the log says it once.
 
 The windowed figures are gauges: each scrape is a snapshot of the jobs that ended (or, live, last
 reported) in the window. TTS and TTR are histograms of those jobs (a snapshot too: read them with
@@ -18,6 +22,7 @@ reported) in the window. TTS and TTR are histograms of those jobs (a snapshot to
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -56,17 +61,27 @@ _RATIOS = (
     ("failure_ratio", "Failure / wall seconds of the window's jobs (0-1).", "failure"),
 )
 _PAIR = ["model", "team", "window"]
+OTHER = "__other__"
+"""The model and team of the pair the smallest pairs are summed into past ``max_pairs``."""
+
+log = logging.getLogger(__name__)
 
 
 class FleetMetrics(Collector):
     """The ``ett_fleet_*`` families (see the module docstring)."""
 
     def __init__(
-        self, engine: Engine, ttl_s: float = 5.0, clock: Callable[[], float] = time.time
+        self,
+        engine: Engine,
+        ttl_s: float = 5.0,
+        max_pairs: int = 200,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.ttl_s = ttl_s
+        self.max_pairs = max_pairs
         self.clock = clock
+        self._said = False
         self._lock = threading.Lock()
         self._cached: tuple[float, list[GaugeMetricFamily | HistogramMetricFamily]] | None = None
 
@@ -87,7 +102,9 @@ class FleetMetrics(Collector):
         pairs: dict[tuple[str, str], list[JobFacts]] = {}
         for j in jobs:
             pairs.setdefault((j.model, j.team), []).append(j)
+        pairs, folded = self._bounded(pairs)
         out = _Families()
+        out.folded.add_metric([], folded)
         for (model, team), members in sorted(pairs.items()):
             for window, length in WINDOWS.items():
                 inside = [j for j in members if t - length < j.end <= t]
@@ -96,6 +113,29 @@ class FleetMetrics(Collector):
                 count = sum(1 for j in members if j.state == state)
                 out.live.add_metric([model, team, state], count)
         return out.all()
+
+    def _bounded(
+        self, pairs: dict[tuple[str, str], list[JobFacts]]
+    ) -> tuple[dict[tuple[str, str], list[JobFacts]], int]:
+        """``pairs`` with at most ``max_pairs`` keys, and how many were summed into one."""
+        if len(pairs) <= self.max_pairs:
+            return pairs, 0
+        ranked = sorted(pairs, key=lambda p: (-sum(j.wall for j in pairs[p]), p))
+        kept = {p: pairs[p] for p in ranked[: self.max_pairs - 1]}
+        rest = ranked[self.max_pairs - 1 :]
+        kept.setdefault((OTHER, OTHER), []).extend(j for p in rest for j in pairs[p])
+        if not self._said:
+            self._said = True
+            log.warning(
+                "/metrics: %d (model, team) pairs had jobs in the last 7 days, more than "
+                "ETT_METRICS_MAX_PAIRS=%d; the %d with the least wall time are summed into "
+                'model="%s" (ett_fleet_pairs_folded says how many, each scrape)',
+                len(pairs),
+                self.max_pairs,
+                len(rest),
+                OTHER,
+            )
+        return kept, len(rest)
 
 
 class _Families:
@@ -134,6 +174,11 @@ class _Families:
             "Jobs running or presumed dead now.",
             labels=["model", "team", "state"],
         )
+        self.folded = GaugeMetricFamily(
+            "ett_fleet_pairs_folded",
+            '(model, team) pairs of the last 7 days summed into model="__other__" because '
+            "there were more than ETT_METRICS_MAX_PAIRS (0: none).",
+        )
 
     def add_window(
         self, labels: list[str], inside: list[JobFacts], t: float, length: float
@@ -165,7 +210,7 @@ class _Families:
     def all(self) -> list[GaugeMetricFamily | HistogramMetricFamily]:
         """The families in exposition order."""
         gauges = [*self.gauges.values(), self.restarts_max]
-        return [*gauges, self.lost, self.causes, self.tts, self.ttr, self.live]
+        return [*gauges, self.lost, self.causes, self.tts, self.ttr, self.live, self.folded]
 
 
 def _histogram(family: HistogramMetricFamily, labels: list[str], values: list[float]) -> None:
@@ -178,4 +223,4 @@ def _le(bound: float) -> str:
     return f"{bound:g}" if bound != int(bound) else f"{int(bound)}.0"
 
 
-__all__ = ["SERIES_PER_PAIR", "TIME_BUCKETS", "FleetMetrics"]
+__all__ = ["OTHER", "SERIES_PER_PAIR", "TIME_BUCKETS", "FleetMetrics"]

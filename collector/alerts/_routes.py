@@ -59,7 +59,7 @@ def install(
         settings.dashboard_url,
         leader=leader,
     )
-    register_metrics(FleetMetrics(engine, settings.metrics_cache_s))
+    register_metrics(FleetMetrics(engine, settings.metrics_cache_s, settings.metrics_max_pairs))
 
     async def alerts_route(request: Request) -> Response:
         p = request.query_params

@@ -10,11 +10,14 @@ processes get them back through the environment.
   are sent);
 - ``ETT_DASHBOARD_URL``: the dashboard's base URL, for the links in alerts (default
   ``http://127.0.0.1:8501``; a job's page is ``{url}/job?job=ID``);
-- ``ETT_METRICS_CACHE_S``: how long a scrape's fleet metrics are reused (default 5).
+- ``ETT_METRICS_CACHE_S``: how long a scrape's fleet metrics are reused (default 5);
+- ``ETT_METRICS_MAX_PAIRS``: the most (model, team) pairs, and models, that ``/metrics`` labels
+  (default 200); the rest are summed into one ``model="__other__"`` pair.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,10 +32,13 @@ class AlertConfigError(ValueError):
 
 RULES, INTERVAL = "ETT_ALERT_RULES", "ETT_ALERT_INTERVAL_S"
 ALERTMANAGER, DASHBOARD = "ETT_ALERTMANAGER_URL", "ETT_DASHBOARD_URL"
-METRICS_CACHE = "ETT_METRICS_CACHE_S"
+METRICS_CACHE, MAX_PAIRS = "ETT_METRICS_CACHE_S", "ETT_METRICS_MAX_PAIRS"
 MIN_INTERVAL_S = 1.0
 """The shortest time between two evaluations (``--alert-interval 1ms`` ran them back to back)."""
 DEFAULT_METRICS_CACHE_S = 5.0
+DEFAULT_MAX_PAIRS = 200
+"""The most (model, team) pairs ``/metrics`` labels: 170 series a pair (``SERIES_PER_PAIR``),
+so at most 34,000 fleet series, whatever the model and team names the emitters send."""
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
@@ -43,9 +49,18 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise AlertConfigError(f"{name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise AlertConfigError(f"{name} must be positive, got {raw!r}")
+    if not 0 < value < math.inf:
+        raise AlertConfigError(f"{name} must be a positive, finite number of seconds, got {raw!r}")
     return value
+
+
+def _pairs(env: Mapping[str, str]) -> int:
+    raw = (env.get(MAX_PAIRS) or "").strip()
+    if not raw:
+        return DEFAULT_MAX_PAIRS
+    if not raw.isdigit() or int(raw) < 1:
+        raise AlertConfigError(f"{MAX_PAIRS} must be a whole number of 1 or more, got {raw!r}")
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,7 @@ class AlertSettings:
     alertmanager_url: str | None = None
     dashboard_url: str = DEFAULT_DASHBOARD_URL
     metrics_cache_s: float = DEFAULT_METRICS_CACHE_S
+    metrics_max_pairs: int = DEFAULT_MAX_PAIRS
 
     def __post_init__(self) -> None:
         for name, url in (
@@ -88,12 +104,14 @@ class AlertSettings:
             alertmanager_url=env.get(ALERTMANAGER) or None,
             dashboard_url=env.get(DASHBOARD) or DEFAULT_DASHBOARD_URL,
             metrics_cache_s=_seconds(env, METRICS_CACHE, DEFAULT_METRICS_CACHE_S),
+            metrics_max_pairs=_pairs(env),
         )
 
     def environment(self) -> dict[str, str]:
         """The variables that give a worker process these settings (``ett serve --workers``)."""
         env = {INTERVAL: repr(self.interval_s), DASHBOARD: self.dashboard_url}
         env[METRICS_CACHE] = repr(self.metrics_cache_s)
+        env[MAX_PAIRS] = str(self.metrics_max_pairs)
         if self.rules_path is not None:
             env[RULES] = self.rules_path
         if self.alertmanager_url is not None:

@@ -76,7 +76,7 @@ def create_app(
     pipeline.read_only = settings.read_only  # reads never start a recompute there
     health = Health(settings, pipeline, metrics, disk, retention)
     app = Starlette(
-        routes=_routes(query, metrics, answer, ingest, health),
+        routes=_routes(query, metrics, answer, ingest, health, _max_models(settings)),
         lifespan=_lifespan(pipeline, retention),
         # an outage no route answered itself (/metrics, the alerts, a job's cache check): 503
         exception_handlers=dict.fromkeys(_DATABASE_ERRORS, outage_answer),
@@ -96,6 +96,13 @@ def create_app(
     return app
 
 
+def _max_models(settings: Settings) -> int:
+    """How many models the ``ett_model_*`` gauges label (``ETT_METRICS_MAX_PAIRS``)."""
+    from ..alerts.settings import AlertSettings
+
+    return (settings.alerts or AlertSettings.from_env()).metrics_max_pairs
+
+
 def _guarded(handler: Handler) -> Handler:
     return handler  # tokens are checked in front of every route (AuthMiddleware, _auth.py)
 
@@ -106,6 +113,7 @@ def _routes(
     answer: ReadAnswers,
     ingest: TraceIngest,
     health: Health,
+    max_models: int,
 ) -> list[BaseRoute]:
     """Every route but the alerts' (``alerts/_routes.py`` adds those), in the order matched."""
     reads = ReadRoutes(query, answer)
@@ -113,7 +121,7 @@ def _routes(
     views: dict[str, Handler] = {"": _guarded(reads.job), "segments": _guarded(reads.segments)}
     views["performance"] = _guarded(performance_view(query, answer))  # issue 26
     models = ModelPerformance(query)  # issue 26: per-model slow time, page and /metrics
-    metrics.register_shared(ModelPerformanceMetrics(models))
+    metrics.register_shared(ModelPerformanceMetrics(models, max_models))
     for route in overview:  # the job views the dashboards added (activity)
         if route.path.startswith(JOB_PREFIX):
             views[route.path.rsplit("/", 1)[1]] = route.endpoint

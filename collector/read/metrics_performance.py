@@ -16,7 +16,9 @@ reused for 30 s and each job's facts once per recompute of its figures):
 The exported PromQL of the loop's alert kinds reads them (``collector/alerts/prometheus.py``).
 
 The only label is ``model`` (``""`` for jobs without one): one series per model and family,
-whatever the number of jobs.
+whatever the number of jobs. Past ``max_models`` models (``ETT_METRICS_MAX_PAIRS``, 200) the
+ones with the most jobs keep their series and the others are left out (a median cannot be
+summed); ``ett_model_performance_models_left_out`` says how many.
 """
 
 from __future__ import annotations
@@ -80,8 +82,9 @@ GAUGES: tuple[tuple[str, Callable[[dict[str, Any]], float | None], str], ...] = 
 class ModelPerformanceMetrics(Collector):
     """The ``ett_model_*`` families (see the module docstring)."""
 
-    def __init__(self, models: ModelPerformance) -> None:
+    def __init__(self, models: ModelPerformance, max_models: int = 200) -> None:
         self.models = models
+        self.max_models = max_models
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return []  # no read at registration: the families are built at scrape time
@@ -96,13 +99,21 @@ class ModelPerformanceMetrics(Collector):
                 log.warning("per-model performance gauges not computed", exc_info=True)
             return
         families = {n: GaugeMetricFamily(n, text, labels=["model"]) for n, _, text in GAUGES}
-        for row in rows:
+        ranked = sorted(rows, key=lambda row: (-(row["jobs"] or 0), row["model"] or ""))
+        left_out = GaugeMetricFamily(
+            "ett_model_performance_models_left_out",
+            "Models of the last 24 h past ETT_METRICS_MAX_PAIRS (the ones with the fewest jobs) "
+            "whose ett_model_* series are left out (0: none).",
+            value=max(0, len(rows) - self.max_models),
+        )
+        for row in ranked[: self.max_models]:
             label = [row["model"] or ""]
             for name, value, _ in GAUGES:
                 figure = value(row)
                 if figure is not None:  # a figure a model's jobs do not have: no sample
                     families[name].add_metric(label, figure)
         yield from families.values()
+        yield left_out
 
 
 __all__ = ["WINDOW", "ModelPerformanceMetrics"]

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ett_collector.alerts.settings import AlertSettings
 from ett_collector.api import create_app
 from ett_collector.read.performance_models import ModelPerformance
 from ett_collector.read.query import Query
@@ -36,9 +37,10 @@ def db(tmp_path: Path) -> str:
     return url
 
 
-def _get(url: str, paths: list[str]) -> list[httpx.Response]:
+def _get(url: str, paths: list[str], max_models: int = 200) -> list[httpx.Response]:
     store = Store(url)
-    app = create_app(Settings(db_url=url), Pipeline(store))
+    alerts = AlertSettings(metrics_max_pairs=max_models)
+    app = create_app(Settings(db_url=url, alerts=alerts), Pipeline(store))
 
     async def read() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)
@@ -93,6 +95,19 @@ def test_metrics_carry_per_model_gauges_labelled_by_model_only(db: str) -> None:
     names = ("ett_model_slow_seconds", "ett_model_slow_ratio", "ett_model_performance_jobs")
     for name in (*names, "ett_model_straggler_score", "ett_model_rank_seconds"):
         assert all(set(s.labels) == {"model"} for s in families[name].samples), name
+
+
+def test_models_past_the_bound_are_left_out_and_counted(db: str) -> None:
+    (whole,) = _get(db, ["/metrics"])
+    (bounded,) = _get(db, ["/metrics"], max_models=1)
+    counts = []
+    for text in (whole.text, bounded.text):
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        (left_out,) = families["ett_model_performance_models_left_out"].samples
+        jobs = families["ett_model_performance_jobs"].samples
+        counts.append((left_out.value, {s.labels["model"]: s.value for s in jobs}))
+    assert counts[0] == (0, {"fast": 2, "slowpoke": 2})
+    assert counts[1] == (1, {"fast": 2})  # two jobs each: the first name is kept
 
 
 def test_job_facts_are_read_once_per_recompute(db: str) -> None:

@@ -21,6 +21,7 @@ ALERT_VARIABLES = (
     "ETT_ALERTMANAGER_URL",
     "ETT_DASHBOARD_URL",
     "ETT_METRICS_CACHE_S",
+    "ETT_METRICS_MAX_PAIRS",
 )
 
 
@@ -59,7 +60,7 @@ def test_an_option_is_laid_over_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_bad_option_is_refused_in_the_variables_words() -> None:
-    with pytest.raises(CliError, match="alert rules: ETT_ALERT_INTERVAL_S must be positive"):
+    with pytest.raises(CliError, match="alert rules: ETT_ALERT_INTERVAL_S must be a positive"):
         _served(_args(alert_interval="0s"))
     with pytest.raises(CliError, match=r"ETT_ALERT_INTERVAL_S must be at least 1 s, got '0\.001'"):
         _served(_args(alert_interval="1ms"))
