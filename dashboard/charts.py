@@ -131,14 +131,24 @@ def pct_lines(df: pd.DataFrame, column: str, title: str) -> ChartLike:
     )
 
 
-def lost_stacked(df: pd.DataFrame) -> ChartLike:
-    """Lost GPU-hours per bucket ``t``, stacked by component."""
+BAR_GAP = 0.08
+"""The share of a bucket left blank after its bar, so that neighbouring buckets stay apart."""
+
+
+def lost_stacked(df: pd.DataFrame, bucket_s: float = 86400.0) -> ChartLike:
+    """Lost GPU-hours per bucket ``t`` (``bucket_s`` long), stacked by component. Each bar
+    spans its bucket (a day's bar was a hairline on a time axis of a week); a day's axis names
+    days, an hour's hours."""
+    df = df.assign(t_end=df["t"] + pd.Timedelta(seconds=bucket_s * (1 - BAR_GAP)))
+    days = bucket_s >= 86400
+    ticks: dict[str, Any] = {"tickCount": {"interval": "day", "step": 1}} if days else {}
     return chart(
         df,
         "bar",
         "Lost GPU-hours by component over time",
         280,
-        x=_TIME,
+        x=utc_x("t:T", axis=alt.Axis(format="%b %d" if days else "%H:%M", **ticks)),
+        x2="t_end:T",
         y=alt.Y("sum(lost_gpu_h):Q", title="GPU-hours", stack="zero"),
         color=_component_color(df["component"]),
         tooltip=[_FROM, "component:N", _GPU_H],

@@ -71,7 +71,7 @@ def _trends(series: pd.DataFrame, data: dict[str, Any], by: str) -> None:
     lost = _frame(data["lost_by_component"])
     if not lost.empty:
         left, right = st.columns([3, 2])
-        left.altair_chart(charts.lost_stacked(lost), width="stretch")
+        left.altair_chart(charts.lost_stacked(lost, data["bucket_s"]), width="stretch")
         right.altair_chart(charts.lost_ranked(pd.DataFrame(data["components"])), width="stretch")
 
 

@@ -44,6 +44,22 @@ def test_component_legend_wraps_so_every_entry_shows() -> None:
     assert domain == COMPONENTS
 
 
+@pytest.mark.parametrize(("bucket_s", "fmt"), [(86400.0, "%b %d"), (3600.0, "%H:%M")])
+def test_lost_bars_span_their_bucket(bucket_s: float, fmt: str) -> None:
+    t = pd.Timestamp("2026-12-01", tz="UTC")
+    df = pd.DataFrame({"t": [t, t], "component": ["data", "eval"], "lost_gpu_h": [1.0, 2.0]})
+    chart = charts.lost_stacked(df, bucket_s)
+    spec = _spec(chart)
+    assert spec["encoding"]["x2"]["field"] == "t_end"
+    axis = spec["encoding"]["x"]["axis"]
+    assert axis["format"] == fmt
+    if bucket_s == 86400.0:  # one tick a day: a 12-hour tick named the same day twice
+        assert axis["tickCount"] == {"interval": "day", "step": 1}
+    assert spec["encoding"]["x"]["scale"]["type"] == "utc"
+    width = chart.data["t_end"] - chart.data["t"]
+    assert (width == pd.Timedelta(seconds=bucket_s * (1 - charts.BAR_GAP))).all()
+
+
 def test_timeline_labels_every_lane() -> None:
     t = pd.Timestamp("2026-12-01", tz="UTC")
     df = pd.DataFrame(
