@@ -215,6 +215,29 @@ def gantt(
     )
 
 
+LABEL_GAP = 0.08
+"""The least share of a timeline's span between two attempt labels: closer ones overlapped
+("attempt 0" and "attempt 1" of a restart 20 minutes into an 8-hour job read "atteampt01");
+an attempt without its label keeps its rule, named in the rule's tooltip."""
+
+
+def _spaced(starts: pd.DataFrame, span: pd.Timedelta) -> pd.DataFrame:
+    """The rows of ``starts`` (sorted by ``start``) whose label has room after the previous."""
+    keep, last = [], None
+    for i, start in enumerate(starts["start"]):
+        if last is None or start - last >= span * LABEL_GAP:
+            keep.append(i)
+            last = start
+    return starts.iloc[keep]
+
+
+def _clock_format(df: pd.DataFrame) -> str:
+    """The time axis's labels: the clock within a day, the date too past one (Vega-Lite's own
+    mixed "03 AM" and "03:30")."""
+    span = df["end"].max() - df["start"].min()
+    return "%H:%M" if span <= pd.Timedelta(days=1) else "%b %d %H:%M"
+
+
 def timeline(df: pd.DataFrame) -> ChartLike:
     """The job's segments as a Gantt chart: one lane per category, coloured by component,
     a dashed rule and a label at each attempt's start.
@@ -234,14 +257,19 @@ def timeline(df: pd.DataFrame) -> ChartLike:
             _tip("end:T", fmt="%H:%M:%S UTC"),
         ],
         bar_height=22,
+        time_format=_clock_format(df),
     )
     starts = df.groupby("attempt", as_index=False).agg(start=("start", "min"))
     starts["label"] = "attempt " + starts["attempt"].astype(str)
     rules = chart(
-        starts, "rule", mark_args={"strokeDash": [4, 3], "color": "#555"}, x=utc_x("start:T")
+        starts,
+        "rule",
+        mark_args={"strokeDash": [4, 3], "color": "#555"},
+        x=utc_x("start:T"),
+        tooltip=["label:N", _tip("start:T", "allocated", "%Y-%m-%d %H:%M:%S UTC")],
     )
     labels = chart(
-        starts,
+        _spaced(starts, df["end"].max() - df["start"].min()),
         "text",
         mark_args={"align": "left", "dx": 3, "dy": -6, "color": "#333"},
         x=utc_x("start:T"),

@@ -86,6 +86,38 @@ def test_timeline_labels_every_lane() -> None:
     assert bars["mark"]["height"] < charts.LANE_STEP
 
 
+def _attempts(hours: float, restarts_min: list[float]) -> pd.DataFrame:
+    """A job of ``hours`` whose attempts start at 0 and ``restarts_min`` minutes in."""
+    t = pd.Timestamp("2026-12-01", tz="UTC")
+    starts = [t + pd.Timedelta(minutes=m) for m in [0.0, *restarts_min]]
+    ends = [*starts[1:], t + pd.Timedelta(hours=hours)]
+    n = len(starts)
+    return pd.DataFrame(
+        {"start": starts, "end": ends, "category": ["productive"] * n}
+        | {"component": ["productive"] * n, "kind": ["train"] * n}
+        | {
+            "attempt": list(range(n)),
+            "seconds": [(e - s).total_seconds() for s, e in zip(starts, ends)],
+        }
+    )
+
+
+def test_timeline_labels_only_attempts_with_room() -> None:
+    # a restart 20 min into an 8.5 h job: its label overlapped the first ("atteampt01")
+    spec = _spec(charts.timeline(_attempts(8.5, [20.0, 240.0])))
+    rules, labels = spec["layer"][1], spec["layer"][2]
+    shown = [row["label"] for row in spec["datasets"][labels["data"]["name"]]]
+    assert shown == ["attempt 0", "attempt 2"]
+    assert len(spec["datasets"][rules["data"]["name"]]) == 3  # every attempt keeps its rule
+    assert any(t.get("field") == "label" for t in rules["encoding"]["tooltip"])
+
+
+@pytest.mark.parametrize(("hours", "fmt"), [(8.5, "%H:%M"), (30.0, "%b %d %H:%M")])
+def test_timeline_axis_reads_one_clock(hours: float, fmt: str) -> None:
+    spec = _spec(charts.timeline(_attempts(hours, [])))
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["format"] == fmt
+
+
 @pytest.mark.parametrize(
     ("per_s", "shown"),
     [
