@@ -37,12 +37,13 @@ def gpu_hours(value: float | None) -> str:
 
 def rate(per_s: float | None, unit: str = "samples") -> str:
     """``812 samples/s``, ``135k samples/s``, ``1.08M samples/s``: three figures at most, so a
-    headline card never cuts it; an em dash when unknown."""
+    headline card never cuts it (``unit=""``: the bare figure, ``64.2k``, for a card whose
+    label names the unit); an em dash when unknown."""
     if per_s is None or per_s != per_s:
         return "—"
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(per_s) >= size:
             scaled = per_s / size
             digits = 0 if abs(scaled) >= 100 else 1 if abs(scaled) >= 10 else 2
-            return f"{scaled:.{digits}f}{suffix} {unit}/s"
-    return f"{per_s:.0f} {unit}/s"
+            return f"{scaled:.{digits}f}{suffix}" + (f" {unit}/s" if unit else "")
+    return f"{per_s:.0f}" + (f" {unit}/s" if unit else "")

@@ -82,8 +82,8 @@ def _metrics(perf: dict[str, Any]) -> None:
     )
     m[3].metric("Slow share", fmt.pct(perf["slow_pct"]), help="slow time / productive time")
     m[4].metric(
-        "Throughput",
-        fmt.rate(perf.get("samples_per_s")),
+        "Samples/s",
+        fmt.rate(perf.get("samples_per_s"), unit=""),
         help="samples per second of all ranks together over the loop's seconds (the chart "
         "beside it is per rank)",
     )

@@ -231,11 +231,16 @@ def _spaced(starts: pd.DataFrame, span: pd.Timedelta) -> pd.DataFrame:
     return starts.iloc[keep]
 
 
-def _clock_format(df: pd.DataFrame) -> str:
-    """The time axis's labels: the clock within a day, the date too past one (Vega-Lite's own
-    mixed "03 AM" and "03:30")."""
-    span = df["end"].max() - df["start"].min()
+def clock_format(times: pd.Series) -> str:
+    """A time axis's labels for ``times``: the clock within a day, the date too past one
+    (Vega-Lite's own mixed "03 AM" with "03:30")."""
+    span = times.max() - times.min() if len(times) else pd.Timedelta(0)
     return "%H:%M" if span <= pd.Timedelta(days=1) else "%b %d %H:%M"
+
+
+def clock_x(field: str, times: pd.Series) -> alt.X:
+    """A UTC time ``x`` channel whose labels read :func:`clock_format` of ``times``."""
+    return utc_x(field, axis=alt.Axis(format=clock_format(times)))
 
 
 def timeline(df: pd.DataFrame) -> ChartLike:
@@ -257,7 +262,7 @@ def timeline(df: pd.DataFrame) -> ChartLike:
             _tip("end:T", fmt="%H:%M:%S UTC"),
         ],
         bar_height=22,
-        time_format=_clock_format(df),
+        time_format=clock_format(pd.concat([df["start"], df["end"]])),
     )
     starts = df.groupby("attempt", as_index=False).agg(start=("start", "min"))
     starts["label"] = "attempt " + starts["attempt"].astype(str)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .charts import ChartLike, _tip, chart, ranked_bars, utc_x
+from .charts import ChartLike, _tip, chart, clock_x, ranked_bars
 
-_TIME = utc_x("t:T")
 _FROM = _tip("t:T", "from", "%Y-%m-%d %H:%M:%S UTC")
 BAND_COLOR = "#1f77b4"
 IDEAL_COLOR = "#2ca02c"
@@ -32,6 +31,7 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
     """
     title = "Throughput per rank (samples / s)"
     y = alt.Y("samples_per_s:Q", title="samples / s per rank")
+    time = clock_x("t:T", band["t"] if df.empty else df["t"])
     if not df.empty:
         return chart(
             df,
@@ -39,9 +39,11 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
             title,
             HEIGHT,
             {"point": False},
-            x=_TIME,
+            x=time,
             y=y,
             color=alt.Color("rank:N", title=None, legend=alt.Legend(orient="right")),
+            # ranks that step alike draw one line over another: a dash per rank keeps each seen
+            strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="right")),
             detail=_SEGMENT,
             tooltip=[_FROM, "rank:N", _tip("samples_per_s:Q", "samples / s", ",.1f")],
         )
@@ -49,7 +51,7 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
         band,
         "area",
         mark_args={"opacity": 0.25, "color": BAND_COLOR},
-        x=_TIME,
+        x=time,
         y=alt.Y("min:Q", title="samples / s per rank"),
         y2="max:Q",
         detail=_SEGMENT,
@@ -61,7 +63,7 @@ def throughput(df: pd.DataFrame, band: pd.DataFrame) -> ChartLike:
         ],
     )
     line = chart(
-        band, "line", mark_args={"color": BAND_COLOR}, x=_TIME, y="median:Q", detail=_SEGMENT
+        band, "line", mark_args={"color": BAND_COLOR}, x=time, y="median:Q", detail=_SEGMENT
     )
     return alt.LayerChart(layer=[area, line], height=HEIGHT, title=f"{title}: band and median")
 
@@ -70,11 +72,12 @@ def step_time(df: pd.DataFrame, ideal_s: float | None) -> ChartLike:
     """The median rank's step time per bucket (``df``: ``t``, ``step_ms``), with the ideal
     step time as a dashed rule."""
     title = "Step time (ms) against the ideal step (dashed)"
+    time = clock_x("t:T", df["t"])
     line = chart(
         df,
         "line",
         mark_args={"point": True},
-        x=_TIME,
+        x=time,
         y=alt.Y(
             "step_ms:Q",
             title="ms per step",

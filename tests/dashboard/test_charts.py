@@ -97,7 +97,7 @@ def _attempts(hours: float, restarts_min: list[float]) -> pd.DataFrame:
         | {"component": ["productive"] * n, "kind": ["train"] * n}
         | {
             "attempt": list(range(n)),
-            "seconds": [(e - s).total_seconds() for s, e in zip(starts, ends)],
+            "seconds": [(e - s).total_seconds() for s, e in zip(starts, ends, strict=True)],
         }
     )
 
@@ -133,6 +133,19 @@ def test_a_rate_fits_a_headline_card(per_s: float | None, shown: str) -> None:
     from ett_dashboard import _format as fmt
 
     assert fmt.rate(per_s) == shown
+    assert fmt.rate(per_s, unit="") == shown.removesuffix(" samples/s")
+
+
+def test_loop_charts_read_one_clock() -> None:
+    from ett_dashboard import loop_charts
+
+    t = pd.date_range("2026-12-01 03:00", periods=8, freq="h", tz="UTC")
+    steps = pd.DataFrame({"t": t, "step_ms": 250.0, "segment": 0})
+    spec = _spec(loop_charts.step_time(steps, 0.25))
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["format"] == "%H:%M"
+    band = pd.DataFrame({"t": t, "min": 1.0, "median": 2.0, "max": 3.0, "segment": 0})
+    spec = _spec(loop_charts.throughput(pd.DataFrame(), band))
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["format"] == "%H:%M"
 
 
 def test_a_percentage_axis_spans_its_values_within_0_and_100() -> None:
@@ -210,3 +223,15 @@ def test_time_axes_and_tooltips_read_utc() -> None:
     for layer in spec["layer"]:
         assert layer["encoding"]["x"]["scale"] == {"type": "utc"}
     assert '"utc": true' in text  # tooltip times in UTC
+
+
+def test_rank_lines_that_coincide_stay_apart() -> None:
+    from ett_dashboard import loop_charts
+
+    t = pd.date_range("2026-12-01 03:00", periods=4, freq="h", tz="UTC")
+    ranks = pd.DataFrame(
+        {"t": [*t, *t], "rank": ["rank 0"] * 4 + ["rank 1"] * 4, "samples_per_s": 5.0}
+        | {"segment": 0}
+    )
+    encoding = _spec(loop_charts.throughput(ranks, pd.DataFrame()))["encoding"]
+    assert encoding["strokeDash"]["field"] == encoding["color"]["field"] == "rank"

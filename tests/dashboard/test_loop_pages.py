@@ -62,7 +62,8 @@ def test_job_page_names_the_straggler_and_the_slow_time(api: Collector) -> None:
     assert m["Straggler rank"] == "rank 1"
     (straggler,) = [x for x in at.metric if x.label == "Straggler rank"]
     assert straggler.delta == "score 2.00×"
-    assert m["Throughput"] == fmt.rate(perf["samples_per_s"])  # three figures at most
+    # the bare figure, three digits at most: "64.2k samples/s" was cut to "64.2k s…" at 1400 px
+    assert m["Samples/s"] == fmt.rate(perf["samples_per_s"], unit="") == "608"
     assert any("Rank 1 (attempt 0) computes 2.00×" in c.value for c in at.caption)
     frames = _chart_frames(at)
     per_rank = [f for f in frames if "rank" in f.columns and "samples_per_s" in f.columns]
