@@ -43,9 +43,10 @@ def _component_scale(values: pd.Series) -> alt.Scale:
     return alt.Scale(domain=domain, range=colors)
 
 
-LEGEND_COLUMNS = 5
-"""Columns of a component legend below a chart: all 13 components fit in three rows of a
-half-width chart at 1400 px, where one row would be cut off."""
+LEGEND_COLUMNS = 4
+"""Columns of a component legend below a chart: one row was cut off at 1400 px, and five
+columns cut the last ones ("sh", "pu") off the Fleet page's lost-time chart in a 700 px window;
+four fit there, in four rows of all 13 components."""
 
 LANE_STEP = 34
 """Pixels per lane of a Gantt chart: room for every lane's label (a shorter lane loses it)."""
@@ -185,7 +186,7 @@ def lost_ranked(df: pd.DataFrame) -> ChartLike:
     ]
     x = alt.X("lost_gpu_h:Q", title="GPU-hours")
     color = _component_color(df["component"], legend=False)
-    title = "Lost GPU-hours by component, ranked"
+    title = "Lost GPU-hours, ranked"
     return ranked_bars(df, title, "component:N", x, tooltip, step=22, color=color)
 
 

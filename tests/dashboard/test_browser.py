@@ -75,7 +75,7 @@ def test_fleet_page(app: Any, page: Any, tmp_path: Path) -> None:
     prod = sum(r["productive_s"] for r in data["series"])
     wall = sum(r["wall_s"] for r in data["series"])
     assert metric(page, "Fleet ETT") == f"{100 * prod / wall:.1f} %"
-    wait_for_text(page, "Lost GPU-hours by component, ranked")
+    wait_for_text(page, "Lost GPU-hours, ranked")
     shot(page, tmp_path, "fleet")
 
 
