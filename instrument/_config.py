@@ -137,17 +137,7 @@ def _count(env: Mapping[str, str], name: str, least: int = 0) -> int | None:
     :data:`MAX_IDENTITY_NUMBER`: the collector rejects every span of a negative or huge
     attempt or rank, which was silent on the training side."""
     value = _int(env, name)
-    if value is not None and not least <= value <= MAX_IDENTITY_NUMBER:
-        log_once(
-            "config.range." + name,
-            "ignoring %s=%r: it must be from %d to %d",
-            name,
-            env.get(name),
-            least,
-            MAX_IDENTITY_NUMBER,
-        )
-        return None
-    return value
+    return _identity_number(value, least, f"{name}={env.get(name)!r}", "")
 
 
 def _finite(raw: str) -> float:
@@ -258,14 +248,22 @@ def _given(value: int | None, name: str, least: int = 0) -> int | None:
     or the default used instead) outside ``least`` to :data:`MAX_IDENTITY_NUMBER`: the
     collector rejects every span of such an attempt or rank, which the training side would
     not see."""
+    return _identity_number(
+        value, least, f"init({name}={value!r})", "; using the environment or the default"
+    )
+
+
+def _identity_number(value: int | None, least: int, given: str, then: str) -> int | None:
+    """``value``, or None (said once per ``given``) outside ``least`` to
+    :data:`MAX_IDENTITY_NUMBER`."""
     if value is not None and not least <= value <= MAX_IDENTITY_NUMBER:
         log_once(
-            "config.given." + name,
-            "ignoring init(%s=%r): it must be from %d to %d; using the environment or the default",
-            name,
-            value,
+            "config.range." + given,
+            "ignoring %s: it must be from %d to %d%s",
+            given,
             least,
             MAX_IDENTITY_NUMBER,
+            then,
         )
         return None
     return value

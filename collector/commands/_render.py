@@ -85,30 +85,30 @@ def checkpoint_rows(job: JobJSON) -> list[tuple[str, str]]:
     if restore is None or stats is None:  # figures stored before these existed
         note = "saves only; the checkpoint component below also counts restores"
         return [("checkpoint blocking", f"{duration(blocking)}  ({note})")]
-    rows = [("checkpoint blocking", f"{_fine(blocking)} while training")]
+    rows = [("checkpoint blocking", f"{fine(blocking)} while training")]
     n = stats["count"]
     if n:
         rows.append(
             (
                 "per save",
                 f"{n} save{'s' if n != 1 else ''}, any final one included: min "
-                f"{_fine(stats['min_s'])}, mean {_fine(stats['mean_s'])}, p95 "
-                f"{_fine(stats['p95_s'])}, max {_fine(stats['max_s'])}",
+                f"{fine(stats['min_s'])}, mean {fine(stats['mean_s'])}, p95 "
+                f"{fine(stats['p95_s'])}, max {fine(stats['max_s'])}",
             )
         )
-    rows.append(("checkpoint restore", _fine(restore)))
+    rows.append(("checkpoint restore", fine(restore)))
     component = job["lost_by_component"].get("checkpoint", 0.0)
     at_exit = component - blocking - restore
     if component > 0:
-        parts = f"blocking {_fine(blocking)} + restore {_fine(restore)}"
+        parts = f"blocking {fine(blocking)} + restore {fine(restore)}"
         if at_exit >= 0.0005:
-            parts += f" + {_fine(at_exit)} at exit (final save, persist wait)"
-        rows.append(("checkpoint component", f"{_fine(component)} = {parts}"))
+            parts += f" + {fine(at_exit)} at exit (final save, persist wait)"
+        rows.append(("checkpoint component", f"{fine(component)} = {parts}"))
     return rows
 
 
-def _fine(seconds: float | None) -> str:
-    """:func:`duration`, in milliseconds under a second."""
+def fine(seconds: float | None) -> str:
+    """:func:`duration`, in milliseconds under a second (``0.0 s`` read as nothing lost)."""
     if seconds is not None and abs(seconds) < 1.0:
         return f"{1000 * seconds:.0f} ms"
     return duration(seconds)

@@ -7,15 +7,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ._render import fine
+
 
 def _ms(seconds: Any) -> str:
     return f"{1000 * float(seconds):.1f} ms" if seconds is not None else "-"
-
-
-def _seconds(seconds: float) -> str:
-    """``12.3 s``; in milliseconds under a second (``0.0 s (0.2% of productive)`` read as
-    nothing lost)."""
-    return f"{1000 * seconds:.0f} ms" if abs(seconds) < 1.0 else f"{seconds:.1f} s"
 
 
 def _straggler(perf: dict[str, Any]) -> str:
@@ -51,7 +47,7 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
         pct = perf.get("slow_pct")
         t.add_row(
             "slow time",
-            _seconds(perf["slow_s"]) + (f"  ({pct:.1f}% of productive)" if pct is not None else ""),
+            fine(perf["slow_s"]) + (f"  ({pct:.1f}% of productive)" if pct is not None else ""),
         )
     rate = perf.get("samples_per_s")
     t.add_row("throughput", f"{rate:,.1f} samples/s" if rate is not None else "-")

@@ -303,9 +303,9 @@ def test_report_shows_expected_unsaved_and_explains_blocking(db_path: Path, caps
     job = _job(db_path, capsys)
     text = _render_text(job)
     assert f"expected unsaved {_render.duration(job['expected_unsaved_s'])}" in text
-    assert f"checkpoint blocking {_render._fine(job['checkpoint_blocking_s'])}" in text
-    assert f"checkpoint restore {_render._fine(job['checkpoint_restore_s'])}" in text
-    component = _render._fine(job["lost_by_component"]["checkpoint"])
+    assert f"checkpoint blocking {_render.fine(job['checkpoint_blocking_s'])}" in text
+    assert f"checkpoint restore {_render.fine(job['checkpoint_restore_s'])}" in text
+    component = _render.fine(job["lost_by_component"]["checkpoint"])
     assert f"checkpoint component {component} = blocking" in text
 
 
