@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import Engine
 
@@ -33,6 +33,22 @@ sent days after it ran, or spooled through an outage (recompute lag is seconds).
 REWALK_EVERY_S = 300.0
 """Late history is replayed at the first evaluation that sees no more of it arrive, or after
 this long while it keeps arriving (a long import)."""
+
+
+def reach(t: float, active: Mapping[tuple[str, str], Alert]) -> float:
+    """Since when the jobs must be read to evaluate at ``t``: the rules' longest window back,
+    and further for an open incident whose frozen baseline (``figures.baseline_until``, the
+    baseline window before it) lies further back. Reading only a week back, the frozen baseline
+    of an incident open for days lost its oldest jobs at every evaluation, until too few were
+    left to test and the incident could no longer resolve (a fixed regression kept firing),
+    where the backtest, reading from its start's week before, resolved it."""
+    horizon = max(WINDOWS.values())
+    frozen = (
+        float(a.figures["baseline_until"])
+        for a in active.values()
+        if isinstance(a.figures.get("baseline_until"), int | float)
+    )
+    return min([t, *frozen]) - horizon
 
 
 class AlertService:
@@ -72,11 +88,11 @@ class AlertService:
     def evaluate_once(self, t: float | None = None) -> list[Alert]:
         """Evaluate every enabled rule at ``t`` (default: now); returns the changed alerts."""
         t = self.clock() if t is None else t
-        horizon = max(WINDOWS.values())
-        jobs = load_facts(self.engine, t - horizon)
-        fleet = Fleet(jobs)
         active = self.store.active()
-        late = self._late(jobs, t)
+        jobs = load_facts(self.engine, reach(t, active))
+        fleet = Fleet(jobs)
+        horizon = max(WINDOWS.values())  # jobs read further back for a frozen baseline are
+        late = self._late([j for j in jobs if j.end > t - horizon], t)  # not late history
         if late:
             self._late_jobs += late
             self._late_since = t if self._late_since is None else self._late_since
@@ -109,7 +125,8 @@ class AlertService:
         horizon = max(WINDOWS.values())
         last = self.store.last_evaluation()
         since = t - horizon if last is None else max(last, t - horizon)
-        jobs = [j for j in load_facts(self.engine, since - horizon) if j.end <= t]
+        loaded = reach(since, self.store.active())
+        jobs = [j for j in load_facts(self.engine, loaded) if j.end <= t]
         names = {r.name for r in self.rules.enabled() if r.replayable}
         points = [p for p in instants(jobs, self.rules, since, t) if p < t]
 

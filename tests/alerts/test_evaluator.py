@@ -258,3 +258,35 @@ def test_late_history_the_arrival_would_fire_on_fires_at_the_backtests_instant(
     still = [(f.labels["model"], f.fired_at) for f in replayed if f.resolved_at is None]
     assert still and all(fired < now for _, fired in still)
     assert [(a.labels["model"], a.fired_at) for a in service.store.alerts("firing")] == still
+
+
+def test_an_incident_open_for_days_resolves_live_as_in_the_backtest(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An open incident keeps the baseline it was found against. The live evaluator read only
+    the last week of jobs, so that frozen baseline lost its oldest jobs at every evaluation;
+    after days too few were left to test, and a regression that was fixed kept firing (a probe:
+    still firing two days after the fix, where the backtest resolved it). It now reads back to
+    the frozen baseline's start and resolves where the backtest does."""
+    day = 24 * HOUR
+    start = 1_800_000_000.0
+    onset, stop, end = start + 8 * day, start + 15 * day, start + 18 * day
+    planted = Regress("dlrm", onset, stop)
+    load(store, list(fleet(start, 18 * 24, regress=planted, every_s=4 * HOUR)))
+    rules = load_rules()  # the shipped regression rule: 24 h against the 7 days before
+    service = AlertService(store.engine, rules, INTERVAL)
+    step = 2 * HOUR
+    t = onset - step
+    states: dict[str, list[float]] = {"firing": [], "resolved": []}
+    while t <= end:
+        for a in service.evaluate_once(t):
+            if a.labels.get("model") == "dlrm" and a.state.value in states:
+                states[a.state.value].append(t)
+        t += step
+    replayed = [
+        f for f in backtest(store.engine, rules, onset - day, end) if f.labels["model"] == "dlrm"
+    ]
+    assert len(replayed) == 1 and replayed[0].resolved_at is not None
+    assert stop < replayed[0].resolved_at < end
+    assert states["firing"] and abs(states["firing"][0] - replayed[0].fired_at) <= step
+    assert states["resolved"], "the fixed regression kept firing"
+    assert states["resolved"] == [states["resolved"][0]]  # once, and not opened again
+    assert abs(states["resolved"][0] - replayed[0].resolved_at) <= step
