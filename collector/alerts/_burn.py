@@ -9,8 +9,10 @@ thresholds of the shipped examples.
 - the burn rate over ``W`` is ``(1 - ETT(W)) / (1 - o)``: 1 spends the budget exactly over the
   SLO period, ``b`` spends it ``b`` times as fast;
 - the rule fires when the burn rate is above ``burn_rate`` over both the long and the short
-  window, with at least ``min_jobs`` jobs in the long window. A window without wall time has no
-  burn rate, and does not fire.
+  window, with at least ``min_jobs`` jobs in the long window and a job that trained in the
+  short one. A window without wall time has no burn rate, and does not fire; a short window of
+  standalone jobs alone (a publishing job, ETT 0 % by construction) says nothing about how the
+  training burns now, and does not fire either.
 
 The test is made on ETT: ``burn > b`` is ``ETT < 1 - b (1 - o)`` (:func:`ett_threshold`), one
 number that both evaluators compare against, so a figure on the edge falls the same way in
@@ -83,6 +85,8 @@ def findings(rule: Rule, fleet: Fleet, t: float) -> list[Finding]:
         short = fleet.sums(rule.by, key, t, short_s)
         if not ett(short) < limit:  # NaN (no job in the short window) does not fire
             continue
+        if not any(j.trained for j in fleet.members(rule.by, key, t, short_s)):
+            continue  # a standalone publishing job alone (ETT 0 %) says no training burns now
         now, recent = burn_rate(rule, long), burn_rate(rule, short)
         comp, share = _top_lost(short)
         long_comp, long_share = _top_lost(long)
@@ -138,6 +142,7 @@ def expression(rule: Rule) -> str:
         f" and on ({g}) ({long_ett} < {limit})"
         f" and on ({g}) ({short_ett} < {limit})"
         f" and on ({g}) ({_sum('jobs', lw, g)} >= {rule.min_jobs})"
+        f" and on ({g}) ({_sum('training_jobs', sw, g)} >= 1)"
     )
 
 

@@ -6,9 +6,9 @@ in turn, do not each hit the database) and sums them per (model, team) and windo
 is labelled by model, team and window (and component, cause or ``le``), never by job, so the
 number of series is bounded by
 
-    pairs x (3 windows x (11 + 12 components + 7 causes + 2 x 13 histogram series) + 2)
+    pairs x (3 windows x (12 + 12 components + 7 causes + 2 x 13 histogram series) + 2)
 
-where ``pairs`` is the number of (model, team) pairs with a job in the last 7 days: 170 series
+where ``pairs`` is the number of (model, team) pairs with a job in the last 7 days: 173 series
 per pair, whatever the number of jobs (``SERIES_PER_PAIR``). Model and team names come from the
 emitters, so ``pairs`` is bounded too: past ``max_pairs`` (``ETT_METRICS_MAX_PAIRS``, 200) the
 pairs with the most wall seconds in the 7 days keep their labels and the others are summed into
@@ -42,12 +42,18 @@ TIME_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7
 CAUSES: tuple[str, ...] = tuple(c.value for c in FailureCauseValues)
 
 SERIES_PER_PAIR = (
-    len(WINDOWS) * (11 + len(COMPONENTS) + len(CAUSES) + 2 * (len(TIME_BUCKETS) + 3)) + 2
+    len(WINDOWS) * (12 + len(COMPONENTS) + len(CAUSES) + 2 * (len(TIME_BUCKETS) + 3)) + 2
 )
 """The most series one (model, team) pair can have."""
 
 _GAUGES = (
     ("jobs", "Jobs that ended (or, live, last reported) in the window.", None),
+    (
+        "training_jobs",
+        "Jobs of the window that trained (reached a first batch); the others are standalone "
+        "jobs such as publishing.",
+        None,
+    ),
     ("wall_seconds", "Wall seconds of the window's jobs.", "wall"),
     ("productive_seconds", "Productive seconds of the window's jobs.", "productive"),
     ("idle_seconds", "Idle seconds of the window's jobs.", "idle"),
@@ -187,7 +193,8 @@ class _Families:
         g = self.gauges
         sums = {attr: sum(getattr(j, attr) for j in inside) for _, _, attr in _GAUGES if attr}
         g["jobs"].add_metric(labels, len(inside))
-        for name, _, attr in _GAUGES[1:]:
+        g["training_jobs"].add_metric(labels, sum(1 for j in inside if j.trained))
+        for name, _, attr in _GAUGES[2:]:
             assert attr is not None
             g[name].add_metric(labels, sums[attr])
         if sums["wall"]:  # no job time in the window: no ratio (0 read as "ETT 0 %")

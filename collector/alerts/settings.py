@@ -37,8 +37,8 @@ MIN_INTERVAL_S = 1.0
 """The shortest time between two evaluations (``--alert-interval 1ms`` ran them back to back)."""
 DEFAULT_METRICS_CACHE_S = 5.0
 DEFAULT_MAX_PAIRS = 200
-"""The most (model, team) pairs ``/metrics`` labels: 170 series a pair (``SERIES_PER_PAIR``),
-so at most 34,000 fleet series, whatever the model and team names the emitters send."""
+"""The most (model, team) pairs ``/metrics`` labels: 173 series a pair (``SERIES_PER_PAIR``),
+so at most 34,600 fleet series, whatever the model and team names the emitters send."""
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

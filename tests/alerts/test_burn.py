@@ -55,8 +55,10 @@ def _job(
     model: str = "dlrm-small",
     team: str = "ads",
     lost: dict[str, float] | None = None,
+    trained: bool = True,
 ) -> JobFacts:
     return JobFacts(
+        trained=trained,
         job_id=job_id,
         model=model,
         team=team,
@@ -193,20 +195,36 @@ def _promtool_fleets(test: dict[str, Any]) -> tuple[int, dict[int, list[JobFacts
     for phase in range(phases):
         jobs: list[JobFacts] = []
         for (model, team), figures in series.items():
-            inner = (0.0, 0.0, 0.0)
+            inner = (0.0, 0.0, 0.0, 0.0)
             for window, end in (("1h", T - 1800), ("24h", T - 12 * HOUR), ("7d", T - 72 * HOUR)):
                 if ("jobs", window) not in figures:
                     continue
-                total = tuple(
-                    figures[(m, window)][phase]
-                    for m in ("jobs", "wall_seconds", "productive_seconds")
+                trained = figures.get(("training_jobs", window), figures[("jobs", window)])
+                total = (
+                    *(
+                        figures[(m, window)][phase]
+                        for m in ("jobs", "wall_seconds", "productive_seconds")
+                    ),
+                    trained[phase],
                 )
-                n, wall, prod = (a - b for a, b in zip(total, inner, strict=True))
-                assert n >= 0 and (n > 0 or wall == prod == 0)
+                n, wall, prod, taught = (a - b for a, b in zip(total, inner, strict=True))
+                assert n >= 0 and (n > 0 or wall == prod == 0) and 0 <= taught <= n
                 for i in range(int(n)):  # the first job takes the remainders: sums stay exact
                     w = wall // n + (wall % n if i == 0 else 0)
                     p = prod // n + (prod % n if i == 0 else 0)
-                    jobs.append(_job(f"{model}-{window}-{i}", end - i, w, p, model, team))
+                    standalone = i < n - taught  # the region's first jobs did not train
+                    jobs.append(
+                        _job(
+                            f"{model}-{window}-{i}",
+                            end - i,
+                            w,
+                            p,
+                            model,
+                            team,
+                            None,
+                            not standalone,
+                        )
+                    )
                 inner = total
         fleets[phase] = jobs
     return phases, fleets
@@ -240,7 +258,7 @@ def test_the_evaluator_agrees_with_the_promtool_cases_of_the_export() -> None:
                 assert value is not None and f"{f.value:.1f}" == value.group(1), case
             checked += 1
             fired += len(found)
-    assert checked == 28 and fired == 9
+    assert checked == 32 and fired == 11
 
 
 @pytest.mark.parametrize(
