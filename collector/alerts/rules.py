@@ -325,6 +325,39 @@ def merge(defaults: RuleSet, user: RuleSet, source: str) -> RuleSet:
     return RuleSet(tuple(kept) + user.rules, source)
 
 
+def _strict_loader() -> type:
+    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
+    silently, so a second ``rules:`` dropped every rule above it and a second ``fdr:`` won."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"{key!r} is given twice (first on line {seen[key].line + 1})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """A YAML error as ``line L, column C: what`` (PyYAML's own text names a
+    ``"<unicode string>"`` where the file's name is meant)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return str(problem)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def parse_rules(text: str, source: str = "<rules>") -> RuleSet:
     """Parse and validate a rules document.
 
@@ -334,9 +367,9 @@ def parse_rules(text: str, source: str = "<rules>") -> RuleSet:
     import yaml
 
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_strict_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise RulesError(f"{source}: not valid YAML: {exc}") from exc
+        raise RulesError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

@@ -202,3 +202,31 @@ def test_a_rules_file_that_is_not_utf8_is_a_rules_error(
         err = capsys.readouterr().err
         assert f"--rules {binary}: not UTF-8 text (byte 0xff on line 2)" in err, err
         assert "UnicodeDecodeError" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # PyYAML kept the last of two keys: a second `fdr` won, a second `rules` dropped all
+        (
+            "rules:\n  - name: r\n    kind: regression\n    fdr: 0.01\n    fdr: 0.5\n",
+            "line 5, column 5: 'fdr' is given twice (first on line 4)",
+        ),
+        (
+            "rules:\n  - name: r\n    kind: regression\nrules: []\n",
+            "line 4, column 1: 'rules' is given twice (first on line 1)",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_refused_with_its_lines(text: str, message: str) -> None:
+    with pytest.raises(RulesError) as err:
+        parse_rules(text, "mine.yml")
+    assert str(err.value) == f"mine.yml: not valid YAML: {message}"
+
+
+def test_a_yaml_error_names_the_line_not_a_unicode_string() -> None:
+    with pytest.raises(RulesError) as err:
+        parse_rules("rules:\n  - name: [\n", "mine.yml")
+    text = str(err.value)
+    assert text.startswith("mine.yml: not valid YAML: line 3, column 1: ")
+    assert "<unicode string>" not in text
