@@ -31,6 +31,7 @@ from typing import Any
 
 from ._backtest import Firing
 from ._fleet import JobFacts
+from .rules import COMPONENTS
 
 DAY = 86400.0
 STRAGGLER = "straggler"
@@ -83,38 +84,75 @@ class Planted:
 
 def planted_from(records: Iterable[Mapping[str, Any]]) -> list[Planted]:
     """The planted regressions and stragglers among truth-file records (a straggler is planted
-    as component ``straggler`` of its model; other records are skipped).
+    as component ``straggler`` of its model; a job's line, with its ``job_id`` and no
+    ``record``, is skipped).
 
     Raises:
-        ValueError: for a regression record without component, factor or onset.
+        ValueError: for a record of another kind, a line that is neither a record nor a job,
+            and a record whose component, factor, onset or group is missing or wrong (the
+            field named).
     """
     out = []
     for r in records:
-        if r.get("record") == STRAGGLER:
-            out.append(_straggler(r))
-            continue
-        if r.get("record") != "regression":
-            continue
-        try:
-            out.append(
-                Planted(
-                    component=str(r["component"]),
-                    factor=float(r["factor"]),
-                    at=float(r["at"]),
-                    model=r.get("model"),
-                    team=r.get("team"),
+        kind = r.get("record")
+        if kind is None:
+            if "job_id" not in r:
+                raise ValueError(
+                    "neither a planted record (a 'record' field) nor a job (a 'job_id' field)"
                 )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"a regression record needs component, factor and at: {r}") from exc
+            continue
+        if kind == STRAGGLER:
+            out.append(_straggler(r))
+        elif kind == "regression":
+            out.append(_regression(r))
+        else:
+            raise ValueError(f"'record' must be regression or straggler, got {kind!r}")
     return out
 
 
+PLANTABLE = (*COMPONENTS, STEP)
+"""The components a regression record may name: the ETT components and the loop's step."""
+
+
+def _number(r: Mapping[str, Any], name: str, kind: str) -> float:
+    """Field ``name`` of a ``kind`` record as a finite number (``factor`` above 0)."""
+    value = r.get(name)
+    if value is None:
+        raise ValueError(f"a {kind} record needs {name!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        what = "epoch seconds" if name == "at" else "a number"
+        raise ValueError(f"field {name!r} of a {kind} record must be {what}, got {value!r}")
+    if name == "factor" and value <= 0:
+        raise ValueError(f"field 'factor' of a {kind} record must be above 0, got {value!r}")
+    return float(value)
+
+
+def _regression(r: Mapping[str, Any]) -> Planted:
+    component = r.get("component")
+    if component not in PLANTABLE:
+        raise ValueError(
+            f"field 'component' of a regression record must be one of {', '.join(PLANTABLE)}; "
+            f"got {component!r}"
+        )
+    model, team = r.get("model"), r.get("team")
+    if not isinstance(model, str) and not isinstance(team, str):
+        raise ValueError("a regression record needs a 'model' or a 'team' (a string)")
+    return Planted(
+        component=str(component),
+        factor=_number(r, "factor", "regression"),
+        at=_number(r, "at", "regression"),
+        model=model if isinstance(model, str) else None,
+        team=team if isinstance(team, str) else None,
+    )
+
+
 def _straggler(r: Mapping[str, Any]) -> Planted:
-    try:
-        return Planted(STRAGGLER, float(r["factor"]), float(r["at"]), model=str(r["model"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"a straggler record needs model, factor and at: {r}") from exc
+    model = r.get("model")
+    if not isinstance(model, str):
+        raise ValueError(f"a straggler record needs a 'model' (a string), got {model!r}")
+    return Planted(
+        STRAGGLER, _number(r, "factor", "straggler"), _number(r, "at", "straggler"), model=model
+    )
 
 
 @dataclass(frozen=True)

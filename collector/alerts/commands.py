@@ -272,7 +272,7 @@ def _backtest(args: argparse.Namespace) -> int:
     pipeline = Pipeline(store)
     while pipeline.recompute_dirty(limit=10_000):
         pass
-    planted = _planted(args.truth) if args.truth else None
+    planted, truth_jobs = _planted(args.truth) if args.truth else (None, set())
     firings = backtest(store.engine, rules, since, until, step)
     quality = None
     if planted is not None:
@@ -280,9 +280,11 @@ def _backtest(args: argparse.Namespace) -> int:
         from ._reads import load_facts
         from .rules import REGRESSION_KINDS
 
+        jobs = load_facts(store.engine, None)
+        _check_truth(args.truth, planted, truth_jobs, jobs)
         scored = {r.name for r in rules.rules if r.kind in REGRESSION_KINDS}
         regressions = [f for f in firings if f.rule in scored]
-        quality = score(regressions, planted, since, until, load_facts(store.engine, None))
+        quality = score(regressions, planted, since, until, jobs)
     if args.json:
         out: Any = [f.to_dict() for f in firings]
         if quality is not None:
@@ -302,8 +304,29 @@ def _backtest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _planted(path: str) -> list[Any]:
-    """The planted regressions of a truth file (one JSON object a line; blank lines skipped).
+def _check_truth(path: str, planted: list[Any], truth_jobs: set[str], jobs: list[Any]) -> None:
+    """Refuse a truth file of another fleet (its jobs' lines name none of the database's jobs)
+    and say on stderr which planted models or teams have no job in the database: scored as
+    they are, their regressions are all MISSED and say nothing of the rules."""
+    stored = {j.job_id for j in jobs}
+    if truth_jobs and not truth_jobs & stored:
+        raise CliError(
+            f"--truth {path}: none of its {len(truth_jobs)} job(s) is in the database "
+            f"(e.g. {sorted(truth_jobs)[0]!r}): the truth file of another fleet? Pass the file "
+            "that `ett simulate --truth` wrote for this database"
+        )
+    groups = {("model", j.model) for j in jobs} | {("team", j.team) for j in jobs}
+    for label, value in sorted({p.group for p in planted} - groups):
+        print(
+            f"note: {path} plants a regression of {label} {value!r}, which has no job in the "
+            "database: it can only be MISSED",
+            file=sys.stderr,
+        )
+
+
+def _planted(path: str) -> tuple[list[Any], set[str]]:
+    """The planted regressions of a truth file (one JSON object a line; blank lines skipped)
+    and the ids of its jobs.
     ``CliError`` naming the file (and the line) for one that is not UTF-8, a line that is not a
     JSON object, and a file without a line; a file of jobs alone (``ett simulate --truth``
     without ``--regress``) is scored, with a note on stderr."""
@@ -317,7 +340,8 @@ def _planted(path: str) -> list[Any]:
         raise CliError(f"--truth: cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(f"--truth {path}: {exc}") from None
-    records = []
+    records, planted = [], []
+    jobs: set[str] = set()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -327,22 +351,24 @@ def _planted(path: str) -> list[Any]:
             raise CliError(f"--truth {path}:{n}: not JSON ({exc.msg})") from None
         if not isinstance(record, dict):
             raise CliError(f"--truth {path}:{n}: not a JSON object, got {line.strip()[:40]}")
+        try:
+            planted += planted_from([record])
+        except ValueError as exc:
+            raise CliError(f"--truth {path}:{n}: {exc}") from None
         records.append(record)
+        if "record" not in record and isinstance(record.get("job_id"), str):
+            jobs.add(record["job_id"])
     if not records:
         raise CliError(
             f"--truth {path} holds no planted regressions (it is empty): write them with "
             "`ett simulate --truth FILE --regress SPEC`"
         )
-    try:
-        planted = planted_from(records)
-    except ValueError as exc:
-        raise CliError(f"--truth {path}: {exc}") from None
     if not planted:
         print(
             f"note: {path} plants no regression: every regression firing counts as false",
             file=sys.stderr,
         )
-    return planted
+    return planted, jobs
 
 
 def _print_quality(q: Any, path: str, since: float, until: float) -> None:

@@ -116,7 +116,7 @@ def test_backtest_truth_scores_the_firings(tmp_path: Path, regressed: tuple[Path
     # a truth file that is not one
     (tmp_path / "bad.jsonl").write_text('{"record": "regression", "model": "m"}\n')
     bad = subprocess.run([*bt[:-1], str(tmp_path / "bad.jsonl")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "needs component, factor and at" in bad.stderr
+    assert bad.returncode == 2 and "bad.jsonl:1: field 'component' of a regression" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 
@@ -198,17 +198,82 @@ def test_a_truth_file_without_planted_records_is_refused(
 
 
 def test_a_truth_file_of_jobs_alone_is_scored_with_a_note_off_the_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], regressed: tuple[Path, Path]
+) -> None:
+    from ett_cli import main
+
+    db, full = regressed
+    truth = tmp_path / "truth.jsonl"  # `ett simulate --truth` without --regress: jobs only
+    jobs = [line for line in full.read_text().splitlines() if '"record"' not in line]
+    truth.write_text("\n".join(jobs) + "\n")
+    argv = ["alerts", "backtest", "--db", str(db), "--since", "1h", "--truth", str(truth)]
+    assert main([*argv, "--json"]) == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out)["quality"]["planted"] == []  # stdout is JSON alone
+    assert "plants no regression" in shown.err
+
+
+def test_a_truth_file_of_another_fleet_is_refused_and_an_unknown_model_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], regressed: tuple[Path, Path]
+) -> None:
+    """A truth file scored against another fleet's database gave precision and recall as if
+    it were its own (1.00 / 1.00 once, by chance), and a plant of a model the database lacks
+    was MISSED with no word."""
+    from ett_cli import main
+
+    db, _ = regressed
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"job_id": "elsewhere-1"}\n{"job_id": "elsewhere-2"}\n')
+    argv = ["alerts", "backtest", "--db", str(db), "--since", "1h", "--truth"]
+    assert main([*argv, str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "none of its 2 job(s) is in the database" in err and "another fleet" in err
+    ghost = tmp_path / "ghost.jsonl"
+    ghost.write_text(
+        '{"record": "regression", "model": "gpt-x", "component": "data", "factor": 3, '
+        f'"at": {START + DAY}}}\n'
+    )
+    assert main([*argv, str(ghost)]) == 0
+    err = capsys.readouterr().err
+    assert "plants a regression of model 'gpt-x', which has no job in the database" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"record": "bogus"}', "'record' must be regression or straggler, got 'bogus'"),
+        ('{"foo": 1}', "neither a planted record (a 'record' field) nor a job"),
+        (
+            '{"record": "regression", "model": "m", "component": "warp", "factor": 3, "at": 1}',
+            "field 'component' of a regression record must be one of scheduler,",
+        ),
+        (
+            '{"record": "regression", "model": "m", "component": "data", "factor": 3, '
+            '"at": "yesterday"}',
+            "field 'at' of a regression record must be epoch seconds, got 'yesterday'",
+        ),
+        (
+            '{"record": "regression", "model": "m", "component": "data", "factor": 0, "at": 1}',
+            "field 'factor' of a regression record must be above 0, got 0",
+        ),
+        (
+            '{"record": "regression", "component": "data", "factor": 3, "at": 1}',
+            "a regression record needs a 'model' or a 'team'",
+        ),
+        ('{"record": "straggler", "factor": 1.5, "at": 1}', "a straggler record needs a 'model'"),
+    ],
+)
+def test_a_bad_truth_record_names_its_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
 ) -> None:
     from ett_cli import main
 
     truth = tmp_path / "truth.jsonl"
-    truth.write_text('{"job_id": "j1"}\n')  # `ett simulate --truth` without --regress: jobs only
-    argv = ["alerts", "backtest", "--db", _empty_db(tmp_path), "--truth", str(truth), "--json"]
-    assert main(argv) == 0
-    shown = capsys.readouterr()
-    assert json.loads(shown.out)["quality"]["firings"] == 0  # stdout is JSON alone
-    assert "plants no regression" in shown.err
+    truth.write_text('{"job_id": "j1"}\n' + line + "\n")
+    argv = ["alerts", "backtest", "--db", _empty_db(tmp_path), "--truth", str(truth)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--truth {truth}:2: {message}" in err, err
 
 
 def test_backtest_step_must_be_positive_and_the_help_says_its_default_and_json(
