@@ -42,6 +42,11 @@ can take up to this long to show."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
+DEFAULT_BODY_TIMEOUT_S = 30.0
+"""How long a trace request's body may take to arrive, from the start of its reading to its last
+byte; past it the request is answered 408 and its bytes leave the in-flight budget, so a client
+that sends headers and stalls holds neither the budget nor its connection for longer. 32 MiB (the
+largest body) in 30 s needs about 1.1 MB/s."""
 
 
 ENV_MIN_FREE_BYTES = "ETT_READY_MIN_FREE_BYTES"
@@ -296,6 +301,7 @@ class Settings:
     ``ETT_READ_CACHE`` (:data:`DEFAULT_READ_CACHE_JOBS`; 0 turns the cache off),
     ``ETT_READ_RECHECK_S`` (:data:`DEFAULT_READ_RECHECK_S`; 0 checks on every read),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
+    ``ETT_BODY_TIMEOUT_S`` (:data:`DEFAULT_BODY_TIMEOUT_S`),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
     ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
     (:data:`RETENTION_DEFAULTS`, :func:`retention_from_env`), ``ETT_READY_MIN_FREE_BYTES``
@@ -334,6 +340,10 @@ class Settings:
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )
+    body_timeout_s: float = field(
+        default_factory=lambda: _float_env("ETT_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S)
+    )
+    """How long a trace request's body may take to arrive (:data:`DEFAULT_BODY_TIMEOUT_S`)."""
     read_only: bool = field(default_factory=lambda: _switch_env("ETT_READ_ONLY"))
     """``ett serve --read-only`` (``ETT_READ_ONLY=1``): serve reads from a hot standby, refuse
     ingest, run no background loop (they write)."""
@@ -380,6 +390,11 @@ class Settings:
         if not 0 <= self.read_recheck_s < float("inf"):
             raise ConfigError(
                 f"ETT_READ_RECHECK_S must be a finite number >= 0, got {self.read_recheck_s}"
+            )
+        if not 0 < self.body_timeout_s < float("inf"):
+            raise ConfigError(
+                f"ETT_BODY_TIMEOUT_S must be a finite number of seconds above 0, got "
+                f"{self.body_timeout_s}"
             )
         check_retention(self.retain, self.live_refresh_s)
         try:

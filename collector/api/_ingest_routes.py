@@ -1,13 +1,16 @@
 """``POST /v1/traces``: OTLP/HTTP in (protobuf or JSON, gzip), stored in chunks.
 
 The answers follow OTLP's retry rules: 200 with the partial-success counts; 403 on a read-only
-collector (a retry cannot succeed); 413 for a body over ``ETT_MAX_BODY_BYTES``; 429 while too
+collector (a retry cannot succeed); 408 (and the connection closed) for a body that has not
+arrived within ``ETT_BODY_TIMEOUT_S``; 413 for a body over ``ETT_MAX_BODY_BYTES``; 429 while too
 many decoded bytes are in flight (``Retry-After``); other 4xx for what cannot be decoded; 503
 while the database cannot take spans (``Retry-After`` grows with the outage, see
 ``_admission.py``). Each answer is counted in ``ett_collector_requests_total`` by its status.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -55,6 +58,8 @@ class TraceIngest:
             result = await self._store(request, ctype, ticket)
         except Busy as exc:
             return self._refused(429, str(exc), out_type, {"Retry-After": str(exc.retry_after_s)})
+        except BodyTimeout as exc:  # a stalled client: its connection is not kept either
+            return self._refused(408, str(exc), out_type, {"Connection": "close"})
         except otlp.OtlpError as exc:  # one HTTP→gRPC table
             return self._refused(exc.status, exc.message, out_type)
         except Exception as exc:
@@ -74,7 +79,8 @@ class TraceIngest:
     async def _store(
         self, request: Request, ctype: str | None, ticket: Ticket
     ) -> otlp.DecodeResult:
-        raw = await _read_limited(request, self.settings.max_body_bytes, ticket)
+        settings = self.settings
+        raw = await _read_limited(request, settings.max_body_bytes, ticket, settings.body_timeout_s)
         return await run_in_threadpool(
             _decode_and_ingest,
             raw,
@@ -123,21 +129,38 @@ def _decode_and_ingest(
     return result
 
 
-async def _read_limited(request: Request, max_bytes: int, ticket: Ticket) -> bytes:
-    """The request body, refusing (413) as soon as it passes ``max_bytes``; its bytes are
-    charged to ``ticket`` as they come (the declared length at once), which may raise
-    :class:`Busy`."""
+async def _read_limited(
+    request: Request, max_bytes: int, ticket: Ticket, timeout_s: float
+) -> bytes:
+    """The request body, refusing (413) as soon as it passes ``max_bytes``, or (408) when it has
+    not all arrived within ``timeout_s``; its bytes are charged to ``ticket`` as they arrive
+    (which may raise :class:`Busy`). A declared length over the limit is refused at once, but
+    never charged before its bytes come: a client that declares 32 MiB and stalls holds nothing
+    of the budget."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        if int(declared) > max_bytes:
-            raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
-        ticket.charge_up_to(int(declared))
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise otlp.OtlpError(413, f"body exceeds the limit of {max_bytes} bytes")
-        ticket.charge_up_to(size)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise otlp.OtlpError(413, f"body exceeds the limit of {max_bytes} bytes")
+                ticket.charge_up_to(size)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyTimeout(size, declared, timeout_s) from None
     return b"".join(chunks)
+
+
+class BodyTimeout(Exception):
+    """A request body that did not arrive within ``ETT_BODY_TIMEOUT_S`` (answered 408)."""
+
+    def __init__(self, received: int, declared: str | None, timeout_s: float) -> None:
+        of = f" of {declared}" if declared is not None else ""
+        super().__init__(
+            f"the request body did not arrive within ETT_BODY_TIMEOUT_S={timeout_s:g} s "
+            f"({received}{of} bytes came); send it again"
+        )

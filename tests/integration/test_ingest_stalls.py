@@ -1,0 +1,96 @@
+"""Clients that stall or leave mid-body cost the collector nothing lasting, over real sockets
+(the app under uvicorn on a thread, so the test can look at its in-flight budget):
+
+- two connections that declare 32 MiB bodies, send one byte and stall hold one byte each of
+  ``ETT_MAX_INFLIGHT_BYTES``, not 64 MiB: other clients' exports go on being stored; after
+  ``ETT_BODY_TIMEOUT_S`` each stalled one is answered 408 and closed, and the budget is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ett_collector.api import create_app
+from ett_collector.api._admission import InflightBudget
+from ett_collector.settings import Settings
+from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
+from tests.support.bodies import window_body
+from tests.support.served_app import raw_request, read_answer, served
+from tests.support.waits import wait_until
+
+TOKEN = "stall-test-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PROTO = {"Content-Type": "application/x-protobuf", **AUTH}
+STALLED_HEAD = (
+    b"POST /v1/traces HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 33554432\r\n\r\n{"
+)
+"""A request that declares the largest body (32 MiB), sends its first byte, and stops."""
+
+
+class Entered:
+    """ASGI wrapper counting the trace requests that reached the app."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.traces = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/v1/traces":
+            self.traces += 1
+        await self.app(scope, receive, send)
+
+
+def _budget(app: Any) -> InflightBudget:
+    route = next(r for r in app.routes if getattr(r, "path", "") == "/v1/traces")
+    budget: InflightBudget = route.endpoint.__self__.budget
+    return budget
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'c.db'}"
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = Store(db_url)
+    store.upgrade()
+    yield store
+    store.close()
+
+
+def test_stalled_bodies_hold_no_budget_and_are_answered_408(db_url: str, store: Store) -> None:
+    settings = Settings(db_url=db_url, token=TOKEN, body_timeout_s=3.0)
+    app = create_app(settings, Pipeline(store, settle_s=0))
+    entered, budget = Entered(app), _budget(app)
+    with served(entered) as (host, port):
+        stalled = [raw_request(host, port, STALLED_HEAD) for _ in range(2)]
+        try:
+            wait_until(
+                lambda: entered.traces == 2 and budget.inflight >= 2,
+                what="both stalled requests to be read",
+            )
+            assert budget.inflight == 2  # their one byte each, not the 64 MiB they declared
+            r = httpx.post(
+                f"http://{host}:{port}/v1/traces",
+                content=window_body("alive", 3),
+                headers=PROTO,
+                timeout=30,
+            )
+            assert r.status_code == 200, r.text
+            assert store.span_counts()["spans"] == 3
+            for conn in stalled:  # answered once ETT_BODY_TIMEOUT_S passed, then closed
+                answer = read_answer(conn, timeout=60)
+                assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+                assert b"ETT_BODY_TIMEOUT_S" in answer
+            wait_until(lambda: budget.inflight == 0, what="the stalled bytes to be given back")
+        finally:
+            for conn in stalled:
+                conn.close()
