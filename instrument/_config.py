@@ -24,8 +24,10 @@ exporter and protocol conventions are in ``ett._conventions``):
                                           beats an ``authorization`` header in
                                           ``OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`` (a warning
                                           when both are set), whose other headers are kept
-``ETT_TOKEN_FILE``                        a file whose first line is that token (when
-                                          ``ETT_TOKEN`` is unset); TLS: the standard
+``ETT_TOKEN_FILE``                        a file holding that token (when ``ETT_TOKEN`` is
+                                          unset), in the collector's token-file format: the
+                                          first token, blank lines and ``#`` comments
+                                          skipped; TLS: the standard
                                           ``OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`` (CA
                                           bundle), ``..._CLIENT_CERTIFICATE``, ``..._CLIENT_KEY``
 ``ETT_DISABLED``                          ``1``/``true``: the session records nothing
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import time
 import urllib.parse
@@ -460,22 +463,41 @@ def resolve_headers(
 
 
 def _token_file(env: Mapping[str, str]) -> str | None:
-    """The first line of ``ETT_TOKEN_FILE``; None (said once, without the token) when unset or
-    unreadable."""
+    """The token of ``ETT_TOKEN_FILE`` (:func:`read_token_file`); None (said once, without the
+    token) when unset, unreadable or without a token."""
     path = env.get("ETT_TOKEN_FILE", "").strip()
     if not path:
         return None
+    token, problem = read_token_file(path)
+    if token is None:
+        log_once("config.token_file", "ETT_TOKEN_FILE %s: %s: no token sent", path, problem)
+    return token
+
+
+_TOKEN_SEPARATORS = re.compile(r"[\s,]+")
+
+
+def first_token(text: str) -> str | None:
+    """The first token of a token file in the collector's own format (``ett serve
+    --write-tokens``): tokens separated by white space or commas, ``#`` starting a comment that
+    runs to the end of its line, blank lines allowed; None when it holds none."""
+    for line in text.splitlines():
+        for piece in _TOKEN_SEPARATORS.split(line.split("#", 1)[0]):
+            if piece:
+                return piece
+    return None
+
+
+def read_token_file(path: str) -> tuple[str | None, str]:
+    """``(the first token of the file at path, "")``, or ``(None, why)`` when it cannot be read
+    or holds no token (:func:`first_token`). Never raises; ``why`` never holds the token."""
     try:
         with open(path, encoding="utf-8") as f:
-            return f.readline().strip() or None
+            text = f.read(1 << 16)
     except (OSError, UnicodeDecodeError) as exc:
-        log_once(
-            "config.token_file",
-            "cannot read ETT_TOKEN_FILE %s (%s): no token sent",
-            path,
-            type(exc).__name__,
-        )
-        return None
+        return None, f"cannot read it ({type(exc).__name__})"
+    token = first_token(text)
+    return token, "" if token else "no token in it (only blank lines or # comments)"
 
 
 DEFAULT_SPOOL_MAX_MB = 256.0

@@ -29,3 +29,34 @@ def test_an_unreadable_token_file_sends_no_token_and_says_so(
     missing = tmp_path / "nope"
     assert resolve_headers(env={"ETT_TOKEN_FILE": str(missing)}) == {}
     assert str(missing) in caplog.text and "no token sent" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# the trainers' write token\nw-0123456789abcdef\n",
+        "\n\n   \nw-0123456789abcdef\n",
+        "w-0123456789abcdef  \r\n",
+        "  # rotated 2026-12-01\n\n  w-0123456789abcdef # the new one\nw-old-0123456789ab\n",
+        "w-0123456789abcdef,w-old-0123456789ab\n",
+    ],
+)
+def test_the_token_is_the_files_first_in_the_collectors_format(tmp_path: Path, text: str) -> None:
+    """The first line was sent as is: a file starting with a comment or a blank line (valid in
+    the collector's own token files) sent '# the trainers' write token', and got 401."""
+    f = tmp_path / "write.tokens"
+    f.write_text(text)
+    assert resolve_headers(env={"ETT_TOKEN_FILE": str(f)}) == {
+        "authorization": "Bearer w-0123456789abcdef"
+    }
+
+
+def test_a_token_file_of_comments_only_sends_no_token_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_errors, "_seen", set())
+    caplog.set_level(logging.WARNING)
+    f = tmp_path / "write.tokens"
+    f.write_text("# nothing yet\n\n")
+    assert resolve_headers(env={"ETT_TOKEN_FILE": str(f)}) == {}
+    assert str(f) in caplog.text and "no token in it" in caplog.text
