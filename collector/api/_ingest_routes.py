@@ -5,15 +5,18 @@ collector (a retry cannot succeed); 408 (and the connection closed) for a body t
 arrived within ``ETT_BODY_TIMEOUT_S``; 413 for a body over ``ETT_MAX_BODY_BYTES``; 429 while too
 many decoded bytes are in flight (``Retry-After``); other 4xx for what cannot be decoded; 503
 while the database cannot take spans (``Retry-After`` grows with the outage, see
-``_admission.py``). Each answer is counted in ``ett_collector_requests_total`` by its status.
+``_admission.py``). Each answer is counted in ``ett_ingest_requests_total`` by its status; a
+client that hangs up before its body has arrived gets no answer and is counted as ``499`` (the
+code proxies use for it), with one line in the log at INFO.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from .. import otlp
@@ -24,11 +27,17 @@ from ..write.pipeline import Pipeline
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
 from ._readiness import DiskWatch
 
+log = logging.getLogger("ett_collector.ingest")
+
 READ_ONLY_REFUSAL = (
     "this collector is read-only (ett serve --read-only, a hot standby's reads): it stores no "
     "spans; send them to the collector on the primary database"
 )
 """The answer to a trace export sent to a read-only collector (HTTP 403)."""
+
+CLIENT_GONE = "499"
+"""The ``code`` label of ``ett_ingest_requests_total`` counting clients that hung up before their
+body had arrived (no answer is sent; 499 is the code proxies log for it)."""
 
 INGEST_CHUNK_SPANS = 5000
 """Spans stored per transaction: a large request is committed in chunks, so the small requests
@@ -60,6 +69,10 @@ class TraceIngest:
             return self._refused(429, str(exc), out_type, {"Retry-After": str(exc.retry_after_s)})
         except BodyTimeout as exc:  # a stalled client: its connection is not kept either
             return self._refused(408, str(exc), out_type, {"Connection": "close"})
+        except ClientDisconnect:  # a trainer killed mid-export, say: nobody to answer
+            self.metrics.requests.labels(CLIENT_GONE).inc()
+            log.info("a client hung up mid-body, after %d bytes: nothing stored", ticket.held)
+            return Response(status_code=int(CLIENT_GONE))
         except otlp.OtlpError as exc:  # one HTTP→gRPC table
             return self._refused(exc.status, exc.message, out_type)
         except Exception as exc:

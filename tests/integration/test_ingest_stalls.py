@@ -3,11 +3,14 @@
 
 - two connections that declare 32 MiB bodies, send one byte and stall hold one byte each of
   ``ETT_MAX_INFLIGHT_BYTES``, not 64 MiB: other clients' exports go on being stored; after
-  ``ETT_BODY_TIMEOUT_S`` each stalled one is answered 408 and closed, and the budget is empty.
+  ``ETT_BODY_TIMEOUT_S`` each stalled one is answered 408 and closed, and the budget is empty;
+- a client that hangs up mid-body is counted (``ett_ingest_requests_total{code="499"}``) and
+  leaves at most one log line, no traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,16 +38,23 @@ STALLED_HEAD = (
 
 
 class Entered:
-    """ASGI wrapper counting the trace requests that reached the app."""
+    """ASGI wrapper counting the trace requests that reached the app, and those it is done with
+    (answered or raised)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.traces = 0
+        self.done = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == "/v1/traces":
-            self.traces += 1
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] != "/v1/traces":
+            await self.app(scope, receive, send)
+            return
+        self.traces += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.done += 1
 
 
 def _budget(app: Any) -> InflightBudget:
@@ -94,3 +104,22 @@ def test_stalled_bodies_hold_no_budget_and_are_answered_408(db_url: str, store: 
         finally:
             for conn in stalled:
                 conn.close()
+
+
+def test_a_client_gone_mid_body_is_counted_with_one_line_and_no_traceback(
+    db_url: str, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    entered = Entered(app)
+    caplog.set_level(logging.INFO)
+    with served(entered) as (host, port):
+        raw_request(host, port, STALLED_HEAD).close()  # 1 byte of 32 MiB, then gone
+        wait_until(lambda: entered.done == 1, what="the request to end")
+    metrics = app.state.metrics.registry
+    gone = metrics.get_sample_value("ett_ingest_requests_total", {"code": "499"})
+    assert gone == 1
+    assert _budget(app).inflight == 0
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) <= 1, [r.getMessage() for r in lines]
+    assert all(r.exc_info is None for r in caplog.records), "a traceback was logged"
+    assert "Exception in ASGI application" not in caplog.text
