@@ -11,11 +11,14 @@ from ._errors import log_once
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 """HTTP answers worth retrying (the OTLP/HTTP specification); other refusals are final."""
+TOKEN_REFUSED = frozenset({401, 403})
+"""Answers that refuse the token (the token file is then read again: a rotated token)."""
 
 
 class HttpStatus:
     """What the collector did with the exporter's latest HTTP request (the exporter retries
-    inside one export too), seen through the ``requests.Session`` handed to it."""
+    inside one export too), seen through the ``requests.Session`` handed to it
+    (``ett._transport``) and the spool's sender."""
 
     def __init__(self) -> None:
         self.last: int | None = None
@@ -34,26 +37,6 @@ class HttpStatus:
         self.last = status
         self.failing = status is None or status in RETRYABLE_STATUS
         self.rejected += rejected
-
-    def session(self) -> Any:
-        """A ``requests.Session`` that records here (``None`` without ``requests``)."""
-        try:
-            import requests
-        except ImportError:
-            return None
-        record = self.record
-
-        class WatchedSession(requests.Session):
-            def request(self, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    response = super().request(*args, **kwargs)
-                except requests.RequestException:
-                    record(None)
-                    raise
-                record(response.status_code, rejected_in(response))
-                return response
-
-        return WatchedSession()
 
 
 def refusal(endpoint: str, status: int) -> str:

@@ -29,10 +29,10 @@ from ._config import (
     resolve_endpoint,
     resolve_exit_timeout,
     resolve_flush_timeout,
-    resolve_headers,
     resolve_spool,
 )
 from ._conventions import check_protocol, keeps_every_span, traces_exporter
+from ._credentials import Credentials
 from ._errors import LOGGER_NAME, log_once
 from ._session import Flusher, Session
 
@@ -223,7 +223,7 @@ def _own_pipeline_session(options: InitOptions, identity: Identity, timing: _Tim
         resolve_endpoint(options.endpoint),
         max_queue_size=options.max_queue_size,
         exporter=exporter,
-        headers=resolve_headers(options.token),
+        credentials=Credentials.resolve(options.token),
         spool=resolve_spool() if exporter is None else ("", 0),
         on_earlier_drops=earlier_drops,
     )

@@ -20,11 +20,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ._answers import RETRYABLE_STATUS, HttpStatus, refusal, rejected_in
+from ._answers import TOKEN_REFUSED, refusal
 from ._config import Identity
 from ._errors import log_once
 from ._spool import (
@@ -42,6 +41,10 @@ PRIORITY_RESERVE_BYTES = 1 << 20
 RESCAN_S = 10.0
 """How often, at most, the bytes of the other files in the spool directory are counted again."""
 MAX_BACKOFF_S = 30.0
+TOKEN_BACKOFF_S = 300.0
+"""After the collector refused the token (401/403), the spool is sent again when the token
+changes (``ETT_TOKEN_FILE`` rotated), else this long after: the collector bans an address that
+sends 10 wrong tokens a minute, and every rank of the host would share the ban."""
 DROPS_EVERY_S = 60.0
 """A full spool writes its drop count at most this often (and with a kept span, and at the
 end), so that a collector that never comes back cannot grow it past the bound."""
@@ -77,6 +80,8 @@ class Backlog:
         """Files of earlier processes of this job may be waiting (checked at the first turn)."""
         self._next_try = 0.0
         self._backoff = 0.0
+        self._refused_token: int | None = None
+        """The credentials' generation the collector refused (401/403), until one is taken."""
         self._bad_at = -1
         self._unwritten_drops = 0
         self._drops_written_at = -DROPS_EVERY_S
@@ -109,7 +114,13 @@ class Backlog:
         return self.writer.pending or self._foreign
 
     def due(self) -> bool:
-        """True when the back-off since the last failed delivery is over."""
+        """True when the back-off since the last failed delivery is over, or when the token
+        the collector refused has changed since (a rotated ``ETT_TOKEN_FILE``)."""
+        if self._refused_token is not None:
+            credentials = self._sender.credentials
+            credentials.refresh()
+            if credentials.generation != self._refused_token:
+                return True
         return time.monotonic() >= self._next_try
 
     def _room(self, size: int, priority: bool) -> bool:
@@ -164,9 +175,12 @@ class Backlog:
                 kept = said.replace("Spans are dropped, not retried", "the spool keeps its spans")
                 log_once(f"spool.refused.{status}", kept)
             self._backoff = min(max(2 * self._backoff, 1.0), MAX_BACKOFF_S)
+            if status is not None and status in TOKEN_REFUSED:
+                self._refused_token = self._sender.credentials.generation
+                self._backoff = TOKEN_BACKOFF_S
             self._next_try = time.monotonic() + self._backoff
         else:
-            self._backoff, self._next_try = 0.0, 0.0
+            self._backoff, self._next_try, self._refused_token = 0.0, 0.0, None
         return result
 
     def _deliver_foreign(self, deadline: float) -> str:
@@ -243,32 +257,3 @@ def make_backlog(
     path = Path(root).expanduser() if root else default_root()
     writer = SpoolWriter(path, identity)
     return Backlog(writer, sender, max_bytes, is_priority, on_earlier_drops)
-
-
-class CollectorAway(Exception):
-    """Raised to the OTLP exporter by :func:`fail_fast_session`, so that it gives up the batch
-    at once (it goes to the spool) instead of sleeping in its own retry loop."""
-
-
-def fail_fast_session(status: HttpStatus) -> Any:
-    """A ``requests.Session`` recording into ``status`` whose request fails at once (raises
-    :class:`CollectorAway`) on no answer or a retryable status: with a spool, the batch is
-    safer on disk than in the exporter's retry loop (``None`` without ``requests``)."""
-    try:
-        import requests
-    except ImportError:
-        return None
-
-    class FailFastSession(requests.Session):
-        def request(self, *args: Any, **kwargs: Any) -> Any:
-            try:
-                response = super().request(*args, **kwargs)
-            except requests.RequestException as exc:
-                status.record(None)
-                raise CollectorAway("no answer: ETT keeps the spans in its spool") from exc
-            status.record(response.status_code, rejected_in(response))
-            if response.status_code in RETRYABLE_STATUS:
-                raise CollectorAway(f"HTTP {response.status_code}: ETT keeps the spans")
-            return response
-
-    return FailFastSession()

@@ -439,8 +439,27 @@ def resolve_headers(
     token: str | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The OTLP request headers: those of ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` (else
-    ``OTEL_EXPORTER_OTLP_HEADERS``), with ``authorization: Bearer <token>`` from ``token`` or
-    ``ETT_TOKEN`` over theirs (a warning when both name one and they differ)."""
+    ``OTEL_EXPORTER_OTLP_HEADERS``), with ``authorization: Bearer <token>`` from ``token``,
+    ``ETT_TOKEN`` or ``ETT_TOKEN_FILE`` over theirs (a warning when both name one and they
+    differ)."""
+    return resolve_token(token, env).headers
+
+
+@dataclass(frozen=True)
+class TokenSetting:
+    """The OTLP request headers (:func:`resolve_headers`), and where their token came from."""
+
+    headers: dict[str, str]
+    origin: str | None
+    """What set the token, for messages (``ETT_TOKEN``, ``ETT_TOKEN_FILE /path``...; never the
+    token itself); None when no token is sent."""
+    token_file: str | None
+    """The ``ETT_TOKEN_FILE`` path when the token comes (or would come) from it: the one source
+    that can change while the process runs (``ett._credentials``)."""
+
+
+def resolve_token(token: str | None = None, env: Mapping[str, str] | None = None) -> TokenSetting:
+    """The headers of :func:`resolve_headers`, and where their token came from."""
     env = os.environ if env is None else env
     raw = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "").strip()
     source = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
@@ -448,7 +467,14 @@ def resolve_headers(
         raw = env.get("OTEL_EXPORTER_OTLP_HEADERS", "").strip()
         source = "OTEL_EXPORTER_OTLP_HEADERS"
     headers = _otlp_headers(raw) if raw else {}
-    token = token or env.get("ETT_TOKEN", "").strip() or _token_file(env) or None
+    origin: str | None = "init(token=...)" if token else None
+    token_file = None
+    if not token and env.get("ETT_TOKEN", "").strip():
+        token, origin = env["ETT_TOKEN"].strip(), "ETT_TOKEN"
+    elif not token and env.get("ETT_TOKEN_FILE", "").strip():
+        token_file = env["ETT_TOKEN_FILE"].strip()
+        token = _token_file(env)
+        origin = f"ETT_TOKEN_FILE {token_file}" if token else None
     if token:
         bearer = f"Bearer {token}"
         if headers.get("authorization", bearer) != bearer:
@@ -459,7 +485,9 @@ def resolve_headers(
                 source,
             )
         headers["authorization"] = bearer
-    return headers
+    elif "authorization" in headers:
+        origin = f"the authorization header of {source}"
+    return TokenSetting(headers, origin, token_file)
 
 
 def _token_file(env: Mapping[str, str]) -> str | None:

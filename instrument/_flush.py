@@ -3,8 +3,8 @@
 An operator runs it after a collector outage, or a job's epilogue runs it after the last rank
 exited. It takes every spool file (``ett._spool``) that no live process holds, oldest first,
 sends its records to the collector, removes each file once delivered, and says what it did in
-one line (plus one line per damaged file). The token comes from the environment (``ETT_TOKEN``
-or the OTLP headers), never from the spool, which holds none.
+one line (plus one line per damaged file). The token comes from the environment (``ETT_TOKEN``,
+``ETT_TOKEN_FILE`` or the OTLP headers), never from the spool, which holds none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._answers import refusal
-from ._config import endpoint_usable, resolve_endpoint, resolve_headers, resolve_spool
+from ._config import endpoint_usable, resolve_endpoint, resolve_spool
+from ._credentials import Credentials
 from ._spool import default_root, spool_files
 from ._spool_send import Drained, Sender, drain_file
 
@@ -120,7 +121,7 @@ def flush_main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    sender = Sender(endpoint, resolve_headers(), timeout_s=min(10.0, args.timeout))
+    sender = Sender(endpoint, Credentials.resolve(), timeout_s=min(10.0, args.timeout))
     try:
         out = flush(root, args.job, sender, args.timeout)
     except OSError as exc:  # the folder itself unreadable: one line, no traceback

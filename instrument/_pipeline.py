@@ -11,11 +11,13 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from ._answers import HttpStatus
-from ._backlog import Backlog, fail_fast_session, make_backlog
+from ._backlog import Backlog, make_backlog
 from ._config import Identity
+from ._credentials import Credentials
 from ._export import DEFAULT_MAX_QUEUE_SIZE, ExportQueue, is_priority
 from ._ids import PrivateIdGenerator
 from ._spool_send import Sender
+from ._transport import export_session
 
 SPOOL_SEND_TIMEOUT_S = 5.0
 """How long one POST of a spooled record waits for the collector's answer."""
@@ -28,13 +30,14 @@ def build_provider(
     max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
     exporter: SpanExporter | None = None,
     export_timeout_s: float | None = None,
-    headers: dict[str, str] | None = None,
+    credentials: Credentials | None = None,
     spool: tuple[str | None, int] = ("", 0),
     on_earlier_drops: Callable[[int], None] | None = None,
 ) -> tuple[TracerProvider, ExportQueue]:
     """A tracer provider that owns the identity resource, sampling every span, exporting through
     an :class:`ExportQueue` to ``exporter`` (default: OTLP/HTTP protobuf to ``endpoint``, its
-    answers' status codes watched so that a final refusal is not retried). ``spool``
+    answers' status codes watched so that a final refusal is not retried; its token kept
+    current with ``ETT_TOKEN_FILE``: ``credentials``, ``ett._credentials``). ``spool``
     (``resolve_spool()``; default off) keeps what the collector does not take on disk, for the
     OTLP exporter only (``ett._backlog``)."""
     status: HttpStatus | None = None
@@ -42,12 +45,16 @@ def build_provider(
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        credentials = credentials or Credentials()
         status = HttpStatus()
-        sender = Sender(endpoint, headers or {}, timeout_s=SPOOL_SEND_TIMEOUT_S, status=status)
+        sender = Sender(endpoint, credentials, timeout_s=SPOOL_SEND_TIMEOUT_S, status=status)
         backlog = make_backlog(identity, sender, spool, is_priority, on_earlier_drops)
-        session = status.session() if backlog is None else fail_fast_session(status)
+        session = export_session(status, credentials, fail_fast=backlog is not None)
         exporter = OTLPSpanExporter(
-            endpoint=endpoint, timeout=export_timeout_s, headers=headers or None, session=session
+            endpoint=endpoint,
+            timeout=export_timeout_s,
+            headers=credentials.headers() or None,
+            session=session,
         )
     queue = ExportQueue(
         exporter, max_queue_size=max_queue_size, status=status, endpoint=endpoint, backlog=backlog

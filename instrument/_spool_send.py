@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ._answers import RETRYABLE_STATUS, HttpStatus, report_partial_success
+from ._answers import RETRYABLE_STATUS, TOKEN_REFUSED, HttpStatus, report_partial_success
+from ._credentials import Credentials
 from ._spool import FILE_HEADER, KIND_BATCH, KIND_DROPS, Scan, try_lock
 
 DELIVERED, KEEP, DROP = "delivered", "keep", "drop"
@@ -56,19 +57,23 @@ def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext | None:
 
 class Sender:
     """POSTs request bodies to ``endpoint``: :meth:`send` returns the HTTP status, or ``None``
-    when nothing answered. Never raises."""
+    when nothing answered. ``headers``: fixed ones, or :class:`~ett._credentials.Credentials`
+    (a token file followed: after a 401/403 with a token that changed since, the body is sent
+    again, once). Never raises."""
 
     def __init__(
         self,
         endpoint: str,
-        headers: Mapping[str, str],
+        headers: Mapping[str, str] | Credentials,
         *,
         timeout_s: float = 10.0,
         status: HttpStatus | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.endpoint = endpoint
-        self._headers = {**headers, "Content-Type": "application/x-protobuf"}
+        self.credentials = (
+            headers if isinstance(headers, Credentials) else Credentials(dict(headers))
+        )
         self._timeout_s = timeout_s
         self._status = status
         self.last: int | None = None
@@ -79,11 +84,18 @@ class Sender:
             self._tls = None
 
     def send(self, body: bytes) -> int | None:
+        code = self._post(body)
+        if code in TOKEN_REFUSED and self.credentials.reload():
+            code = self._post(body)  # the token file was rotated: its new token
+        return code
+
+    def _post(self, body: bytes) -> int | None:
         code: int | None
         rejected = 0
+        headers = {**self.credentials.headers(), "Content-Type": "application/x-protobuf"}
         try:  # the request too: a URL that is not http(s) raised here and ended the thread
             request = urllib.request.Request(
-                self.endpoint, data=body, headers=self._headers, method="POST"
+                self.endpoint, data=body, headers=headers, method="POST"
             )
             with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._tls) as r:
                 answer = r.read()
