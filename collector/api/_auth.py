@@ -6,6 +6,8 @@ path alone, so a route added later is closed to the wrong tokens without a line 
 status format on the ingest route and as ``{"error", "status"}`` elsewhere; its message never
 holds the token. Tokens are compared as SHA-256 digests with :func:`hmac.compare_digest`, against
 every configured token (no early exit). A token in the query string is refused whatever it is.
+A valid token passes from an address banned for wrong ones (:mod:`._bans`): one client with a
+stale token must not lock out the others behind the same address or proxy.
 """
 
 from __future__ import annotations
@@ -156,27 +158,28 @@ class Guard:
         if need is None or not self.keyring.enabled:
             return None
         address = (scope.get("client") or ("?", 0))[0]
+        in_url = credentials_in_url(scope.get("query_string", b""))
+        token = bearer(scope["headers"])
+        scopes = self.keyring.scopes(token) if token is not None else frozenset()
+        if scopes and not in_url:  # a valid token passes even from a banned address
+            if need not in scopes:
+                names = "/".join(sorted(s.value for s in scopes))
+                message = f"this is a {names} token; this route needs a {need.value} token"
+                return self._refuse(Refusal(403, message, reason="forbidden"))
+            return None
         wait = self.bans.banned_for(address)
         if wait is not None:
             message = "too many wrong tokens from this address; retry later"
             return self._refuse(Refusal(429, message, reason="banned", retry_after_s=wait))
-        if credentials_in_url(scope.get("query_string", b"")):
+        if in_url:
             self.bans.failed(address)
             message = "credentials are not accepted in the URL: send Authorization: Bearer TOKEN"
             return self._refuse(Refusal(401, message, reason="url"))
-        token = bearer(scope["headers"])
         if token is None:
             message = "missing bearer token (Authorization: Bearer TOKEN)"
             return self._refuse(Refusal(401, message, reason="missing"))
-        scopes = self.keyring.scopes(token)
-        if not scopes:
-            self.bans.failed(address)
-            return self._refuse(Refusal(401, "wrong bearer token", "wrong"))
-        if need not in scopes:
-            names = "/".join(sorted(s.value for s in scopes))
-            message = f"this is a {names} token; this route needs a {need.value} token"
-            return self._refuse(Refusal(403, message, reason="forbidden"))
-        return None
+        self.bans.failed(address)
+        return self._refuse(Refusal(401, "wrong bearer token", "wrong"))
 
     def _refuse(self, refusal: Refusal) -> Refusal:
         self._count(refusal.reason)

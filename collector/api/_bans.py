@@ -1,8 +1,13 @@
 """A small per-address ban for wrong tokens: guessing costs the guesser, not the collector.
 
 An address that sends ``max_failures`` wrong tokens (or tokens in the URL) within ``ban_s`` of
-its first one is answered 429 with ``Retry-After`` for ``ban_s`` from the last of them, before
-its token is even looked at. Each server process keeps its own table of at most
+its first one has every request without a valid token answered 429 with ``Retry-After`` for
+``ban_s`` from the last of them. A request with a valid token still passes: many clients share
+an address (a host, a NAT, a proxy), and one with a stale token must not lock out the others.
+So the ban does not stop a guess that is right: what defeats guessing is the tokens' length
+(at least 16 characters; ``openssl rand -hex 32`` gives 64). The ban keeps a guesser's wrong
+tokens from being counted and logged one by one, and shows them in
+``ett_auth_refusals_total{reason="banned"}``. Each server process keeps its own table of at most
 :data:`MAX_ADDRESSES` addresses (the least recently failing one is forgotten first), so a flood
 from many addresses costs bounded memory.
 """

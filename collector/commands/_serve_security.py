@@ -19,7 +19,8 @@ SECURITY_ENVIRONMENT = """\
   ETT_ADMIN_TOKENS[_FILE]  tokens for any other method (no such route today)
   ETT_TOKEN           one token that may do everything (compatibility; prefer scoped ones)
   ETT_AUTH_MAX_FAILURES, ETT_AUTH_BAN_S  wrong tokens from one address within ETT_AUTH_BAN_S
-                      (default 10 in 60 s) refuse it (429) for ETT_AUTH_BAN_S
+                      (default 10 in 60 s) refuse its requests without a valid token
+                      (429) for ETT_AUTH_BAN_S; valid tokens still pass
   ETT_TLS_CERT, ETT_TLS_KEY  PEM certificate (chain) and key: serve HTTPS only
   ETT_TLS_CLIENT_CA   CA bundle: clients must present a certificate it signed
 """

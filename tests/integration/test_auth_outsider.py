@@ -174,12 +174,31 @@ def test_a_burst_of_wrong_tokens_is_banned_and_counted(tmp_path: Path) -> None:
         for n in range(7)
     ]
     assert statuses[:5] == [401] * 5 and statuses[5:] == [429, 429]
-    banned = _call(app, "GET", "/api/v1/jobs", READ, address="10.9.9.9")
+    banned = _call(app, "GET", "/api/v1/jobs", address="10.9.9.9")  # no token: banned too
     assert banned.status_code == 429 and int(banned.headers["retry-after"]) >= 1
     assert _call(app, "GET", "/api/v1/jobs", READ, address="10.9.9.8").status_code == 200
     metrics = _call(app, "GET", "/metrics", READ, address="10.9.9.8").text
     assert 'ett_auth_refusals_total{reason="wrong"} 5.0' in metrics
     assert 'ett_auth_refusals_total{reason="banned"} 3.0' in metrics
+    store.close()
+
+
+def test_valid_tokens_pass_from_a_banned_address(tmp_path: Path) -> None:
+    """One client's wrong tokens ban its address, not the other clients behind it."""
+    app, store = _app(tmp_path)
+    here = "127.0.0.1"
+    for n in range(5):  # max_failures: the address is banned
+        _call(app, "GET", "/api/v1/jobs", f"stale-{n:026d}", address=here)
+    assert _call(app, "GET", "/api/v1/jobs", "stale-" + "9" * 26, address=here).status_code == 429
+    body = encode_request(worked_example("banned-address", base=1_790_000_000.0))
+    proto = {"Content-Type": "application/x-protobuf"}
+    sent = _call(app, "POST", "/v1/traces", WRITE, address=here, content=body, headers=proto)
+    assert sent.status_code == 200, sent.text
+    for token in (READ, FULL):
+        assert _call(app, "GET", "/api/v1/jobs", token, address=here).status_code == 200
+    assert _call(app, "GET", "/api/v1/jobs", WRITE, address=here).status_code == 403
+    in_url = _call(app, "GET", f"/api/v1/jobs?token={READ}", READ, address=here)
+    assert in_url.status_code == 429  # a credential in the URL is no valid request
     store.close()
 
 
