@@ -1,6 +1,7 @@
 """The collector's answers to an export: which are worth retrying, which are final, and what a
 final one tells the user (the OTLP/HTTP specification retries only 429, 502, 503 and 504, and no
-answer at all; 401/403 mean the token, 404 the path)."""
+answer at all; 401/403 mean the token, 404 the path), in the collector's own words where it
+gives them."""
 
 from __future__ import annotations
 
@@ -30,22 +31,35 @@ class HttpStatus:
 
         self.rejected = 0
         """Spans the collector took the batch of but rejected (OTLP partial success)."""
+        self.reason = ""
+        """The collector's own words in its latest refusal (:func:`refusal_reason`)."""
 
-    def record(self, status: int | None, rejected: int = 0) -> None:
-        """One request: its status (``None``: no answer) and the spans its answer rejected."""
+    def record(self, status: int | None, rejected: int = 0, reason: str = "") -> None:
+        """One request: its status (``None``: no answer), the spans its answer rejected and,
+        for a refusal, the collector's reason."""
         self.count += 1
         self.last = status
         self.failing = status is None or status in RETRYABLE_STATUS
         self.rejected += rejected
+        self.reason = reason
 
 
-def refusal(endpoint: str, status: int) -> str:
-    """The one-time warning for a final refusal: what is wrong and which setting fixes it."""
-    if status in (401, 403):
+def refusal(endpoint: str, status: int, *, origin: str | None = None, reason: str = "") -> str:
+    """The one-time warning for a final refusal: what is wrong and which setting fixes it.
+    ``origin``: where the token sent came from (``ETT_TOKEN``, ``ETT_TOKEN_FILE /path``...;
+    None: no token was sent); ``reason``: the collector's own words (:func:`refusal_reason`)."""
+    if status in TOKEN_REFUSED:
+        said = f"HTTP {status}: {reason}" if reason else f"HTTP {status}"
+        if origin is None:
+            what = "no token was sent"
+        elif status == 401:
+            what = f"it does not take the token from {origin}"
+        else:
+            what = f"the token from {origin} may not send spans there"
         return (
-            f"ETT collector {endpoint} refused the spans (HTTP {status}): wrong or missing token; "
-            "set ETT_TOKEN to the token the collector was started with (ett serve --token). "
-            "Spans are dropped, not retried"
+            f"ETT collector {endpoint} refused the spans ({said}): {what}; give the trainers one "
+            "of its write tokens (ett serve --write-tokens, which scoped collectors use, or its "
+            "--token) in ETT_TOKEN or ETT_TOKEN_FILE. Spans are dropped, not retried"
         )
     if status == 404:
         return (
@@ -58,6 +72,42 @@ def refusal(endpoint: str, status: int) -> str:
         f"ETT collector {endpoint} answered HTTP {status}, which OTLP does not retry: "
         "the batch of spans is dropped"
     )
+
+
+def refusal_reason(content: bytes, content_type: str) -> str:
+    """The collector's reason in the body of a refusal: the message of an OTLP error answer
+    (``google.rpc.Status``, protobuf or JSON), else the body's text, shortened; ``""`` when
+    there is none (a body is never a reason to fail)."""
+    if not content:
+        return ""
+    message = ""
+    try:
+        if "json" in content_type.lower():
+            import json
+
+            parsed = json.loads(content)
+            if isinstance(parsed, dict):
+                found = parsed.get("message") or parsed.get("detail") or parsed.get("error")
+                message = found if isinstance(found, str) else ""
+        elif "protobuf" in content_type.lower():
+            from google.rpc.status_pb2 import Status  # the OTLP exporter's own dependency
+
+            message = Status.FromString(content).message
+    except Exception:
+        message = ""
+    if not message and "protobuf" not in content_type.lower():
+        message = content[:2000].decode("utf-8", "replace")
+    return _shorten(" ".join(message.split()), 300)
+
+
+def response_reason(response: Any) -> str:
+    """:func:`refusal_reason` of a ``requests`` answer that is not a success; ``""`` else."""
+    try:
+        if response.status_code < 400:
+            return ""
+        return refusal_reason(response.content, response.headers.get("content-type", ""))
+    except Exception:
+        return ""
 
 
 def rejected_in(response: Any) -> int:

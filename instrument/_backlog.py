@@ -171,7 +171,9 @@ class Backlog:
         if result == FAILED:
             status = self._sender.last
             if status is not None and status in SETTINGS_STATUS:  # the settings are wrong
-                said = refusal(self._sender.endpoint, status)
+                sender = self._sender
+                origin, reason = sender.credentials.origin, sender.reason
+                said = refusal(sender.endpoint, status, origin=origin, reason=reason)
                 kept = said.replace("Spans are dropped, not retried", "the spool keeps its spans")
                 log_once(f"spool.refused.{status}", kept)
             self._backoff = min(max(2 * self._backoff, 1.0), MAX_BACKOFF_S)

@@ -47,6 +47,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from . import semconv
 from ._answers import RETRYABLE_STATUS, HttpStatus, refusal
 from ._backlog import FAILED, MORE, Backlog
+from ._credentials import Credentials
 from ._errors import log_once
 
 DEFAULT_MAX_QUEUE_SIZE = 2048
@@ -87,8 +88,11 @@ class ExportQueue(SpanProcessor):
         endpoint: str = "",
         unreachable_wait_s: float = DEFAULT_UNREACHABLE_WAIT_S,
         backlog: Backlog | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._exporter = exporter
+        self._credentials = credentials
+        """Where the token came from, for the refusal's warning."""
         self._backlog = backlog
         self._try_now = False
         self._flight: Sequence[ReadableSpan] = ()
@@ -362,7 +366,10 @@ class ExportQueue(SpanProcessor):
             self._dropped += 0 if counted else len(batch)
             self._failing_since = None
             self._unreachable = False
-        log_once(f"export.refused.{status}", refusal(self._endpoint, status))
+        origin = None if self._credentials is None else self._credentials.origin
+        reason = "" if self._status is None else self._status.reason
+        said = refusal(self._endpoint, status, origin=origin, reason=reason)
+        log_once(f"export.refused.{status}", said)
 
     def _retry_or_drop(self, batch: list[ReadableSpan], ok: bool, status: int | None) -> bool:
         """After one export: True to go on draining; False when the batch went back to the head

@@ -77,7 +77,7 @@ def flush(root: Path, job: str | None, sender: Sender, timeout_s: float) -> Drai
     return out
 
 
-def _report(out: Drained, root: Path, endpoint: str) -> int:
+def _report(out: Drained, root: Path, sender: Sender) -> int:
     for problem in out.problems:
         print(f"{PROG}: warning: {problem}; the bytes after it are lost", file=sys.stderr)
     line = f"{PROG}: delivered {out.spans} spans ({out.records} batches) from {out.files} files"
@@ -89,15 +89,20 @@ def _report(out: Drained, root: Path, endpoint: str) -> int:
     print(line)
     if out.complete:
         return 0
+    endpoint = sender.endpoint
     left = len(spool_files(root)) - out.skipped_live
     if out.stopped == -1:
         why = "the time given (--timeout) ran out"
     elif out.stopped is None:
         why = f"collector {endpoint} did not answer"
     elif out.stopped in (401, 403, 404):
-        why = refusal(endpoint, out.stopped).replace(". Spans are dropped, not retried", "")
+        said = refusal(
+            endpoint, out.stopped, origin=sender.credentials.origin, reason=sender.reason
+        )
+        why = said.replace(". Spans are dropped, not retried", "")
     else:
         why = f"collector {endpoint} answered HTTP {out.stopped}"
+        why += f": {sender.reason}" if sender.reason else ""
     print(f"{PROG}: {why}; {left} files left in {root}: run it again later", file=sys.stderr)
     return 1
 
@@ -127,4 +132,4 @@ def flush_main(argv: Sequence[str]) -> int:
     except OSError as exc:  # the folder itself unreadable: one line, no traceback
         print(f"{PROG}: cannot read the spool {root}: {exc.strerror}", file=sys.stderr)
         return 1
-    return _report(out, root, endpoint)
+    return _report(out, root, sender)

@@ -57,7 +57,12 @@ def build_provider(
             session=session,
         )
     queue = ExportQueue(
-        exporter, max_queue_size=max_queue_size, status=status, endpoint=endpoint, backlog=backlog
+        exporter,
+        max_queue_size=max_queue_size,
+        status=status,
+        endpoint=endpoint,
+        backlog=backlog,
+        credentials=credentials,
     )
     provider = TracerProvider(
         resource=Resource.create(identity.attributes()),

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ._answers import RETRYABLE_STATUS, TOKEN_REFUSED, HttpStatus, report_partial_success
+from ._answers import (
+    RETRYABLE_STATUS,
+    TOKEN_REFUSED,
+    HttpStatus,
+    refusal_reason,
+    report_partial_success,
+)
 from ._credentials import Credentials
 from ._spool import FILE_HEADER, KIND_BATCH, KIND_DROPS, Scan, try_lock
 
@@ -78,6 +84,8 @@ class Sender:
         self._status = status
         self.last: int | None = None
         """The status of the latest answer (``None``: none, or no answer)."""
+        self.reason = ""
+        """The collector's reason in its latest refusal (:func:`~ett._answers.refusal_reason`)."""
         try:
             self._tls = _tls_context(os.environ if env is None else env)
         except (OSError, ValueError, ssl.SSLError):
@@ -91,7 +99,7 @@ class Sender:
 
     def _post(self, body: bytes) -> int | None:
         code: int | None
-        rejected = 0
+        rejected, reason = 0, ""
         headers = {**self.credentials.headers(), "Content-Type": "application/x-protobuf"}
         try:  # the request too: a URL that is not http(s) raised here and ended the thread
             request = urllib.request.Request(
@@ -104,12 +112,21 @@ class Sender:
             rejected = report_partial_success(answer, ctype, self.endpoint)
         except urllib.error.HTTPError as exc:
             code = int(exc.code)
+            reason = _reason(exc)
         except (OSError, ValueError):
             code = None
         if self._status is not None:  # spans rejected from the spool are dropped ones too
-            self._status.record(code, rejected)
-        self.last = code
+            self._status.record(code, rejected, reason)
+        self.last, self.reason = code, reason
         return code
+
+
+def _reason(exc: urllib.error.HTTPError) -> str:
+    """The collector's reason in a refusal's body (never raises)."""
+    try:
+        return refusal_reason(exc.read(65536), exc.headers.get("content-type", ""))
+    except Exception:
+        return ""
 
 
 @dataclass

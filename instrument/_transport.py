@@ -3,7 +3,8 @@
 What it adds to a plain session, request by request:
 
 - it records each answer in an :class:`~ett._answers.HttpStatus` (the status code, the spans
-  an OTLP partial success rejected), so that the export queue knows what the collector said;
+  an OTLP partial success rejected, a refusal's reason), so that the export queue knows what
+  the collector said;
 - it sends the token of :class:`~ett._credentials.Credentials` as it is now (an
   ``ETT_TOKEN_FILE`` rotated while the job runs), and after a 401 or 403 reads the token file
   again and, when the token changed, sends the request again, once, with the new one;
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._answers import RETRYABLE_STATUS, TOKEN_REFUSED, HttpStatus, rejected_in
+from ._answers import RETRYABLE_STATUS, TOKEN_REFUSED, HttpStatus, rejected_in, response_reason
 from ._credentials import Credentials
 
 
@@ -60,7 +61,7 @@ def export_session(status: HttpStatus, credentials: Credentials, *, fail_fast: b
                 if fail_fast:
                     raise CollectorAway("no answer: ETT keeps the spans in its spool") from exc
                 raise
-            status.record(response.status_code, rejected_in(response))
+            status.record(response.status_code, rejected_in(response), response_reason(response))
             return response
 
     return ExportSession()
