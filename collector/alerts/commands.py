@@ -137,12 +137,28 @@ def _serve_with_alerts(
         try:
             settings = AlertSettings.from_env({**os.environ, **given})
             settings.load()
-        except (RulesError, AlertConfigError) as exc:
+        except RulesError as exc:
             raise CliError(f"alert rules: {exc}", exit_code=2) from None
+        except AlertConfigError as exc:
+            raise CliError(f"alerts: {_in_flag_words(str(exc), args, given)}") from None
         args.alert_settings = settings
         return serve(args)
 
     return run
+
+
+def _in_flag_words(message: str, args: argparse.Namespace, given: dict[str, str]) -> str:
+    """``message`` of a bad alert setting with each variable that a flag set named as that
+    flag, and its value as typed (``--alert-interval 0s``, not ``ETT_ALERT_INTERVAL_S='0.0'``)."""
+    for attr, env in _SERVE_ENV.items():
+        if env in given and env in message:
+            typed = getattr(args, attr)
+            message = message.replace(
+                f"{env}={given[env]!r}", f"--{attr.replace('_', '-')} {typed}"
+            )
+            message = message.replace(repr(given[env]), repr(typed))
+            message = message.replace(env, f"--{attr.replace('_', '-')}")
+    return message
 
 
 def _serve_options(args: argparse.Namespace) -> dict[str, str]:

@@ -21,6 +21,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ._service import DEFAULT_DASHBOARD_URL, DEFAULT_INTERVAL_S
 from .rules import RulesError, RuleSet, load_rules
@@ -54,6 +55,23 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _check_url(name: str, url: str) -> None:
+    """An http(s) URL with a host and, if given, a port in 1..65535; else
+    :class:`AlertConfigError` naming ``name`` (``http://127.0.0.1:99999`` started and then
+    logged "Connection refused" at every delivery)."""
+    if not url.startswith(("http://", "https://")):
+        raise AlertConfigError(f"the {name} URL must start with http:// or https://: {url!r}")
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise AlertConfigError(f"the {name} URL has no valid port (1-65535): {url!r}") from None
+    host = parts.hostname or ""
+    if not host or any(c.isspace() for c in url) or port == 0:
+        what = "a host" if not host else "no spaces" if port != 0 else "a port in 1-65535"
+        raise AlertConfigError(f"the {name} URL needs {what}: {url!r}")
+
+
 def _pairs(env: Mapping[str, str]) -> int:
     raw = (env.get(MAX_PAIRS) or "").strip()
     if not raw:
@@ -80,10 +98,15 @@ class AlertSettings:
             ("alertmanager", self.alertmanager_url),
             ("dashboard", self.dashboard_url),
         ):
-            if url is not None and not url.startswith(("http://", "https://")):
-                raise AlertConfigError(
-                    f"the {name} URL must start with http:// or https://: {url!r}"
-                )
+            if url is not None:
+                _check_url(name, url)
+        path = urlsplit(self.alertmanager_url or "").path.rstrip("/")
+        if path.endswith(("/api/v2/alerts", "/api/v1/alerts", "/api/v2", "/api/v1")):
+            base = self.alertmanager_url.rsplit(path, 1)[0] if self.alertmanager_url else ""
+            raise AlertConfigError(
+                f"the alertmanager URL is Alertmanager's base URL, without {path!r} (alerts "
+                f"go to its /api/v2/alerts): {base or self.alertmanager_url!r}"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> AlertSettings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 
@@ -59,15 +60,19 @@ def test_an_option_is_laid_over_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert (alerts.interval_s, alerts.dashboard_url) == (10.0, "https://dash:8501")
 
 
-def test_a_bad_option_is_refused_in_the_variables_words() -> None:
-    with pytest.raises(CliError, match="alert rules: ETT_ALERT_INTERVAL_S must be a positive"):
+def test_a_bad_option_is_refused_in_the_flags_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the flag as typed: it said "alert rules: ETT_ALERT_INTERVAL_S ... got '0.0'"
+    with pytest.raises(CliError, match=r"^alerts: --alert-interval must be a positive, finite "):
         _served(_args(alert_interval="0s"))
-    with pytest.raises(CliError, match=r"ETT_ALERT_INTERVAL_S must be at least 1 s, got '0\.001'"):
+    with pytest.raises(CliError, match=r"--alert-interval must be at least 1 s, got '1ms'"):
         _served(_args(alert_interval="1ms"))
     with pytest.raises(CliError, match="the alertmanager URL must start with http"):
         _served(_args(alertmanager="am:9093"))
     with pytest.raises(AlertConfigError, match="ETT_METRICS_CACHE_S='x' is not a number"):
         AlertSettings.from_env({"ETT_METRICS_CACHE_S": "x"})
+    monkeypatch.setenv("ETT_ALERT_INTERVAL_S", "0")  # a variable stays in the variable's words
+    with pytest.raises(CliError, match="ETT_ALERT_INTERVAL_S must be a positive"):
+        _served(_args())
 
 
 def test_workers_get_the_same_settings_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,3 +85,25 @@ def test_workers_get_the_same_settings_back(monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv(name, value)
     worker = Settings.for_worker()
     assert worker.alerts == settings.alerts and worker.port == 4999
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://", "needs a host"),
+        ("http://127.0.0.1:99999", "has no valid port (1-65535)"),
+        ("http://am:0", "needs a port in 1-65535"),
+        ("http://exa mple:1", "needs no spaces"),
+        # it started and posted to /api/v2/alerts/api/v2/alerts, 404 forever
+        ("http://am:9093/api/v2/alerts", "base URL, without '/api/v2/alerts'"),
+        ("http://am:9093/api/v2/", "base URL, without '/api/v2'"),
+    ],
+)
+def test_a_bad_alertmanager_url_is_refused_at_start(url: str, message: str) -> None:
+    with pytest.raises(AlertConfigError, match=re.escape(message)):
+        AlertSettings(alertmanager_url=url)
+
+
+@pytest.mark.parametrize("url", ["http://am:9093", "https://am.example.com/", "http://[::1]:9093"])
+def test_a_good_alertmanager_url_is_taken(url: str) -> None:
+    assert AlertSettings(alertmanager_url=url).alertmanager_url == url
