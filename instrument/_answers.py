@@ -33,15 +33,21 @@ class HttpStatus:
         """Spans the collector took the batch of but rejected (OTLP partial success)."""
         self.reason = ""
         """The collector's own words in its latest refusal (:func:`refusal_reason`)."""
+        self.problem = ""
+        """What the latest request that got no answer met, when worth saying (a TLS failure:
+        ``ett._transport.tls_problem``); ``""`` otherwise."""
 
-    def record(self, status: int | None, rejected: int = 0, reason: str = "") -> None:
-        """One request: its status (``None``: no answer), the spans its answer rejected and,
-        for a refusal, the collector's reason."""
+    def record(
+        self, status: int | None, rejected: int = 0, reason: str = "", problem: str = ""
+    ) -> None:
+        """One request: its status (``None``: no answer), the spans its answer rejected, for a
+        refusal the collector's reason, and for no answer what it met (``problem``)."""
         self.count += 1
         self.last = status
         self.failing = status is None or status in RETRYABLE_STATUS
         self.rejected += rejected
         self.reason = reason
+        self.problem = problem
 
 
 def refusal(endpoint: str, status: int, *, origin: str | None = None, reason: str = "") -> str:

@@ -180,9 +180,11 @@ class ExportQueue(SpanProcessor):
         accepts a TCP connection now: an export in flight may be sleeping in the exporter's own
         retry back-off and will deliver when it wakes. False after an answer (a retryable
         status: up but refusing), after a flush timed out (a collector that accepts and never
-        answers), or for an exporter without an HTTP endpoint."""
-        if self._stalled or (self._status is not None and self._status.last is not None):
-            return False
+        answers), after a TLS failure (it takes connections, the handshake fails), or for an
+        exporter without an HTTP endpoint."""
+        status = self._status
+        if self._stalled or (status is not None and (status.last is not None or status.problem)):
+            return False  # an answer, or a TLS failure: it takes connections and will not do
         try:
             parts = urlsplit(self._endpoint)
             host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
@@ -277,11 +279,13 @@ class ExportQueue(SpanProcessor):
             self._wake.set()  # go on at once
         elif result == FAILED:
             self._spool_queue(backlog)
+            why = self._why(None if self._status is None else self._status.last)
             log_once(
-                "export.spooling",
-                "ETT collector %s is not taking spans: keeping them in the spool %s and "
+                "export.spooling" + (".tls" if why.startswith("TLS") else ""),
+                "ETT collector %s is not taking spans (%s): keeping them in the spool %s and "
                 "retrying with back-off",
                 self._endpoint,
+                why,
                 backlog.writer.path,
             )
         return not backlog.active
@@ -310,9 +314,9 @@ class ExportQueue(SpanProcessor):
             self._in_flight = 0
             self._unreachable = True
         self._spool_queue(backlog)
-        why = "no answer: collector unreachable?" if status is None else f"HTTP {status}"
+        why = self._why(status)
         log_once(
-            "export.failed",
+            "export.failed" + (".tls" if why.startswith("TLS") else ""),
             "ETT span export to %s failed (%s): keeping the spans in the spool %s and retrying "
             "with back-off",
             self._endpoint,
@@ -320,6 +324,13 @@ class ExportQueue(SpanProcessor):
             backlog.writer.path,
         )
         return True
+
+    def _why(self, status: int | None) -> str:
+        """What an export that failed for want of a collector met, for the log."""
+        if status is not None:
+            return f"HTTP {status}"
+        problem = "" if self._status is None else self._status.problem
+        return problem or "no answer: collector unreachable?"
 
     def _drain_queue(self) -> bool:
         """Export the queue batch by batch; False at the first batch requeued for a retry (or
@@ -391,9 +402,9 @@ class ExportQueue(SpanProcessor):
                 self._failing_since = None  # the next batch gets its own budget
                 return True
             self._queue.extendleft(reversed(batch))
-        why = "no answer: collector unreachable?" if status is None else f"HTTP {status}"
+        why = self._why(status)
         log_once(
-            "export.failed",
+            "export.failed" + (".tls" if why.startswith("TLS") else ""),
             "ETT span export to %s failed (%s): retrying with back-off",
             self._endpoint,
             why,

@@ -93,6 +93,8 @@ def _report(out: Drained, root: Path, sender: Sender) -> int:
     left = len(spool_files(root)) - out.skipped_live
     if out.stopped == -1:
         why = "the time given (--timeout) ran out"
+    elif out.stopped is None and sender.problem:
+        why = f"collector {endpoint}: {sender.problem}"
     elif out.stopped is None:
         why = f"collector {endpoint} did not answer"
     elif out.stopped in (401, 403, 404):

@@ -33,6 +33,7 @@ from ._answers import (
 )
 from ._credentials import Credentials
 from ._spool import FILE_HEADER, KIND_BATCH, KIND_DROPS, Scan, try_lock
+from ._transport import tls_problem
 
 DELIVERED, KEEP, DROP = "delivered", "keep", "drop"
 SETTINGS_STATUS = frozenset({401, 403, 404, 407})
@@ -47,12 +48,16 @@ def verdict(status: int | None) -> str:
     return DROP
 
 
-def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext | None:
-    def get(name: str) -> str:
-        traces = env.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}", "").strip()
-        return traces or env.get(f"OTEL_EXPORTER_OTLP_{name}", "").strip()
+def _tls_setting(env: Mapping[str, str], name: str) -> str:
+    """``OTEL_EXPORTER_OTLP_TRACES_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``."""
+    traces = env.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}", "").strip()
+    return traces or env.get(f"OTEL_EXPORTER_OTLP_{name}", "").strip()
 
-    ca, cert, key = get("CERTIFICATE"), get("CLIENT_CERTIFICATE"), get("CLIENT_KEY")
+
+def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext | None:
+    ca, cert, key = (
+        _tls_setting(env, n) for n in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY")
+    )
     if not (ca or cert):
         return None
     context = ssl.create_default_context(cafile=ca or None)
@@ -86,8 +91,13 @@ class Sender:
         """The status of the latest answer (``None``: none, or no answer)."""
         self.reason = ""
         """The collector's reason in its latest refusal (:func:`~ett._answers.refusal_reason`)."""
+        self.problem = ""
+        """What the latest request that got no answer met, when it is TLS (``tls_problem``)."""
+        env = os.environ if env is None else env
+        ca = _tls_setting(env, "CERTIFICATE")
+        self._ca = f"the CA file {ca}" if ca else "the system's CA bundle"
         try:
-            self._tls = _tls_context(os.environ if env is None else env)
+            self._tls = _tls_context(env)
         except (OSError, ValueError, ssl.SSLError):
             self._tls = None
 
@@ -99,7 +109,7 @@ class Sender:
 
     def _post(self, body: bytes) -> int | None:
         code: int | None
-        rejected, reason = 0, ""
+        rejected, reason, problem = 0, "", ""
         headers = {**self.credentials.headers(), "Content-Type": "application/x-protobuf"}
         try:  # the request too: a URL that is not http(s) raised here and ended the thread
             request = urllib.request.Request(
@@ -113,11 +123,12 @@ class Sender:
         except urllib.error.HTTPError as exc:
             code = int(exc.code)
             reason = _reason(exc)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             code = None
+            problem = tls_problem(exc, self._ca)
         if self._status is not None:  # spans rejected from the spool are dropped ones too
-            self._status.record(code, rejected, reason)
-        self.last, self.reason = code, reason
+            self._status.record(code, rejected, reason, problem)
+        self.last, self.reason, self.problem = code, reason, problem
         return code
 
 
