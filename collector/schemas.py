@@ -164,6 +164,9 @@ class JobJSON(_JobHeadJSON, TimeSplitJSON):
     checkpoint_blocking_stats: NotRequired[BlockingStatsJSON]
     blocking_events: NotRequired[list[BlockingEventJSON]]
     startup_compile_cache: NotRequired[str | None]
+    telemetry_lost_spans: NotRequired[int]
+    """Spans the job's emitters said they lost: with any, its idle time holds training whose
+    windows were lost, and its figures are incomplete."""
     segments: NotRequired[list[SegmentJSON]]
     computed_at: NotRequired[float]
     fresh: NotRequired[bool]
@@ -287,6 +290,7 @@ def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
         "checkpoint_blocking_stats": blocking_stats_json(s.checkpoint_blocking_stats),
         "blocking_events": [blocking_event_json(e) for e in s.blocking_events],
         "startup_compile_cache": s.startup_compile_cache,
+        "telemetry_lost_spans": s.telemetry_lost_spans,
     }
     if with_segments:
         out["segments"] = [segment_json(seg) for seg in s.segments]

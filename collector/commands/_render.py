@@ -164,10 +164,22 @@ def _figures_table(job: JobJSON) -> Table:
                 for e in events
             ),
         )
+    lost_spans = job.get("telemetry_lost_spans") or 0
+    if lost_spans:
+        head.add_row("telemetry", incomplete_telemetry(lost_spans))
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
         head.add_row("figures as of", instant(job["computed_at"]) + note)
     return head
+
+
+def incomplete_telemetry(lost_spans: int) -> str:
+    """What ``lost_spans`` spans that the job's emitters lost do to its figures."""
+    return (
+        f"INCOMPLETE: the job's emitters lost {lost_spans:,} span(s) (exporter queue or spool "
+        "full, or refused for good); the time they covered reads as idle (other), so ETT is a "
+        "lower bound"
+    )
 
 
 def _lost_table(job: JobJSON) -> Table | None:

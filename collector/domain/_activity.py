@@ -301,3 +301,28 @@ def _checkpoints(
         yield CheckpointRow(
             attempt, step, row.mode, row.bytes, start, end, persisted, end - start, persist_s, at
         )
+
+
+_LOSS_KEYS = (sc.TELEMETRY_DROPPED_SPANS, sc.TELEMETRY_SPOOL_DROPPED_SPANS)
+
+
+def telemetry_lost_spans(spans: Iterable[SpanRecord]) -> int:
+    """Spans the job's emitters said they lost (an exporter queue or a spool that was full, a
+    collector that refused them for good): per attempt and rank, the largest
+    ``ett.telemetry.dropped_spans`` of its windows and attempt span (each a running count of
+    its process) plus the largest ``ett.telemetry.spool_dropped_spans``, summed. 0 when none
+    said so. A lost span's time is not in the figures: a lost window reads as idle (``other``)
+    time, a lost save or failure as nothing, so the figures of a job with lost spans are a
+    lower bound of what it trained and an upper bound of its idle time."""
+    most: dict[tuple[int, int, str], int] = {}
+    for s in spans:
+        attrs = s.attributes
+        if not attrs:
+            continue
+        for key in _LOSS_KEYS:
+            n = attrs.get(key)
+            if type(n) is int and n > 0:
+                at = (s.attempt, s.rank, key)
+                most[at] = max(most.get(at, 0), n)
+    return sum(most.values())
+

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ett import semconv as sc
 
-from ._activity import startup_compile_cache
+from ._activity import startup_compile_cache, telemetry_lost_spans
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
 from ._charges import blocking_events
 from ._checkpoints import blocking_stats, checkpoints_of, restored_step, unsaved_since
@@ -231,4 +231,5 @@ def _compose(spans: Sequence[SpanRecord], walk: _Walk) -> JobSummary:
         checkpoint_blocking_stats=blocking_stats(walk.per_save, walk.async_saves),
         blocking_events=blocking_events(spans),
         startup_compile_cache=startup_compile_cache(spans),
+        telemetry_lost_spans=telemetry_lost_spans(spans),
     )

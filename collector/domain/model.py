@@ -211,3 +211,7 @@ class JobSummary(TimeSplit):
     startup_compile_cache: str | None = None
     """The first attempt's start-up compiles' cache outcome: ``hit``, ``miss``, ``partial`` (a
     mix) or ``off`` (no lookup); None without a start-up compile."""
+    telemetry_lost_spans: int = 0
+    """Spans the job's emitters said they lost (``ett.telemetry.dropped_spans`` and
+    ``spool_dropped_spans``): with any, the figures miss their time (a lost window reads as
+    idle)."""

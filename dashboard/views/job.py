@@ -242,6 +242,14 @@ def job_view(job_id: str, c: Client) -> None:
         f"· team `{job.get('team') or '—'}` · started {fmt.instant(job['alloc'])}"
         + (" · updates live" if job["state"] in LIVE else "")
     )
+    lost_spans = job.get("telemetry_lost_spans") or 0
+    if lost_spans:
+        st.warning(
+            f"Incomplete telemetry: this job's emitters lost {lost_spans:,} span(s) (exporter "
+            "queue or spool full, or refused for good). The time they covered reads as idle "
+            "(other): ETT is a lower bound.",
+            icon="⚠️",
+        )
     _figures(job)
     try:  # read after the headline figures are on the page
         segments = c.segments(job_id)

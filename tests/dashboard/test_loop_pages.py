@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[dashboard]'")
 
+from ett import semconv as sc
+from ett_collector.domain import SpanRecord
 from ett_dashboard import _format as fmt
 from tests.dashboard.conftest import wait_computed
 from tests.dashboard.test_pages import _chart_frames, metrics, run
@@ -25,6 +28,17 @@ JOBS = {"straggler": ("loop-straggler", "slowpoke"), "flat": ("loop-flat", "stea
 JOBS["wide"] = ("loop-wide", "wide")
 
 
+LOST_SPANS = 65
+"""Spans the flat job's rank 0 says it lost (its attempt span's ``ett.telemetry.dropped_spans``)."""
+
+
+def _lossy(span: SpanRecord) -> SpanRecord:
+    """``span``, saying :data:`LOST_SPANS` lost when it is rank 0's attempt span."""
+    if span.name != sc.SPAN_ATTEMPT or span.rank != 0:
+        return span
+    return replace(span, attributes={**span.attributes, sc.TELEMETRY_DROPPED_SPANS: LOST_SPANS})
+
+
 @pytest.fixture(scope="module")
 def loop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
     home = tmp_path_factory.mktemp("loop") / "ett-home"
@@ -33,7 +47,7 @@ def loop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
     try:
         t0 = time.time() - 3600
         spans = perf_job(*JOBS["straggler"], t0, slow=3)
-        spans += perf_job(*JOBS["flat"], t0, straggler=False)
+        spans += [_lossy(s) for s in perf_job(*JOBS["flat"], t0, straggler=False)]
         spans += perf_job(*JOBS["wide"], t0, windows=12, ranks=20, straggler=False)
         assert send_spans(spans, c.url) == len(spans)
         wait_computed(c, [job for job, _ in JOBS.values()])
@@ -65,6 +79,7 @@ def test_job_page_names_the_straggler_and_the_slow_time(api: Collector) -> None:
     # the bare figure, three digits at most: "64.2k samples/s" was cut to "64.2k s…" at 1400 px
     assert m["Samples/s"] == fmt.rate(perf["samples_per_s"], unit="") == "608"
     assert any("Rank 1 (attempt 0) computes 2.00×" in c.value for c in at.caption)
+    assert not [w for w in at.warning if "Incomplete telemetry" in w.value]
     frames = _chart_frames(at)
     per_rank = [f for f in frames if "rank" in f.columns and "samples_per_s" in f.columns]
     assert len(per_rank) == 1 and set(per_rank[0]["rank"]) == {"rank 0", "rank 1"}
@@ -78,6 +93,9 @@ def test_job_page_names_the_straggler_and_the_slow_time(api: Collector) -> None:
 def test_a_flat_job_has_no_straggler_and_a_wide_one_a_band(api: Collector) -> None:
     at = run("views/job.py", job=JOBS["flat"][0])
     assert metrics(at)["Straggler rank"] == "none"
+    # its rank 0 lost spans: the page says its idle time may be lost telemetry
+    (warned,) = [w.value for w in at.warning if "Incomplete telemetry" in w.value]
+    assert f"lost {LOST_SPANS:,} span(s)" in warned and "ETT is a lower bound" in warned
     assert metrics(at)["Slow time"] == "0.0 s"
     at = run("views/job.py", job=JOBS["wide"][0])
     frames = _chart_frames(at)
