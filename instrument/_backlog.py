@@ -43,8 +43,9 @@ RESCAN_S = 10.0
 MAX_BACKOFF_S = 30.0
 TOKEN_BACKOFF_S = 300.0
 """After the collector refused the token (401/403), the spool is sent again when the token
-changes (``ETT_TOKEN_FILE`` rotated), else this long after: the collector bans an address that
-sends 10 wrong tokens a minute, and every rank of the host would share the ban."""
+changes (``ETT_TOKEN_FILE`` rotated), else this long after: the same token cannot come right
+by itself, and the collector counts every wrong one against the host's address (10 a minute
+ban it)."""
 DROPS_EVERY_S = 60.0
 """A full spool writes its drop count at most this often (and with a kept span, and at the
 end), so that a collector that never comes back cannot grow it past the bound."""
