@@ -420,8 +420,9 @@ def _print_quality(q: Any, path: str, since: float, until: float) -> None:
         found = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
         if d.scored:
             state = found
-        else:
-            state = f"not scored ({unscored(p.at)})" + (f"; {found}" if d.found else "")
+        else:  # a delay from an onset before the backtest measures where the backtest began
+            named = "; named by a firing" if d.found and p.at < since else f"; {found}"
+            state = f"not scored ({unscored(p.at)})" + (named if d.found else "")
         print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}")
 
 

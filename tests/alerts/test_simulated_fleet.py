@@ -133,6 +133,14 @@ def test_an_onset_outside_the_backtest_is_not_scored_and_not_missed(
     out = capsys.readouterr().out
     assert f"model={MODEL} {COMPONENT} x6" in out
     assert "not scored (onset after the backtest)" in out and "MISSED" not in out, out
+    # an onset before the backtest, its alert still firing in it: named, with no delay (one
+    # measured from where the backtest began said "found after 61.0 h")
+    since = datetime.fromtimestamp(ONSET + DAY, UTC).isoformat()
+    assert main([*argv, "--since", since]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if f"{COMPONENT} x6" in x)
+    assert "not scored (onset before the backtest)" in line, out
+    assert "found after" not in line
 
 
 def _firing(rule: str, model: str, component: str, at: float) -> Firing:
