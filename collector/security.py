@@ -65,8 +65,9 @@ def read_token_file(path: Path) -> list[str]:
     """The tokens of a token file.
 
     Raises:
-        SecurityConfigError: the file is missing, unreadable, readable by other users, or holds
-            a token shorter than :data:`MIN_TOKEN_CHARS` (the message never holds a token)."""
+        SecurityConfigError: the file is missing, unreadable, readable by other users, holds no
+            token (every client of its scope would be refused), or holds a token shorter than
+            :data:`MIN_TOKEN_CHARS` (the message never holds a token)."""
     try:
         mode = path.stat().st_mode
         text = path.read_text(encoding="utf-8")
@@ -79,6 +80,11 @@ def read_token_file(path: Path) -> list[str]:
             f"the token file {path} is readable by other users: chmod 600 {path}"
         )
     tokens = parse_tokens(text, comments=True)
+    if not tokens:
+        raise SecurityConfigError(
+            f"the token file {path} holds no token, so every client would be refused: put one "
+            f"token per line in it (e.g. `openssl rand -hex 32 > {path}`)"
+        )
     check_lengths(tokens, str(path))
     return tokens
 

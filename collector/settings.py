@@ -314,6 +314,8 @@ class Settings:
     token: str | None = field(
         default_factory=lambda: os.environ.get("ETT_TOKEN") or None, repr=False
     )
+    """``ETT_TOKEN`` (``--token``), white space around it stripped, as the library strips it
+    (a token file's trailing newline in ``ETT_TOKEN=$(cat f)`` is no part of the token)."""
     max_body_bytes: int = field(
         default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
     )
@@ -376,6 +378,13 @@ class Settings:
         )
 
     def __post_init__(self) -> None:
+        if self.token is not None and self.token != self.token.strip():
+            if not self.token.strip():
+                raise ConfigError(
+                    "ETT_TOKEN (--token) is only white space: give the token, or unset it for "
+                    "no token"
+                )
+            object.__setattr__(self, "token", self.token.strip())
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {self.port}")
         if not self.db_url.startswith(("sqlite", "postgresql")):

@@ -95,9 +95,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     token = {"token": args.token} if args.token else {}
     from ..security import MIN_TOKEN_CHARS
 
-    if args.token and len(args.token) < MIN_TOKEN_CHARS:  # token files refuse these; a typed
+    typed = (args.token or "").strip()
+    if typed and len(typed) < MIN_TOKEN_CHARS:  # token files refuse these; a typed
         print(  # one is said (the examples and tests use short ones), never shown
-            f"ett serve: note: --token has {len(args.token)} characters; a guessable token "
+            f"ett serve: note: --token has {len(typed)} characters; a guessable token "
             f"lets anyone send or read: use at least {MIN_TOKEN_CHARS} random ones "
             "(e.g. `openssl rand -hex 32`)",
             file=sys.stderr,
