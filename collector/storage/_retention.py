@@ -20,13 +20,22 @@ one transaction) and the next pass finishes what it began (``pruned`` says where
 Between batches a pass pauses (``pause_s``), so ingest and reads never wait behind it for more
 than one batch. On PostgreSQL whole days of spans go first (``_partitions.drop_before``); on
 SQLite the pages freed are given back to the disk in small steps (``_engine.give_back_pages``).
+
+One pass at a time: on PostgreSQL a pass holds a session advisory lock (:data:`PASS_LOCK_KEY`)
+for its whole length, and a second pass (another ``ett db prune``, a collector's retention loop)
+that finds it taken deletes nothing and says so (``Tally.busy``) instead of waiting. Each step
+also holds its job: ``pruned`` only grows, and a job's deletion locks its row and goes on only
+while the row is there at ``pruned`` 3, so two passes at once (an older collector's, or SQLite's,
+where every write transaction takes the database's write lock first) never take a job's cells
+out of the fleet cells twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import Connection, Engine, inspect
 
@@ -49,6 +58,7 @@ from ett_collector.storage._retention_policy import (
 
 __all__ = [
     "KEPT",
+    "PASS_LOCK_KEY",
     "RUNS_GONE",
     "SPANS_GOING",
     "SPANS_GONE",
@@ -57,6 +67,10 @@ __all__ = [
     "Tally",
     "pruned_jobs",
 ]
+
+
+PASS_LOCK_KEY = 0x4554_5450_5255_4E45  # "ETTPRUNE"
+"""The PostgreSQL advisory lock a pass holds (session level): one pass per database at a time."""
 
 
 class Retention:
@@ -154,8 +168,38 @@ class Retention:
 
     def run(self, stop: threading.Event | None = None, progress: Progress | None = None) -> Tally:
         """Delete what is due, in batches; ``progress(tally so far)`` after each batch. Returns
-        what was deleted; ends early (the rest left for the next pass) once ``stop`` is set."""
-        stop = stop or threading.Event()
+        what was deleted; ends early (the rest left for the next pass) once ``stop`` is set.
+        While another pass runs on the same PostgreSQL database, deletes nothing and returns
+        at once, ``busy`` set."""
+        with self._one_pass() as alone:
+            if not alone:
+                return Tally(busy=True)
+            return self._pass(stop or threading.Event(), progress)
+
+    @contextlib.contextmanager
+    def _one_pass(self) -> Iterator[bool]:
+        """Hold the pass lock (:data:`PASS_LOCK_KEY`) while the block runs; yields False when
+        another session holds it. On its own connection, in autocommit (it holds no transaction
+        open); a connection whose unlock failed is closed, not pooled, so the lock goes with it.
+        SQLite: always True (its write lock orders the passes' transactions)."""
+        if self.engine.dialect.name != "postgresql":
+            yield True
+            return
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            taken = bool(
+                conn.exec_driver_sql("SELECT pg_try_advisory_lock(%s)", (PASS_LOCK_KEY,)).scalar()
+            )
+            yield taken
+            if taken:
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(%s)", (PASS_LOCK_KEY,))
+        except BaseException:
+            conn.invalidate()  # the session ends, and its lock with it
+            raise
+        finally:
+            conn.close()
+
+    def _pass(self, stop: threading.Event, progress: Progress | None) -> Tally:
         tally = Tally()
         now = self.clock()
         spans_c, runs_c, figures_c = self._cutoffs(now)
@@ -240,10 +284,12 @@ class Retention:
             )
 
     def _mark(self, job_id: str, level: int, more: str, args: tuple[object, ...]) -> None:
+        """Move the job to ``level`` (never back: another pass may be further on)."""
         ph = self._ph
         with self._writes.begin() as conn:
             conn.exec_driver_sql(
-                f"UPDATE jobs SET pruned = {ph}{more} WHERE job_id = {ph}", (level, *args, job_id)
+                f"UPDATE jobs SET pruned = {ph}{more} WHERE job_id = {ph} AND pruned < {ph}",
+                (level, *args, job_id, level),
             )
 
     def _drain(
@@ -287,9 +333,18 @@ class Retention:
 
     def _forget(self, job_id: str, tally: Tally) -> None:
         """Delete the job: its cells out of the fleet cells, then its segments, figures, cells
-        and row, in one transaction."""
+        and row, in one transaction; nothing when another pass deleted it first. Its row is
+        locked first (PostgreSQL: ``FOR UPDATE``; SQLite: the transaction holds the write
+        lock), so a second deletion of the job waits for the first and then finds no row,
+        instead of reading the cells the first is taking out and taking them out again."""
         ph = self._ph
+        lock = " FOR UPDATE" if self.engine.dialect.name == "postgresql" else ""
         with self._writes.begin() as conn:
+            level = conn.exec_driver_sql(
+                f"SELECT pruned FROM jobs WHERE job_id = {ph}{lock}", (job_id,)
+            ).scalar()
+            if level != RUNS_GONE:
+                return  # gone already (another pass), or not this far
             _fleet_cells.replace_job(conn, job_id, (None, None, ""), (), {})
             n = conn.exec_driver_sql(f"DELETE FROM segments WHERE job_id = {ph}", (job_id,))
             tally.segments += max(0, n.rowcount)

@@ -17,6 +17,9 @@ _NEVER = -1e300
 RESOLVED_ALERTS = "SELECT {what} FROM alerts WHERE state = 'resolved' AND resolved_at < {ph}"
 """Alerts resolved before a cutoff (``alerts`` table, migration 0003)."""
 
+PASS_RUNNING = "a prune is already running"
+"""What a pass that found another one running says (:attr:`Tally.busy`)."""
+
 KEPT, SPANS_GOING, SPANS_GONE, RUNS_GONE = 0, 1, 2, 3
 """Values of ``jobs.pruned`` (migration 0007)."""
 
@@ -61,6 +64,8 @@ class Tally:
     partition_rows: int = 0
     """About how many rows those partitions held (the planner's estimate)."""
     vacuumed_pages: int = 0
+    busy: bool = False
+    """The pass deleted nothing: another pass held the database's pass lock (PostgreSQL)."""
 
     def rows(self) -> int:
         """Rows deleted in all."""
@@ -68,6 +73,11 @@ class Tally:
 
     def describe(self) -> str:
         """One line: ``raw spans of 3 jobs (1,200 spans); runs of ...``."""
+        if self.busy:
+            return (
+                f"nothing: {PASS_RUNNING} on this database (another `ett db prune`, or a "
+                "collector's retention); run this one again once it has ended"
+            )
         parts = [
             f"raw spans of {self.span_jobs:,} job(s) ({self.spans:,} spans)",
             f"heartbeat runs of {self.run_jobs:,} job(s) ({self.runs:,} runs, "

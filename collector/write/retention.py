@@ -13,6 +13,7 @@ from ett import semconv
 from ..settings import Settings
 from ..storage._partitions import ensure_ahead
 from ..storage._retention import Policy, Retention, Tally
+from ..storage._retention_policy import PASS_RUNNING
 from ._disk_prune import Disk, DiskPruneLoop
 from .periodic import Periodic
 from .pipeline import Pipeline
@@ -53,7 +54,9 @@ class RetentionLoop:
             return
         tally = self.retention.run(stop=self._loop.stopping)
         self.last = tally
-        if tally.rows():
+        if tally.busy:  # another process's pass: this one waits for the next tick, not for it
+            log.info("retention: %s on this database; this pass skipped", PASS_RUNNING)
+        elif tally.rows():
             log.info("retention deleted %s", tally.describe())
 
     def start(self) -> None:
