@@ -208,6 +208,42 @@ def ett_home() -> Path:
     return Path(os.environ.get("ETT_HOME") or Path.home() / ".local" / "share" / "ett")
 
 
+def _credentials(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme, user, password, rest)`` of a URL with a password, its user part taken to end
+    at the *last* ``@`` (so a password holding an unencoded ``@`` is all of it); None without
+    one."""
+    scheme, sep, tail = url.partition("://")
+    at = tail.rfind("@")
+    if not sep or at == -1 or ":" not in tail[:at]:
+        return None
+    user, password = tail[:at].split(":", 1)
+    return scheme, user, password, tail[at:]
+
+
+def redact_url(text: str) -> str:
+    """``text``, a database URL whether it parses or not, with its password shown as ``***``
+    (``scheme://user:***@host...``); a password holding an unencoded ``@`` is hidden whole (a
+    query holding an ``@`` hides the host too: never the other way round)."""
+    parts = _credentials(text)
+    if parts is None:
+        return text
+    scheme, user, _, rest = parts
+    return f"{scheme}://{user}:***{rest}"
+
+
+def scrub_password(message: str, url: str) -> str:
+    """``message`` (a driver's or parser's error about ``url``) without the password of ``url``
+    or any piece of it between ``@ : / ? #`` of two characters or more."""
+    parts = _credentials(url)
+    if parts is None:
+        return message
+    password = parts[2]
+    pieces = [password, *re.split(r"[@:/?#]", password)]
+    for piece in sorted((p for p in pieces if len(p) >= 2), key=len, reverse=True):
+        message = message.replace(piece, "***")
+    return message
+
+
 def default_db_url() -> str:
     """``ETT_DB_URL``, else the embedded SQLite file ``$ETT_HOME/collector.db``."""
     env = os.environ.get("ETT_DB_URL")
@@ -389,7 +425,7 @@ class Settings:
             raise ConfigError(f"port must be in 1..65535, got {self.port}")
         if not self.db_url.startswith(("sqlite", "postgresql")):
             raise ConfigError(
-                f"unsupported database URL {self.db_url!r}: use sqlite:///PATH or "
+                f"unsupported database URL {redact_url(self.db_url)!r}: use sqlite:///PATH or "
                 "postgresql+psycopg://USER@HOST:PORT/DB"
             )
         if self.read_threads < 1:

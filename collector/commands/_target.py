@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..settings import default_db_url
+from ..settings import default_db_url, redact_url, scrub_password
 
 
 class TargetError(Exception):
@@ -54,10 +54,8 @@ class Target:
 
     @property
     def shown(self) -> str:
-        """The URL without its password."""
-        from sqlalchemy.engine import make_url
-
-        return make_url(self.url).render_as_string(hide_password=True)
+        """The URL as written, without its password (all of it, an unencoded ``@`` in it too)."""
+        return redact_url(self.url)
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -148,19 +146,29 @@ def resolve(raw: str | None) -> Target:
     from sqlalchemy.exc import ArgumentError
 
     try:
-        backend = make_url(text).get_backend_name()
+        parsed = make_url(text)
+        backend = parsed.get_backend_name()
     except (ArgumentError, ValueError) as exc:
+        why = scrub_password(str(exc), text)
         raise TargetError(
-            f"{source}: cannot read database URL {text!r} ({exc}); write {URL_FORMS}"
-        ) from exc
-    if backend not in ("sqlite", "postgresql", "postgres"):
+            f"{source}: cannot read database URL {redact_url(text)!r} ({why}); write {URL_FORMS}"
+        ) from None
+    backend = "postgresql" if backend == "postgres" else backend
+    if backend not in ("sqlite", "postgresql"):
         raise TargetError(
             f"{source}: {backend} databases are not supported; write {URL_FORMS}", exit_code=2
         )
+    if backend == "postgresql" and "@" in f"{parsed.host or ''}{parsed.database or ''}":
+        raise TargetError(  # the driver would be handed part of the password as the host
+            f"{source}: cannot read database URL {redact_url(text)!r}: its password (or host) "
+            "holds an '@': write it percent-encoded, '@' as %40 (urllib.parse.quote(password, "
+            "safe=''))"
+        )
     if backend == "sqlite" and (make_url(text).database or ":memory:") in ("", ":memory:"):
-        raise TargetError(  # every connection opened its own empty database: spans sent to
-            f"{source} {text!r} names no file: an in-memory SQLite database is lost with its "
-            f"connection and no other process sees it; write {URL_FORMS}"  # it were thrown away
+        # every connection opened its own empty database: spans sent to it were thrown away
+        raise TargetError(
+            f"{source} {redact_url(text)!r} names no file: an in-memory SQLite database is lost "
+            f"with its connection and no other process sees it; write {URL_FORMS}"
         )
     return Target(text, source)
 
@@ -168,7 +176,7 @@ def resolve(raw: str | None) -> Target:
 def connection_error(target: Target, exc: Exception) -> TargetError:
     """One line for a database that cannot be reached or read (a runtime failure, exit 1)."""
     first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    detail = first[0] if first else type(exc).__name__
+    detail = scrub_password(first[0], target.url) if first else type(exc).__name__
     return TargetError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
 
 

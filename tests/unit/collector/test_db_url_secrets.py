@@ -1,0 +1,90 @@
+"""A database password never reaches a message: URLs that do not parse, a password holding an
+unencoded ``@``, a driver's own error."""
+
+from __future__ import annotations
+
+import pytest
+
+from ett_cli import main
+from ett_collector.commands._target import Target, connection_error
+from ett_collector.settings import ConfigError, Settings, redact_url, scrub_password
+from tests.support.ports import free_port
+
+SECRET = "SECRETPW"
+
+
+def _one_line_error(err: str) -> str:
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _commands(url: str) -> list[tuple[list[str], dict[str, str]]]:
+    """``url`` given to a read, to ``db upgrade`` and to ``serve``, by ``--db`` and by
+    ``ETT_DB_URL``."""
+    serve = ["serve", "--port", str(free_port())]
+    return [
+        (["jobs", "--db", url], {}),
+        (["db", "upgrade", "--db", url], {}),
+        ([*serve, "--db", url], {}),
+        (["jobs"], {"ETT_DB_URL": url}),
+        (serve, {"ETT_DB_URL": url}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "said"),
+    [
+        (f"postgresql+psycopg://u:{SECRET}@127.0.0.1:notaport/x", [SECRET], "notaport"),
+        (f"postgresql+psycopg://u:{SECRET}@[::1/x", [SECRET], "cannot read database URL"),
+        ("postgresql+psycopg://u:SEC@RETPW@127.0.0.1:1/x", ["SEC", "RETPW"], "%40"),
+        ("postgresql+psycopg://u:SEC@RE/TPW@127.0.0.1:1/x", ["SEC", "RE/", "TPW"], "%40"),
+        ("postgresql://u:SE:C@RET:abc@127.0.0.1/x", ["SE:C", "RET"], "u:***@"),
+    ],
+    ids=["port", "ipv6", "at-sign", "at-and-slash", "colon-and-at"],
+)
+def test_an_unusable_url_is_said_without_its_password(
+    url: str,
+    secrets: list[str],
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv, env in _commands(url):
+        monkeypatch.delenv("ETT_DB_URL", raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert main(argv) == 2, argv
+        line = _one_line_error(capsys.readouterr().err)
+        assert said in line, line
+        for secret in secrets:
+            assert secret not in line, (argv, line)
+
+
+def test_a_drivers_error_is_scrubbed_of_the_password() -> None:
+    url = "postgresql+psycopg://u:p4ss@w0rd@db:5432/x"
+    target = Target(url, "--db")
+    error = connection_error(target, RuntimeError('failed to resolve host "w0rd@db"'))
+    assert "p4ss" not in error.message and "w0rd" not in error.message
+    assert scrub_password("x p4ss@w0rd y", url) == "x *** y"
+
+
+def test_settings_say_an_unsupported_url_without_its_password() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Settings(db_url=f"mysql://u:{SECRET}@db/ett")
+    assert SECRET not in str(raised.value) and "mysql://u:***@db/ett" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h/x", "postgresql://u:***@h/x"),
+        ("postgresql://u:a@b@h:1/x", "postgresql://u:***@h:1/x"),
+        ("postgresql://u@h/x", "postgresql://u@h/x"),
+        ("sqlite:////data/a@b.db", "sqlite:////data/a@b.db"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
