@@ -3,7 +3,13 @@
 A standby replays the primary's WAL; every transaction on it is read-only. The lag reported is
 ``now() - pg_last_xact_replay_timestamp()`` (how old the newest replayed commit is), or 0 when
 everything received has been replayed (an idle primary commits nothing, so the age of its last
-commit says nothing about the standby).
+commit says nothing about the standby). Replayed means the replay position is at or past the
+receive position, not equal to it: a standby that restarts replays its own WAL up to where it
+stopped, and its WAL receiver then reports the start of the segment it streams from, behind the
+replay position until the primary writes again (with ``=``, the lag of a restarted standby of an
+idle primary grew without bound). While nothing streams (no receive position: before the WAL
+receiver connects, or a standby fed from an archive only) how far behind it is cannot be known,
+and the age of its newest replayed commit is reported.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from sqlalchemy import Engine
 
 _STATE = (
     "SELECT pg_is_in_recovery(), CASE WHEN NOT pg_is_in_recovery() THEN NULL"
-    " WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0.0"
+    " WHEN pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn() THEN 0.0"
     " ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8 END"
 )
 

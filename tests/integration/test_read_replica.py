@@ -9,11 +9,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from ett_collector.storage import Store, head_revision
+from ett_collector.storage._replica import replication
 from tests.conftest import PG_SUPERUSER, PostgresServer, throwaway_postgres
 from tests.support.collector_process import start_collector
 from tests.support.ports import free_port
@@ -107,6 +110,38 @@ def test_read_only_collector_serves_the_primarys_figures(
         writer.stop()
         if reader is not None:
             reader.stop()
+
+
+def test_a_restarted_standby_of_an_idle_primary_is_not_behind(
+    primary_and_replica: tuple[PostgresServer, PostgresServer],
+) -> None:
+    """After a restart the standby's WAL receiver reports the start of the segment it streams
+    from, behind what the standby has replayed, until the primary writes again: that is caught
+    up (the lag once grew by the second there, as the age of the last commit)."""
+    primary, replica = primary_and_replica
+    writer = Store(primary.create_database("ett"))
+    writer.upgrade()  # some commits: then the primary stays idle
+    standby = Store(replica.url("ett"))
+    wait_until(lambda: replication(standby.engine)["replication_lag_s"] == 0.0, what="catch-up")
+    wait_until(lambda: standby.revision() == head_revision(), what="the standby's schema")
+    standby.engine.dispose()
+    replica.restart()
+
+    def streaming() -> tuple[Any, ...] | None:
+        with standby.engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT status, pg_last_wal_receive_lsn() < pg_last_wal_replay_lsn()"
+                " FROM pg_stat_wal_receiver"
+            ).first()
+        return tuple(row) if row is not None and row[0] == "streaming" else None
+
+    status, receive_behind_replay = wait_until(
+        streaming, what="the restarted standby to stream", ignore=(OperationalError,)
+    )
+    state = replication(standby.engine)
+    assert state == {"standby": True, "replication_lag_s": 0.0}, (status, receive_behind_replay)
+    writer.close()
+    standby.close()
 
 
 def test_read_only_refuses_a_database_behind_the_schema(
