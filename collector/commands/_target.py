@@ -29,6 +29,13 @@ class TargetError(Exception):
 URL_FORMS = "sqlite:///PATH, a path ending in .db, or postgresql+psycopg://USER@HOST:PORT/DB"
 """How a database is written, for error messages."""
 
+DRIVERS: dict[str, frozenset[str]] = {
+    "sqlite": frozenset({"sqlite", "sqlite+pysqlite"}),
+    "postgresql": frozenset({"postgresql", "postgresql+psycopg", "postgres", "postgres+psycopg"}),
+}
+"""The URL schemes of each supported database: Python's sqlite3, and psycopg 3 (which
+``postgresql://`` means here)."""
+
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _WHERE_HINT = "pass --db URL, or set ETT_HOME (the collector's data folder) or ETT_DB_URL"
 _DEFAULT_SOURCE = "the default place, ETT_HOME unset"
@@ -154,9 +161,15 @@ def resolve(raw: str | None) -> Target:
             f"{source}: cannot read database URL {redact_url(text)!r} ({why}); write {URL_FORMS}"
         ) from None
     backend = "postgresql" if backend == "postgres" else backend
-    if backend not in ("sqlite", "postgresql"):
+    if backend not in DRIVERS:
         raise TargetError(
             f"{source}: {backend} databases are not supported; write {URL_FORMS}", exit_code=2
+        )
+    if parsed.drivername not in DRIVERS[backend]:
+        raise TargetError(
+            f"{source}: the {backend} driver {parsed.get_driver_name()!r} is not supported: "
+            f"write sqlite:///PATH (Python's sqlite3) or postgresql+psycopg://USER@HOST:PORT/DB "
+            "(psycopg 3; postgresql:// means it too)"
         )
     if backend == "postgresql" and "@" in f"{parsed.host or ''}{parsed.database or ''}":
         raise TargetError(  # the driver would be handed part of the password as the host

@@ -1,5 +1,6 @@
 """A database password never reaches a message: URLs that do not parse, a password holding an
-unencoded ``@``, a driver's own error."""
+unencoded ``@``, a driver's own error; and a database driver this ett does not ship is refused in
+one line (exit 2), naming the supported ones."""
 
 from __future__ import annotations
 
@@ -60,6 +61,30 @@ def test_an_unusable_url_is_said_without_its_password(
         assert said in line, line
         for secret in secrets:
             assert secret not in line, (argv, line)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg2://u:pw@127.0.0.1:1/x",
+        "postgresql+nodriver://u:pw@127.0.0.1:1/x",
+        "postgresql+asyncpg://u:pw@127.0.0.1:1/x",
+        "sqlite+aiosqlite:///x.db",
+    ],
+)
+def test_an_unsupported_driver_exits_2_naming_the_supported_ones(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ETT_DB_URL", raising=False)
+    for argv, env in _commands(url):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert main(argv) == 2, argv
+        line = _one_line_error(capsys.readouterr().err)
+        assert "driver" in line and "is not supported" in line, line
+        assert "postgresql+psycopg://" in line and "sqlite:///" in line
+        assert "Error" not in line  # no exception's class name: ModuleNotFoundError...
+        monkeypatch.delenv("ETT_DB_URL", raising=False)
 
 
 def test_a_drivers_error_is_scrubbed_of_the_password() -> None:
