@@ -187,6 +187,45 @@ class AuthSettings:
                     )
 
 
+def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
+    """Load the files as the server will, so that a wrong one is said in one line at start
+    (before the address is bound or a database created), not as a raw ``ssl.SSLError``.
+
+    Raises:
+        SecurityConfigError: a certificate file without a PEM certificate, a key that is not a
+            PEM private key, is encrypted, or is not the certificate's; a client CA bundle
+            without a PEM certificate."""
+    import ssl
+
+    def no_certificate(path: Path, what: str) -> SecurityConfigError:
+        return SecurityConfigError(f"the TLS {what} {path} holds no PEM certificate")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    for path, what in ((cert, "certificate"), (client_ca, "client CA bundle")):
+        if path is None:
+            continue
+        try:
+            context.load_verify_locations(cafile=str(path))
+        except (ssl.SSLError, ValueError):
+            raise no_certificate(path, what) from None
+    asked: list[bool] = []
+
+    def passphrase() -> bytes:  # never a prompt on the terminal, as OpenSSL's own would
+        asked.append(True)
+        return b""
+
+    try:
+        context.load_cert_chain(str(cert), str(key), password=passphrase)
+    except ssl.SSLError as exc:
+        if asked:
+            why = "is encrypted: give ett serve the key without a passphrase (chmod 600 it)"
+        elif exc.reason == "KEY_VALUES_MISMATCH":
+            why = f"is not the key of the certificate {cert}: give the key it was issued with"
+        else:
+            why = "is not a PEM private key" + (f" ({exc.reason})" if exc.reason else "")
+        raise SecurityConfigError(f"the TLS key {key} {why}") from None
+
+
 @dataclass(frozen=True)
 class TlsSettings:
     """HTTPS for ``ett serve``: ``ETT_TLS_CERT``, ``ETT_TLS_KEY``, ``ETT_TLS_CLIENT_CA``."""
@@ -225,6 +264,8 @@ class TlsSettings:
         for name, value in (("cert", self.cert), ("key", self.key), ("client CA", self.client_ca)):
             if value is not None and not os.access(value, os.R_OK):
                 raise SecurityConfigError(f"cannot read the TLS {name} file {value}")
+        if self.cert is not None and self.key is not None:
+            _check_tls_files(self.cert, self.key, self.client_ca)
 
     def uvicorn_options(self) -> dict[str, Any]:
         """uvicorn's ``ssl_*`` options for these settings (empty: plain HTTP). A client CA
