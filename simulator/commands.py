@@ -270,18 +270,31 @@ def _sink(args: argparse.Namespace) -> tuple[Sink | None, str]:
     if args.dry_run:
         return None, "nowhere (dry run)"
     if args.db is not None:
-        from ett_collector.commands._target import TargetError, resolve
-        from ett_collector.storage import db_reason  # the driver's line, not SQLAlchemy's
+        from ett_collector.commands._target import TargetError, require_writable, resolve
+        from ett_collector.storage import Store, db_reason  # the driver's line, not SQLAlchemy's
 
         if "://" not in args.db and args.db.strip():  # a plain path: a SQLite file to create
             args.db = f"sqlite:///{Path(args.db).expanduser().resolve()}"
         try:  # the readers' rules: an empty --db, or an in-memory SQLite one, is refused
-            args.db = resolve(args.db).url
+            target = resolve(args.db)
         except TargetError as exc:
+            raise CliError(str(exc), exit_code=exc.exit_code) from None
+        args.db = target.url
+        store = Store(args.db)
+        try:  # a hot standby, read-only sessions or a file this user may not write: one line,
+            # before anything is written (as `ett db prune` and `ett serve` refuse them)
+            require_writable(target, store, "`ett simulate --db`")
+        except TargetError as exc:
+            store.engine.dispose()  # nothing written, nothing to tidy (close() may write)
+            if exc.__cause__ is not None:  # it could not be asked: unreachable, say
+                why = db_reason(exc.__cause__)
+                raise CliError(
+                    f"cannot open database {_shown(args.db)}: {why}", exit_code=1
+                ) from None
             raise CliError(str(exc), exit_code=exc.exit_code) from None
 
         try:
-            return DatabaseSink(args.db, window_s=_window_s()), "the database"
+            return DatabaseSink(args.db, window_s=_window_s(), store=store), "the database"
         except Exception as exc:
             raise CliError(
                 f"cannot open database {_shown(args.db)}: {db_reason(exc)}", exit_code=1

@@ -193,11 +193,14 @@ class DatabaseSink:
     """Writes bodies into the collector's database through its ingest path; ``close`` then
     recomputes every job it touched, so figures are ready to read."""
 
-    def __init__(self, db_url: str, window_s: float = semconv.DEFAULT_WINDOW_S) -> None:
+    def __init__(
+        self, db_url: str, window_s: float = semconv.DEFAULT_WINDOW_S, store: Any = None
+    ) -> None:
+        """``store``: the ``Store`` of ``db_url`` when the caller opened it already."""
         from ett_collector.storage import Store
         from ett_collector.write.pipeline import Pipeline
 
-        self._store: Any = Store(db_url)
+        self._store: Any = store if store is not None else Store(db_url)
         self._store.upgrade()
         self.pipeline: Any = Pipeline(self._store, window_s=window_s)
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from ett_cli import main
 from ett_collector.storage import Store, head_revision
 from ett_collector.storage._replica import replication
 from tests.conftest import PG_SUPERUSER, PostgresServer, throwaway_postgres
@@ -142,6 +143,32 @@ def test_a_restarted_standby_of_an_idle_primary_is_not_behind(
     assert state == {"standby": True, "replication_lag_s": 0.0}, (status, receive_behind_replay)
     writer.close()
     standby.close()
+
+
+def test_simulate_refuses_a_standby_in_one_line(
+    primary_and_replica: tuple[PostgresServer, PostgresServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ett simulate --db`` refuses a hot standby before writing, as ``ett db prune`` does
+    (it once failed at its first INSERT: ``ReadOnlySqlTransaction: cannot execute INSERT in a
+    read-only transaction``)."""
+    primary, replica = primary_and_replica
+    writer = Store(primary.create_database("ett"))
+    writer.upgrade()
+    standby = Store(replica.url("ett"))
+    wait_until(lambda: standby.revision() == head_revision(), what="the standby's schema")
+    standby.close()
+    argv = ["simulate", "--jobs", "2", "--days", "1", "--db", replica.url("ett")]
+    assert main(argv) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines
+    assert (
+        lines[0].startswith("ett simulate: database ")
+        and "is read-only: it is a hot standby" in lines[0]
+    )
+    assert "run `ett simulate --db` against the primary" in lines[0]
+    with writer.engine.connect() as conn:  # nothing reached the primary either
+        assert conn.exec_driver_sql("SELECT count(*) FROM jobs").scalar() == 0
+    writer.close()
 
 
 def test_read_only_refuses_a_database_behind_the_schema(
