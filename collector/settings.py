@@ -351,7 +351,7 @@ class Settings:
         default_factory=lambda: os.environ.get("ETT_TOKEN") or None, repr=False
     )
     """``ETT_TOKEN`` (``--token``), white space around it stripped, as the library strips it
-    (a token file's trailing newline in ``ETT_TOKEN=$(cat f)`` is no part of the token)."""
+    (the trailing newline of an env file or a mounted secret is no part of the token)."""
     max_body_bytes: int = field(
         default_factory=lambda: int(_float_env("ETT_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
     )

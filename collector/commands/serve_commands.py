@@ -36,7 +36,10 @@ def register(sub: Any, kit: Kit) -> None:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 4318)")
     _db_arg(serve)
     serve.add_argument(
-        "--token", default=None, help="one bearer token for everything (or ETT_TOKEN)"
+        "--token",
+        default=None,
+        help="one bearer token for everything; prefer ETT_TOKEN or token files: a command "
+        "line is visible to other users (ps)",
     )
     _serve_security.add_options(serve)  # scoped token files, TLS
     serve.add_argument(

@@ -116,3 +116,16 @@ def test_a_token_file_emptied_while_serving_keeps_its_last_tokens(
     with caplog.at_level(logging.WARNING):
         assert keyring.scopes(TOKEN) == {Scope.WRITE}
     assert "holds no token" in caplog.text and "its last tokens stay valid" in caplog.text
+
+
+def test_the_collector_docs_never_put_a_token_on_the_command_line() -> None:
+    """A command line is visible to every user of the host (``ps``): the examples give the
+    token through ETT_TOKEN or token files."""
+    docs = Path(__file__).parents[3] / "docs" / "collector.md"
+    text = docs.read_text()
+    in_examples = "\n".join(
+        block for n, block in enumerate(text.split("```")) if n % 2 == 1
+    )  # the fenced blocks
+    assert "ett serve" in in_examples
+    for line in in_examples.splitlines():
+        assert not ("ett serve" in line and "--token " in line), line
