@@ -54,8 +54,10 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: Engine, revision: str = "head") -> list[str]:
     """Bring the schema to ``revision`` in one transaction; a no-op when it is there already.
+    Returns the revisions applied, oldest first (empty: it was there already), for
+    ``ett db upgrade`` to say.
 
     Concurrent upgrades (service start and ``ett db upgrade`` at once) wait for each other
     instead of racing: an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite, and a
@@ -73,3 +75,17 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         if current is not None and current not in known:
             raise ForeignSchema(current)
         command.upgrade(cfg, revision)
+        after = MigrationContext.configure(conn).get_current_revision()
+        return applied_between(current, after)
+
+
+def applied_between(before: str | None, after: str | None) -> list[str]:
+    """The packaged revisions after ``before`` up to ``after``, oldest first (None: none)."""
+    if after is None or after == before:
+        return []
+    out = []
+    for script in ScriptDirectory.from_config(alembic_config()).walk_revisions(head=after):
+        if script.revision == before:
+            break
+        out.append(script.revision)
+    return out[::-1]

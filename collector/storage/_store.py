@@ -119,9 +119,10 @@ class Store(FleetReads):
 
     # --- schema ----------------------------------------------------------------------------
 
-    def upgrade(self) -> None:
-        """Bring the schema to the newest migration (idempotent; atomic on both databases)."""
-        _migrate.upgrade(self._engine)
+    def upgrade(self) -> list[str]:
+        """Bring the schema to the newest migration (idempotent; atomic on both databases);
+        returns the revisions it applied, oldest first (empty when it was there already)."""
+        return _migrate.upgrade(self._engine)
 
     def revision(self) -> str | None:
         """The schema revision the database is at (None before :meth:`upgrade`)."""
