@@ -42,6 +42,11 @@ can take up to this long to show."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
+DEFAULT_HEADER_TIMEOUT_S = 30.0
+"""How long a request's head (request line and headers) may take to arrive from its first byte,
+and a new connection's first request from the connection; past it the connection is closed
+(``api/_connections.py``): clients that trickle header lines, or connect and send nothing, do not
+hold a connection for good."""
 DEFAULT_BODY_TIMEOUT_S = 30.0
 """How long a trace request's body may take to arrive, from the start of its reading to its last
 byte; past it the request is answered 408 and its bytes leave the in-flight budget, so a client
@@ -337,6 +342,7 @@ class Settings:
     ``ETT_READ_CACHE`` (:data:`DEFAULT_READ_CACHE_JOBS`; 0 turns the cache off),
     ``ETT_READ_RECHECK_S`` (:data:`DEFAULT_READ_RECHECK_S`; 0 checks on every read),
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
+    ``ETT_HEADER_TIMEOUT_S`` (:data:`DEFAULT_HEADER_TIMEOUT_S`),
     ``ETT_BODY_TIMEOUT_S`` (:data:`DEFAULT_BODY_TIMEOUT_S`),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
     ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
@@ -378,6 +384,10 @@ class Settings:
     keep_alive_s: float = field(
         default_factory=lambda: _float_env("ETT_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S)
     )
+    header_timeout_s: float = field(
+        default_factory=lambda: _float_env("ETT_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S)
+    )
+    """How long a request's head may take to arrive (:data:`DEFAULT_HEADER_TIMEOUT_S`)."""
     body_timeout_s: float = field(
         default_factory=lambda: _float_env("ETT_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S)
     )
@@ -436,11 +446,14 @@ class Settings:
             raise ConfigError(
                 f"ETT_READ_RECHECK_S must be a finite number >= 0, got {self.read_recheck_s}"
             )
-        if not 0 < self.body_timeout_s < float("inf"):
-            raise ConfigError(
-                f"ETT_BODY_TIMEOUT_S must be a finite number of seconds above 0, got "
-                f"{self.body_timeout_s}"
-            )
+        for name, seconds in (
+            ("ETT_HEADER_TIMEOUT_S", self.header_timeout_s),
+            ("ETT_BODY_TIMEOUT_S", self.body_timeout_s),
+        ):
+            if not 0 < seconds < float("inf"):
+                raise ConfigError(
+                    f"{name} must be a finite number of seconds above 0, got {seconds}"
+                )
         check_retention(self.retain, self.live_refresh_s)
         try:
             self.auth.check()

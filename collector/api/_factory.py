@@ -25,6 +25,7 @@ from ..settings import Settings
 from ..storage import Store
 from ..write.pipeline import Pipeline
 from ._app import create_app
+from ._connections import HeadDeadlineProtocol
 
 
 class LeaderLock:
@@ -92,8 +93,10 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
     """The app, with its pipeline and metrics, over a store that is already migrated:
     ``ett serve`` migrates once, before it starts the server or any worker process. Sets the
     process's GIL switch interval (:data:`SWITCH_INTERVAL_S`); a server process then settles
-    its garbage collector (:func:`settle_garbage`)."""
+    its garbage collector (:func:`settle_garbage`). Sets the request-head deadline of the
+    process's connections (``ETT_HEADER_TIMEOUT_S``, ``_connections.py``)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    HeadDeadlineProtocol.head_timeout_s = settings.header_timeout_s  # one server per process
     if settings.read_only:
         leader = Follower()  # no recompute, alert evaluation or retention: they write
     store = Store(settings.db_url, raw_window_retention_s=settings.raw_window_retention_s)

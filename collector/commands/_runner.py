@@ -59,6 +59,9 @@ environment:
                       process's own ingest and recomputes show at once, changes by another
                       worker process or collector (ett recompute) within this long
   ETT_KEEP_ALIVE_S    how long an idle HTTP connection stays open (default 75 s)
+  ETT_HEADER_TIMEOUT_S
+                      how long a request's head may take to arrive (and a new connection's
+                      first request), then the connection is closed (default 30 s)
   ETT_BODY_TIMEOUT_S  how long a trace request's body may take to arrive, then 408 and the
                       connection closed (default 30 s)
   ETT_WORKERS         server processes (default 1)

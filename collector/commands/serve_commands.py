@@ -162,12 +162,14 @@ def _serve_here(settings: Settings, sock: Any, line: str) -> None:
     """Serve on this process, on the bound ``sock``; print ``line`` once it listens."""
     import uvicorn
 
+    from ..api._connections import PROTOCOL
     from ..api._factory import build_app, settle_garbage
 
     app = build_app(settings)
     settle_garbage()
     config = uvicorn.Config(
         app,
+        http=PROTOCOL,  # request heads have a deadline (ETT_HEADER_TIMEOUT_S)
         log_level="warning",
         timeout_keep_alive=math.ceil(settings.keep_alive_s),
         **settings.tls.uvicorn_options(),
@@ -179,6 +181,8 @@ def _serve_workers(settings: Settings, workers: int, line: str) -> None:
     """Serve on ``workers`` processes, each building its app from the ``ETT_*`` variables
     written here (``ett_collector.api._factory.app_from_env``)."""
     import uvicorn
+
+    from ..api._connections import PROTOCOL
 
     os.environ["ETT_DB_URL"] = settings.db_url
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
@@ -193,6 +197,7 @@ def _serve_workers(settings: Settings, workers: int, line: str) -> None:
         "ett_collector.api._factory:app_from_env",
         factory=True,
         workers=workers,
+        http=PROTOCOL,
         host=settings.host,
         port=settings.port,
         log_level="warning",

@@ -5,12 +5,17 @@
   ``ETT_MAX_INFLIGHT_BYTES``, not 64 MiB: other clients' exports go on being stored; after
   ``ETT_BODY_TIMEOUT_S`` each stalled one is answered 408 and closed, and the budget is empty;
 - a client that hangs up mid-body is counted (``ett_ingest_requests_total{code="499"}``) and
-  leaves at most one log line, no traceback.
+  leaves at most one log line, no traceback;
+- a connection that trickles header lines, or sends nothing, is closed once
+  ``ETT_HEADER_TIMEOUT_S`` has passed (uvicorn has no such setting: ``api/_connections.py``),
+  while a kept-alive connection that pauses between requests is not.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ import pytest
 
 from ett_collector.api import create_app
 from ett_collector.api._admission import InflightBudget
+from ett_collector.api._connections import HeadDeadlineProtocol
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
@@ -123,3 +129,82 @@ def test_a_client_gone_mid_body_is_counted_with_one_line_and_no_traceback(
     assert len(lines) <= 1, [r.getMessage() for r in lines]
     assert all(r.exc_info is None for r in caplog.records), "a traceback was logged"
     assert "Exception in ASGI application" not in caplog.text
+
+
+HEAD_TIMEOUT_S = 1.0
+
+
+@pytest.fixture
+def head_deadline(monkeypatch: pytest.MonkeyPatch) -> type[HeadDeadlineProtocol]:
+    monkeypatch.setattr(HeadDeadlineProtocol, "head_timeout_s", HEAD_TIMEOUT_S)
+    return HeadDeadlineProtocol
+
+
+def _closed_within(conn: socket.socket, bound_s: float, trickle: bytes | None) -> float:
+    """Seconds until the server closes ``conn`` without an answer, sending ``trickle`` every
+    0.2 s meanwhile; AssertionError past ``bound_s``."""
+    start = time.monotonic()
+    conn.settimeout(0.2)  # the pace of the trickle
+    while time.monotonic() - start < bound_s:
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            if trickle is not None:
+                try:
+                    conn.sendall(trickle)
+                except OSError:  # closed meanwhile
+                    return time.monotonic() - start
+            continue
+        except ConnectionResetError:
+            return time.monotonic() - start
+        assert data == b"", data[:200]  # closed without an answer
+        return time.monotonic() - start
+    raise AssertionError(f"the connection was still open after {bound_s} s")
+
+
+def test_slow_or_silent_heads_are_closed_at_the_deadline(
+    db_url: str, store: Store, head_deadline: type[HeadDeadlineProtocol]
+) -> None:
+    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    with served(app, http=head_deadline) as (host, port):
+        trickling = raw_request(host, port, b"POST /v1/traces HTTP/1.1\r\nHost: t\r\n")
+        silent = socket.create_connection((host, port), timeout=30)
+        try:
+            waited = _closed_within(trickling, 60, trickle=b"X-Pad: 1\r\n")
+            assert waited >= HEAD_TIMEOUT_S * 0.9
+            assert _closed_within(silent, 60, trickle=None) < 60
+        finally:
+            trickling.close()
+            silent.close()
+
+
+def _get_healthz(conn: socket.socket) -> bytes:
+    """One keep-alive ``GET /healthz`` on ``conn``: its status line."""
+    conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+    conn.settimeout(30)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head.split(b"\r\n", 1)[0]
+
+
+def test_a_kept_alive_connection_may_pause_between_requests(
+    db_url: str, store: Store, head_deadline: type[HeadDeadlineProtocol]
+) -> None:
+    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    with served(app, http=head_deadline, timeout_keep_alive=75) as (host, port):
+        conn = socket.create_connection((host, port), timeout=30)
+        try:
+            assert _get_healthz(conn).startswith(b"HTTP/1.1 200")
+            time.sleep(HEAD_TIMEOUT_S * 2)  # elapsed time, not a wait: idle past the deadline
+            assert _get_healthz(conn).startswith(b"HTTP/1.1 200")
+        finally:
+            conn.close()
