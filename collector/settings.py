@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 from collections.abc import Callable
@@ -277,9 +278,16 @@ def _number_env(
 
 
 def _float_env(name: str, default: float) -> float:
-    """A positive number from ``name`` (``default`` when unset)."""
+    """A positive, finite number from ``name`` (``default`` when unset): ``nan`` passed a test
+    of ``not v <= 0`` (``ETT_WINDOW_S=nan`` made retention prune nothing, silently), and ``inf``
+    is no length of time or size."""
     return _number_env(
-        name, default, strip=False, what="a number", ok=lambda v: not v <= 0, rule="positive"
+        name,
+        default,
+        strip=False,
+        what="a number",
+        ok=lambda v: 0 < v < math.inf,
+        rule="a positive, finite number",
     )
 
 

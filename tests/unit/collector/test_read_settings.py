@@ -54,3 +54,16 @@ def test_read_recheck_is_seconds_of_0_or_more(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv("ETT_READ_RECHECK_S", raw)
         with pytest.raises(ConfigError, match="ETT_READ_RECHECK_S"):
             Settings(db_url="sqlite:///x.db")
+
+
+@pytest.mark.parametrize(
+    "name", ["ETT_LIVE_REFRESH_S", "ETT_READ_WAIT_S", "ETT_WINDOW_S", "ETT_MAX_BODY_BYTES"]
+)
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
+def test_a_number_that_is_not_finite_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, raw: str
+) -> None:
+    # nan passed `not v <= 0`: ETT_WINDOW_S=nan made retention prune nothing, silently
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(ConfigError, match=f"{name} must be a positive, finite number, got '{raw}'"):
+        Settings(db_url="sqlite:///x.db")
