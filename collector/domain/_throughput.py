@@ -65,6 +65,23 @@ def _scores(cell: dict[int, _Cell]) -> tuple[float | None, int | None]:
     return round(best[0], 4), best[1]
 
 
+def rank_rate(points: Iterable[Point]) -> float | None:
+    """The median over ranks of ``sum(samples) / sum(seconds)`` of each rank's points (None
+    without a rank that stepped): a job's throughput per rank."""
+    per: dict[tuple[int, int], list[float]] = {}
+    for p in points:
+        acc = per.setdefault((p.attempt, p.rank), [0.0, 0.0])
+        acc[0] += p.samples
+        acc[1] += p.seconds
+    rates = [s / t for s, t in per.values() if t > 0 and s > 0]
+    return statistics.median(rates) if rates else None
+
+
+def rank_seconds(points: Iterable[Point]) -> float:
+    """The rank-seconds of the points: what a slower step costs in GPU time."""
+    return sum(p.seconds for p in points)
+
+
 def series(
     points: Sequence[Point],
     buckets: int,

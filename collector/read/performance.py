@@ -4,6 +4,10 @@ Read on demand (``GET /api/v1/jobs/{id}/performance?buckets=N``, ``ett report``)
 windows and its compacted ``window_series`` buckets become
 :class:`~ett_collector.domain._points.Point` values, and the pure domain functions do the
 rest. The base of ``slow_pct`` is the job's stored ETT productive seconds, when it has figures.
+
+A job whose raw spans retention pruned serves the figures kept when they went
+(``collector/storage/_kept_performance.py``), the same as before; its series adds the kept
+raw windows to its ``window_series`` buckets (none once those are pruned too).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from typing import Any
 
 from ..domain._performance import performance
 from ..domain._throughput import MAX_BUCKETS, series
-from ..storage._series import job_points
+from ..storage._kept_performance import KeptPerformance
+from ..storage._series import job_points, points_of_rows
 from .query import NotFound, Query, QueryError
 
 DEFAULT_BUCKETS = 60
@@ -34,6 +39,9 @@ def parse_buckets(text: str | None) -> int:
 
 def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -> dict[str, Any]:
     """The ``performance`` block of ``job_id`` with its ``series`` of ``buckets`` slices."""
+    kept = query.store.kept_performance(job_id)
+    if kept is not None:
+        return _kept_block(query, job_id, kept, buckets)
     spans, rows = query.store.load_performance(job_id)
     if not spans and not rows:
         raise NotFound(f"no job {job_id!r}")
@@ -45,6 +53,15 @@ def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -
         productive = None  # no figures yet: the loop's own seconds are the base
     block: dict[str, Any] = {"job_id": job_id, **performance(points, spans, productive)}
     block["productive_s"] = productive
+    block["series"] = series(points, buckets)
+    return block
+
+
+def _kept_block(query: Query, job_id: str, kept: KeptPerformance, buckets: int) -> dict[str, Any]:
+    """The block of a job whose raw spans were pruned, from its kept figures."""
+    block: dict[str, Any] = {"job_id": job_id, **kept.figures}
+    block["productive_s"] = kept.productive_s
+    points = points_of_rows(query.store.load_series(job_id)) + kept.windows  # job_points' order
     block["series"] = series(points, buckets)
     return block
 

@@ -19,7 +19,8 @@ over its jobs that ended (or, live, last reported) in ``[since, now]``:
 
 Cheap by construction: a job's facts are computed once per recompute of its figures (memoised
 on its ``computed_at``), at most :data:`MAX_JOBS` jobs (the newest) are read per answer, and a
-whole answer is reused for :data:`CACHE_S` seconds.
+whole answer is reused for :data:`CACHE_S` seconds. A job whose raw spans retention pruned gives
+the facts kept when they went (``collector/storage/_kept_performance.py``), the same as before.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain._performance import performance
+from ..domain._throughput import rank_rate, rank_seconds
 from ..storage._series import job_points
 from .query import Query, QueryError, parse_instant
 
@@ -57,15 +59,22 @@ class JobFacts:
     rank_s: float
 
 
-def _rank_rate(points: list[Any]) -> float | None:
-    """The median over ranks of ``sum(samples) / sum(seconds)`` of each rank's points."""
-    per: dict[tuple[int, int], list[float]] = {}
-    for p in points:
-        acc = per.setdefault((p.attempt, p.rank), [0.0, 0.0])
-        acc[0] += p.samples
-        acc[1] += p.seconds
-    rates = [s / t for s, t in per.values() if t > 0 and s > 0]
-    return statistics.median(rates) if rates else None
+def _job_facts(
+    row: Any, perf: dict[str, Any], rank_samples_per_s: float | None, rank_s: float
+) -> JobFacts:
+    """A job's facts from its performance figures ``perf`` and its rank rate and seconds."""
+    slow = perf["slow_s"]
+    ideal = perf["ideal_step_s"]
+    return JobFacts(
+        model=row["model"],
+        slow_s=float(slow) if isinstance(slow, int | float) else None,
+        productive_s=float(row["wall_s"]) * float(row["ett_pct"]) / 100.0,
+        rank_samples_per_s=rank_samples_per_s,
+        ideal_step_s=float(ideal) if isinstance(ideal, int | float) else None,
+        straggler=perf.get("straggler") is not None,
+        straggler_score=_top_score(perf["stragglers"]),
+        rank_s=rank_s,
+    )
 
 
 class ModelPerformance:
@@ -85,24 +94,18 @@ class ModelPerformance:
             known = self._jobs.get(job_id)
         if known is not None and known[0] == stamp:
             return known[1]
-        spans, rows = self.query.store.load_performance(job_id)
-        points = job_points(spans, rows)
         facts = None
-        if points:
-            productive = float(row["wall_s"]) * float(row["ett_pct"]) / 100.0
-            perf = performance(points, spans, productive or None)
-            slow = perf["slow_s"]
-            ideal = perf["ideal_step_s"]
-            facts = JobFacts(
-                model=row["model"],
-                slow_s=float(slow) if isinstance(slow, int | float) else None,
-                productive_s=productive,
-                rank_samples_per_s=_rank_rate(points),
-                ideal_step_s=float(ideal) if isinstance(ideal, int | float) else None,
-                straggler=perf.get("straggler") is not None,
-                straggler_score=_top_score(perf["stragglers"]),
-                rank_s=sum(p.seconds for p in points),
-            )
+        kept = self.query.store.kept_performance(job_id)
+        if kept is not None:  # its raw spans were pruned: the facts of before
+            if kept.figures.get("points"):
+                facts = _job_facts(row, kept.figures, kept.rank_samples_per_s, kept.rank_s)
+        else:
+            spans, rows = self.query.store.load_performance(job_id)
+            points = job_points(spans, rows)
+            if points:
+                productive = float(row["wall_s"]) * float(row["ett_pct"]) / 100.0
+                perf = performance(points, spans, productive or None)
+                facts = _job_facts(row, perf, rank_rate(points), rank_seconds(points))
         with self._lock:
             self._jobs[job_id] = (stamp, facts)
         return facts

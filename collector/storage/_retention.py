@@ -5,14 +5,17 @@ recompute, and no span arrived for :attr:`Policy.quiet_s`), by the age of its fi
 (the job's own span clock):
 
 1. after ``spans_s``: its raw spans (``spans``). The job's row is marked first (``pruned`` 1,
-   ``spans_pruned_at``), in a transaction of its own, so a recompute refuses from then on and its
-   stored figures, segments and fleet cells stay as they are; then its spans go, a batch of at
-   most ``batch_rows`` per transaction; then ``pruned`` 2.
+   ``spans_pruned_at``), in a transaction of its own that also keeps its performance figures as
+   its raw spans give them (``job_performance``, ``_kept_performance.py``), so a recompute
+   refuses from then on and its stored figures, segments, fleet cells and performance figures
+   stay as they are; then its spans go, a batch of at most ``batch_rows`` per transaction; then
+   ``pruned`` 2.
 2. after ``runs_s``: its folded heartbeat runs and their step-time series (``window_runs``,
-   ``window_series``, ``window_compaction``), the same way; then ``pruned`` 3.
+   ``window_series``, ``window_compaction``, and the kept raw windows of its series), the same
+   way; then ``pruned`` 3.
 3. after ``figures_s``: the job itself: its cells are taken out of the fleet cells
-   (``_fleet_cells.replace_job`` with no segments), and its segments, figures, cells and row go,
-   in one transaction.
+   (``_fleet_cells.replace_job`` with no segments), and its segments, figures, kept performance
+   figures, cells and row go, in one transaction.
 
 Resolved alerts go ``alerts_s`` after they resolved. A pass killed at any instant leaves every
 figure pointing at what it was computed from (segments and figures go with the job's row, in
@@ -40,7 +43,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Connection, Engine, inspect
 
 from ett_collector.domain.model import JobState
-from ett_collector.storage import _fleet_cells, _partitions
+from ett_collector.storage import _fleet_cells, _kept_performance, _partitions
 from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages
 from ett_collector.storage._retention_policy import (
     _NEVER,
@@ -204,7 +207,7 @@ class Retention:
         now = self.clock()
         spans_c, runs_c, figures_c = self._cutoffs(now)
         if self.engine.dialect.name == "postgresql" and self.policy.spans_s is not None:
-            self._mark_due(now)  # then whole days of spans of marked jobs only can go
+            self._mark_due(now, stop)  # then whole days of spans of marked jobs only can go
             tally.partitions, tally.partition_rows = _partitions.drop_before(self.engine, spans_c)
         while not stop.is_set():
             with self.engine.connect() as conn:
@@ -234,8 +237,8 @@ class Retention:
         """Take one job as far as it is due (stops between batches when ``stop`` is set)."""
         ph = self._ph
         if pruned < SPANS_GONE:
-            if pruned == KEPT:
-                self._mark(job_id, SPANS_GOING, f", spans_pruned_at = {ph}", (self.clock(),))
+            if pruned == KEPT and not self._begin(job_id):
+                return  # a span came since: not due any more
             tally.span_jobs += 1
             if not self._drain("spans", job_id, tally, "spans", stop, progress):
                 return
@@ -258,6 +261,7 @@ class Retention:
                 conn.exec_driver_sql(
                     f"DELETE FROM window_compaction WHERE job_id = {ph}", (job_id,)
                 )
+                _kept_performance.forget_windows(conn, job_id)  # the series' share of them
             self._mark(job_id, RUNS_GONE, ", span_count = 0", ())
             pruned = RUNS_GONE
         if figures_due and pruned == RUNS_GONE:
@@ -265,23 +269,37 @@ class Retention:
             if progress is not None:
                 progress(tally)
 
-    def _mark_due(self, now: float) -> None:
-        """Mark every job whose raw spans are due (``pruned`` 1), in one statement."""
+    def _mark_due(self, now: float, stop: threading.Event) -> None:
+        """Mark every job whose raw spans are due (``pruned`` 1), each as :meth:`_begin` does."""
+        with self.engine.connect() as conn:
+            due = [job for job, pruned, _ in self.due(conn, now, 10**9) if pruned == KEPT]
+        for job_id in due:
+            if stop.is_set():
+                return
+            self._begin(job_id)
+
+    def _begin(self, job_id: str) -> bool:
+        """Keep the job's performance figures as its raw spans give them now
+        (``_kept_performance``), and mark it for the deletion of those spans (``pruned`` 1,
+        ``spans_pruned_at``) in the same transaction, while nothing came for it since it was
+        found due. True once it is marked (by this pass or another one), False when a span
+        came (the job waits for a later pass)."""
         ph = self._ph
+        with self.engine.connect() as conn, conn.begin():  # the spans and series at one instant
+            kept = _kept_performance.snapshot(conn, job_id)
+        now = self.clock()
         with self._writes.begin() as conn:
-            conn.exec_driver_sql(
+            marked = conn.exec_driver_sql(
                 f"UPDATE jobs SET pruned = {SPANS_GOING}, spans_pruned_at = {ph}"
-                f" WHERE pruned = {KEPT} AND job_id IN (SELECT j.job_id FROM jobs j"
-                f' JOIN job_figures f ON f.job_id = j.job_id WHERE f."end" < {ph}'
-                f" AND f.state <> {ph} AND j.dirty = {ph} AND j.last_seen < {ph})",
-                (
-                    now,
-                    self._cutoffs(now)[0],
-                    JobState.RUNNING.value,
-                    False,
-                    now - self.policy.quiet_s,
-                ),
-            )
+                f" WHERE job_id = {ph} AND pruned = {KEPT} AND dirty = {ph} AND last_seen < {ph}",
+                (now, job_id, False, now - self.policy.quiet_s),
+            ).rowcount
+            if marked == 1 and kept is not None:
+                _kept_performance.keep(conn, job_id, kept, now)
+            level = conn.exec_driver_sql(
+                f"SELECT pruned FROM jobs WHERE job_id = {ph}", (job_id,)
+            ).scalar()
+        return level is not None and int(level) > KEPT
 
     def _mark(self, job_id: str, level: int, more: str, args: tuple[object, ...]) -> None:
         """Move the job to ``level`` (never back: another pass may be further on)."""
@@ -348,7 +366,7 @@ class Retention:
             _fleet_cells.replace_job(conn, job_id, (None, None, ""), (), {})
             n = conn.exec_driver_sql(f"DELETE FROM segments WHERE job_id = {ph}", (job_id,))
             tally.segments += max(0, n.rowcount)
-            for table in ("job_figures", "jobs"):
+            for table in ("job_performance", "job_figures", "jobs"):
                 conn.exec_driver_sql(f"DELETE FROM {table} WHERE job_id = {ph}", (job_id,))
         tally.jobs += 1
 

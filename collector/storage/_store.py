@@ -22,11 +22,12 @@ from ett_collector.schemas import (
     JobRowJSON,
     SegmentJSON,
 )
-from ett_collector.storage import _fleet_cells, _migrate
+from ett_collector.storage import _fleet_cells, _kept_performance, _migrate
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
 from ett_collector.storage._engine import make_engine
 from ett_collector.storage._fleet_reads import FleetReads
 from ett_collector.storage._job_locks import JobLocks
+from ett_collector.storage._kept_performance import KeptPerformance
 from ett_collector.storage._live_fold import fold_rows
 from ett_collector.storage._rows import (
     DecodedRows,
@@ -291,14 +292,19 @@ class Store(FleetReads):
         ``window_series`` rows (the windows compacted), read in one transaction: the input of
         its performance figures (``ett_collector.read.performance``)."""
         with self._engine.connect() as conn, conn.begin():
-            cursor = conn.connection.cursor()
-            try:
-                cursor.execute(self._sql.load_spans, (job_id,))
-                rows = cursor.fetchall()
-            finally:
-                cursor.close()
-            series = self.compactor.load_series(conn, job_id)
-        return spans_from_rows(rows), series
+            return _kept_performance.inputs(conn, job_id)
+
+    def kept_performance(self, job_id: str) -> KeptPerformance | None:
+        """The performance figures kept of a job whose raw spans retention pruned, which its
+        views serve instead of computing them from what is left; None while its raw spans are
+        kept (``collector/storage/_kept_performance.py``)."""
+        with self._engine.connect() as conn:
+            return _kept_performance.load(conn, job_id)
+
+    def load_series(self, job_id: str) -> list[Any]:
+        """A job's ``window_series`` rows (``_series.SERIES_COLUMNS`` order)."""
+        with self._engine.connect() as conn:
+            return self.compactor.load_series(conn, job_id)
 
     @staticmethod
     def _merged(spans: list[SpanRecord], runs: list[SpanRecord]) -> list[SpanRecord]:

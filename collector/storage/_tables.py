@@ -1,10 +1,11 @@
 """The collector's SQL schema as SQLAlchemy Core tables (the migrations create the same).
 
-Nine tables:
+The tables:
 
 - ``spans``: every raw span, kept so that history can be recomputed (see its key below).
 - ``jobs``: one row per job seen, with the bookkeeping of recomputation (``dirty``, ``dirty_seq``).
 - ``job_figures``: the last computed summary of a job (indexed columns plus the full JSON).
+- ``job_performance``: the performance figures of a job whose raw spans are pruned, as they were.
 - ``window_runs`` and ``window_compaction``: heartbeat windows folded into runs (see below).
 - ``window_series``: the step time, throughput and waits of the folded windows, per rank at a
   fixed resolution (``collector/storage/_series.py``).
@@ -161,6 +162,22 @@ job_figures = Table(
     Index("ix_job_figures_team_end", "team", "end"),
 )
 """The last computed figures of each job; ``summary`` is ``schemas.job_json()`` as JSON text."""
+
+job_performance = Table(
+    "job_performance",
+    metadata,
+    _job_ref(primary_key=True),
+    Column("kept_at", Double, nullable=False),
+    Column("productive_s", Double),
+    Column("rank_samples_per_s", Double),
+    Column("rank_s", Double, nullable=False),
+    Column("figures", Text, nullable=False),
+    Column("windows", Text),
+)
+"""The "Inside the loop" figures of a job whose raw spans retention deletes, kept as they were
+computed from them just before (migration 0011, ``collector/storage/_kept_performance.py``):
+``figures`` (JSON) and the per-model facts, and ``windows``, the points of its raw windows for
+the throughput series (JSON; NULL once its runs and series are deleted too)."""
 
 segments = Table(
     "segments",
