@@ -194,12 +194,15 @@ def connection_error(target: Target, exc: Exception) -> TargetError:
 
 
 def open_for_reading(target: Target) -> Any:
-    """The ``Store`` of an existing collector database, created never and migrated only when
-    its schema is older; ``TargetError`` (exit 1) for a missing, empty or unreachable database."""
+    """The ``Store`` of an existing collector database at this ett's schema, never created nor
+    migrated; ``TargetError`` (exit 1) for a missing, empty or unreachable database, and for
+    one at another schema: a read that migrated ran 0009's copy of every span under its lock
+    from ``ett jobs``, and failed on a hot standby with "cannot execute DROP VIEW in a
+    read-only transaction"."""
     from sqlalchemy.exc import DBAPIError
 
     from ..storage import Store
-    from ..storage._migrate import head_revision
+    from ..storage._migrate import applied_between, head_revision
 
     target.require_existing()
     empty = TargetError(
@@ -220,8 +223,18 @@ def open_for_reading(target: Target) -> Any:
         revision = store.revision()
         if revision is None:
             raise empty
-        if revision != head_revision():
-            store.upgrade()
+        head = head_revision()
+        if revision not in applied_between(None, head):
+            store.upgrade()  # another application's schema: ForeignSchema says so, unchanged
+        elif revision != head:
+            store.close()
+            raise TargetError(
+                f"database {target.shown} (from {target.source}) is at schema {revision}, this "
+                f"ett reads {head}: run `ett db upgrade --db URL` against it (on PostgreSQL, "
+                "against the primary; a migration may take minutes on a large database), or "
+                "start `ett serve` on it, which upgrades it",
+                exit_code=1,
+            )
     except DBAPIError as exc:
         raise connection_error(target, exc) from exc
     return store

@@ -28,3 +28,26 @@ def test_an_older_schema_reports_the_migrations_after_it(database_url: str) -> N
     assert applied[:2] == ["0009", "0010"] and applied[-1] == head_revision()
     assert store.revision() == head_revision() and store.upgrade() == []
     store.close()
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_a_read_of_an_older_schema_migrates_nothing_and_says_what_to_run(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ett jobs`` on a database at 0008 ran migrations 0009 on (0009 copies every span under
+    its lock; on a hot standby it failed with "cannot execute DROP VIEW in a read-only
+    transaction"). A read now leaves the schema as it is and names the command to run."""
+    from ett_cli import main
+
+    store = Store(database_url)
+    _migrate.upgrade(store.engine, "0008")
+    store.close()
+    assert main(["jobs", "--db", database_url]) == 1
+    err = capsys.readouterr().err
+    assert f"is at schema 0008, this ett reads {head_revision()}" in err
+    assert "run `ett db upgrade --db URL` against it" in err and "Traceback" not in err
+    store = Store(database_url)
+    assert store.revision() == "0008"  # nothing migrated
+    store.close()
+    assert main(["db", "upgrade", "--db", database_url]) == 0
+    assert main(["jobs", "--db", database_url]) == 0
