@@ -113,11 +113,24 @@ class Target:
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
             ).fetchone()
+        except sqlite3.OperationalError as exc:  # not "not a database": it could not be read
+            raise self._unreadable(path, exc) from None
         except sqlite3.DatabaseError:
             return True
         finally:
             conn.close()
         return found is None
+
+    def _unreadable(self, path: Path, exc: Exception) -> TargetError:
+        """Why the SQLite file at ``path`` cannot be read (it was called "holds no ett data")."""
+        why = f"cannot read database {self.shown} (from {self.source}): {exc}"
+        if not os.access(path.parent, os.W_OK):
+            why += (
+                f"; its folder {path.parent} cannot be written (a read-only mount?), and a "
+                "SQLite database in WAL mode, as the collector writes it, needs its -shm file "
+                "beside it even to be read: copy the file to a folder you may write"
+            )
+        return TargetError(why, exit_code=1)
 
 
 def add_db_option(parser: Any) -> None:

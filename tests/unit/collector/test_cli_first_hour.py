@@ -400,3 +400,25 @@ def test_alerts_with_a_dashboards_api_option_says_where_they_are_read(capsys) ->
     line = _one_line_error(capsys.readouterr().err)
     assert "reads the collector's database (--db URL)" in line
     assert "GET http://127.0.0.1:4318/api/v1/alerts" in line
+
+
+def test_a_database_that_cannot_be_read_is_not_called_empty(
+    db_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A WAL-mode file on a read-only mount was called "holds no ett data" (a probe): SQLite
+    could not open its -shm file. Here the -shm is a FIFO, which SQLite cannot map (a real
+    OperationalError on any file system); the message says it cannot be read, and why."""
+    import os
+
+    shm = db_path.with_name(db_path.name + "-shm")
+    shm.unlink(missing_ok=True)
+    os.mkfifo(shm)
+    assert main(["jobs", "--db", str(db_path)]) == 1
+    line = _one_line_error(capsys.readouterr().err)
+    assert "cannot read database" in line and "holds no ett data" not in line
+    assert "read-only mount" not in line  # its folder can be written
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if m == os.W_OK else real_access(p, m))
+    assert main(["jobs", "--db", str(db_path)]) == 1
+    line = _one_line_error(capsys.readouterr().err)
+    assert "cannot be written (a read-only mount?)" in line and "copy the file" in line
