@@ -117,6 +117,9 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
 def app_from_env() -> Starlette:
     """uvicorn's factory for worker processes (settings from ``ETT_*`` variables: the one
     hand-off through the environment, :meth:`Settings.for_worker`)."""
+    from ..logs import show_service_logs
+
+    show_service_logs()  # ETT_LOG_LEVEL: checked by `ett serve` before the workers started
     settings = Settings.for_worker()
     app = build_app(settings, leader_lock_for(settings.db_url))
     settle_garbage()

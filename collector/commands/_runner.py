@@ -65,6 +65,7 @@ environment:
   ETT_BODY_TIMEOUT_S  how long a trace request's body may take to arrive, then 408 and the
                       connection closed (default 30 s)
   ETT_WORKERS         server processes (default 1)
+  ETT_LOG_LEVEL       the service's log lines on stderr: DEBUG, INFO (default), WARNING, ERROR
 {_serve_security.SECURITY_ENVIRONMENT.rstrip()}
 {_RETENTION.rstrip()}
   ETT_READY_MIN_FREE_BYTES

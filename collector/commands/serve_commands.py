@@ -61,14 +61,23 @@ def register(sub: Any, kit: Kit) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ..logs import LogConfigError, level_from_env
+
     args.workers = _workers(args.workers)
     settings = _settings(args)
+    try:
+        level = level_from_env()  # refused before anything starts, like every other setting
+    except LogConfigError as exc:
+        raise ConfigError(str(exc)) from None
     sock = _bind(settings.host, settings.port)  # the address first: nothing created on a busy port
     _serve_security.warn_if_open(settings)  # once the address is known to be one
     _prepare_database(settings, args.target)
     where = f"{_serve_security.scheme(settings)}://{settings.host}:{settings.port}"
     where += f" (db: {args.target.shown}"
     if args.workers == 1:
+        from ..logs import show_service_logs
+
+        show_service_logs(level)
         _serve_here(settings, sock, f"ett collector listening on {where}, 1 worker)")
         return 0
     sock.close()  # uvicorn's supervisor binds it again for its workers
