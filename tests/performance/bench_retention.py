@@ -34,7 +34,14 @@ from tests.support.spans import window
 KINDS: dict[str, tuple[str, ...]] = {
     "raw spans": ("spans",),
     "runs + series": ("window_runs", "window_series", "window_compaction"),
-    "figures + segments": ("jobs", "job_figures", "segments", "job_totals", "job_cells"),
+    "figures + segments": (
+        "jobs",
+        "job_figures",
+        "job_performance",
+        "segments",
+        "job_totals",
+        "job_cells",
+    ),
     "fleet cells": ("fleet_cells",),
     "alerts": ("alerts",),
 }
