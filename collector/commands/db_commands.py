@@ -61,10 +61,21 @@ def register(sub: Any, kit: Kit) -> None:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
+    from ..storage import Store
+
     path = args.target.sqlite_path
     created = path is not None and not path.exists()
-    open_pipeline(args)
-    print(f"created {args.target.shown}" if created else "database schema is up to date")
+    store = Store(args.target.url)
+    try:
+        applied = store.upgrade()
+    finally:
+        store.close()
+    if created:
+        print(f"created {args.target.shown}")
+    elif applied:  # it said "up to date" right after migrating 0009 and 0010
+        print(f"applied migration(s) {', '.join(applied)}: the schema is now {applied[-1]}")
+    else:
+        print("database schema is up to date")
     return 0
 
 
@@ -109,6 +120,9 @@ def _prune(args: argparse.Namespace) -> int:
         tally = retention.run(
             progress=lambda t: progress.update(task, description=f"deleted {t.rows():,} rows")
         )
+    if tally.busy:  # another pass holds the database's prune lock: this one deleted nothing
+        print(f"ett db prune: deleted {tally.describe()}", file=sys.stderr)
+        return 1
     print(f"deleted: {tally.describe()}")
     return 0
 

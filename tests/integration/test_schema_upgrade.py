@@ -51,3 +51,44 @@ def test_a_read_of_an_older_schema_migrates_nothing_and_says_what_to_run(
     store.close()
     assert main(["db", "upgrade", "--db", database_url]) == 0
     assert main(["jobs", "--db", database_url]) == 0
+
+
+@pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
+def test_db_upgrade_says_which_migrations_it_applied(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ett db upgrade`` said "database schema is up to date" right after migrating."""
+    from ett_cli import main
+
+    store = Store(database_url)
+    _migrate.upgrade(store.engine, "0008")
+    store.close()
+    assert main(["db", "upgrade", "--db", database_url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("applied migration(s) 0009, 0010") and head_revision() in out
+    assert main(["db", "upgrade", "--db", database_url]) == 0
+    assert capsys.readouterr().out == "database schema is up to date\n"
+
+
+@pytest.mark.postgres
+def test_a_prune_while_another_runs_exits_1_on_stderr(
+    fresh_postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second pass deletes nothing while another holds the database's prune lock: it said so
+    on stdout and exited 0, as if it had pruned."""
+    from sqlalchemy import text
+
+    from ett_cli import main
+    from ett_collector.storage._retention import PASS_LOCK_KEY
+
+    store = Store(fresh_postgres_url)
+    store.upgrade()
+    with store.engine.connect() as other:  # the other pass, holding the lock
+        assert other.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": PASS_LOCK_KEY}).scalar()
+        assert main(["db", "prune", "--db", fresh_postgres_url]) == 1
+        shown = capsys.readouterr()
+        assert "a prune is already running" in shown.err and shown.out == ""
+        other.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PASS_LOCK_KEY})
+    store.close()
+    assert main(["db", "prune", "--db", fresh_postgres_url]) == 0
+    assert capsys.readouterr().out.startswith("deleted: ")
