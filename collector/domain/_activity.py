@@ -325,4 +325,3 @@ def telemetry_lost_spans(spans: Iterable[SpanRecord]) -> int:
                 at = (s.attempt, s.rank, key)
                 most[at] = max(most.get(at, 0), n)
     return sum(most.values())
-
