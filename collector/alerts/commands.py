@@ -136,7 +136,7 @@ def _serve_with_alerts(
         given = _serve_options(args)
         try:
             settings = AlertSettings.from_env({**os.environ, **given})
-            settings.load()
+            _say_if_empty(settings.load(), settings.rules_path)
         except RulesError as exc:
             raise CliError(f"alert rules: {exc}", exit_code=2) from None
         except AlertConfigError as exc:
@@ -199,12 +199,25 @@ def _rules(path: str | None) -> Any:
 
     given = path or os.environ.get("ETT_ALERT_RULES") or None
     try:
-        return load_rules(given)
+        rules = load_rules(given)
     except RulesError as exc:
         if given is None:
             raise CliError(str(exc), exit_code=2) from None
         option = "--rules" if path else "ETT_ALERT_RULES"
         raise CliError(f"{option} {exc}", exit_code=2) from None
+    _say_if_empty(rules, given)
+    return rules
+
+
+def _say_if_empty(rules: Any, path: str | None) -> None:
+    """A note on stderr when the rules file ``path`` gave no rule: an empty or truncated file
+    left the defaults in force without a word (the export said "wrote 3 rule(s)")."""
+    if path is not None and rules.defaults_only:
+        print(
+            f"note: {path} holds no rules: the default rules are in force "
+            "(`rules: []` with `include_defaults: false` turns them all off)",
+            file=sys.stderr,
+        )
 
 
 def _when(t: float | None) -> str:
@@ -429,7 +442,8 @@ def _print_quality(q: Any, path: str, since: float, until: float) -> None:
 def _export(args: argparse.Namespace) -> int:
     from .prometheus import has_promql, rules_file
 
-    text = rules_file(_rules(args.rules))
+    rules = _rules(args.rules)
+    text = rules_file(rules)
     if args.output == "-":
         sys.stdout.write(text)
         return 0
@@ -438,7 +452,7 @@ def _export(args: argparse.Namespace) -> int:
             f.write(text)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}", exit_code=1) from None
-    enabled = _rules(args.rules).enabled()
+    enabled = rules.enabled()
     written = [r for r in enabled if has_promql(r)]
     left = sorted(r.name for r in enabled if not has_promql(r))
     note = f" (left out, no PromQL: {', '.join(left)})" if left else ""

@@ -242,6 +242,9 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     source: str = "defaults"
+    defaults_only: bool = False
+    """True when a user's file gave no rule and kept the defaults (an empty or truncated file,
+    or one of comments): the defaults are in force as if there were no file (:func:`merge`)."""
 
     def enabled(self) -> tuple[Rule, ...]:
         """The rules that are on."""
@@ -322,7 +325,7 @@ def merge(defaults: RuleSet, user: RuleSet, source: str) -> RuleSet:
     keep_defaults = not user.source.endswith("!")
     names = {r.name for r in user.rules}
     kept = [r for r in defaults.rules if r.name not in names] if keep_defaults else []
-    return RuleSet(tuple(kept) + user.rules, source)
+    return RuleSet(tuple(kept) + user.rules, source, not user.rules and keep_defaults)
 
 
 def _strict_loader() -> type:

@@ -230,3 +230,28 @@ def test_a_yaml_error_names_the_line_not_a_unicode_string() -> None:
     text = str(err.value)
     assert text.startswith("mine.yml: not valid YAML: line 3, column 1: ")
     assert "<unicode string>" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "noted"),
+    [
+        ("", True),
+        ("# truncated\n", True),
+        ("rules: []\n", True),
+        ("include_defaults: false\nrules: []\n", False),
+    ],
+)
+def test_a_file_of_no_rules_is_noted_where_the_defaults_stay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, noted: bool
+) -> None:
+    """An empty or truncated rules file left the defaults in force without a word."""
+    from ett_cli import main
+
+    path = tmp_path / "mine.yml"
+    path.write_text(text)
+    assert load_rules(path).defaults_only is noted
+    argv = ["alerts", "export-prometheus", "--rules", str(path), "-o", str(tmp_path / "o.yml")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert (f"note: {path} holds no rules: the default rules are in force" in err) is noted
+    assert err.count("holds no rules") == int(noted)  # once, not once per read of the file
