@@ -315,9 +315,10 @@ def telemetry_lost_spans(spans: Iterable[SpanRecord]) -> int:
     time, a lost save or failure as nothing, so the figures of a job with lost spans are a
     lower bound of what it trained and an upper bound of its idle time."""
     most: dict[tuple[int, int, str], int] = {}
-    for s in spans:
+    lost, spool = _LOSS_KEYS
+    for s in spans:  # on every recompute: two key tests a span, the rest only where one is said
         attrs = s.attributes
-        if not attrs:
+        if lost not in attrs and spool not in attrs:
             continue
         for key in _LOSS_KEYS:
             n = attrs.get(key)
