@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import zlib
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -161,33 +159,12 @@ def _decode_and_ingest(
     raw = parcel.pop()
     try:
         result = otlp.decode_traces(raw, ctype, encoding, max_bytes, ticket.charge_up_to)
-        if not result.records and not result.rejected and _json_null(raw, ctype, encoding):
-            raise otlp.OtlpError(400, NULL_REQUEST)
         records = result.records
         for i in range(0, len(records), INGEST_CHUNK_SPANS):
             pipeline.ingest(records[i : i + INGEST_CHUNK_SPANS])
     except Exception as exc:
         return [exc]
     return [result]
-
-
-NULL_REQUEST = "malformed OTLP JSON: the request must be an object, not null"
-"""The 400 answer to a JSON body of ``null`` (protobuf's JSON parser refuses it too; the decoder
-takes a missing field's ``null`` as empty, and would store nothing and answer 200)."""
-_JSON_NULL = re.compile(rb"\s*null\s*")
-
-
-def _json_null(raw: bytes, ctype: str | None, encoding: str | None) -> bool:
-    """True for a JSON request whose whole body is ``null`` (gzip or not). Looked at only when
-    the decoder found no span, so a body of spans costs nothing here."""
-    if otlp.media_type(ctype) != otlp.JSON_CONTENT_TYPE:
-        return False
-    if (encoding or "").strip().lower() in ("gzip", "x-gzip"):
-        try:  # a few bytes at most: the decoder took the whole body already
-            raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, 64)
-        except zlib.error:
-            return False
-    return _JSON_NULL.fullmatch(raw) is not None
 
 
 async def _read_limited(

@@ -211,6 +211,8 @@ def decode_json(body: bytes, batch: SpanBatch) -> None:
         request = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise _malformed(str(exc)) from None
+    if request is None:  # _object takes a missing field's null as empty; the request is no field
+        raise _malformed("the request must be an object, not null")
     try:
         _walk(_object(request, "the request"), batch)
     except RecursionError:

@@ -298,10 +298,12 @@ def test_identity_encodings_are_accepted(encoding: str | None) -> None:
         (b"{not json", JSON, None, "JSON"),
         (b"", JSON, None, "JSON"),
         (b"[]", JSON, None, "object"),
+        (b" null\n", JSON, None, "not null"),
+        (gzip.compress(b"null", mtime=0), JSON, "gzip", "not null"),
         (b'{"resourceSpans": {}}', JSON, None, "array"),
         (b'{"resourceSpans": [{"scopeSpans": {"spans": []}}]}', JSON, None, "array"),
         (b"not gzip at all", PB, "gzip", "gzip"),
-        (gzip.compress(b"x" * 1000)[:-12], PB, "gzip", "truncated"),
+        (gzip.compress(b"x" * 1000, mtime=0)[:-12], PB, "gzip", "truncated"),
     ],
 )
 def test_malformed_bodies_are_400(
