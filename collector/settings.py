@@ -48,6 +48,11 @@ DEFAULT_HEADER_TIMEOUT_S = 30.0
 and a new connection's first request from the connection; past it the connection is closed
 (``api/_connections.py``): clients that trickle header lines, or connect and send nothing, do not
 hold a connection for good."""
+DEFAULT_MAX_CLOCK_AHEAD_S = 600.0
+"""How far past the collector's clock a span may end when it arrives. A span that ends later
+comes from a clock that runs ahead, or carries a bad time (an end of 2262, the largest int64):
+kept, one such span would stretch its job's wall time to the year it names and hold the job
+running. It is refused alone (OTLP partial success), the request's other spans kept."""
 DEFAULT_BODY_TIMEOUT_S = 30.0
 """How long a trace request's body may take to arrive, from the start of its reading to its last
 byte; past it the request is answered 408 and its bytes leave the in-flight budget, so a client
@@ -352,6 +357,7 @@ class Settings:
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_HEADER_TIMEOUT_S`` (:data:`DEFAULT_HEADER_TIMEOUT_S`),
     ``ETT_BODY_TIMEOUT_S`` (:data:`DEFAULT_BODY_TIMEOUT_S`),
+    ``ETT_MAX_CLOCK_AHEAD_S`` (:data:`DEFAULT_MAX_CLOCK_AHEAD_S`),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
     ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
     (:data:`RETENTION_DEFAULTS`, :func:`retention_from_env`), ``ETT_READY_MIN_FREE_BYTES``
@@ -400,6 +406,10 @@ class Settings:
         default_factory=lambda: _float_env("ETT_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S)
     )
     """How long a trace request's body may take to arrive (:data:`DEFAULT_BODY_TIMEOUT_S`)."""
+    max_clock_ahead_s: float = field(
+        default_factory=lambda: _float_env("ETT_MAX_CLOCK_AHEAD_S", DEFAULT_MAX_CLOCK_AHEAD_S)
+    )
+    """How far past the collector's clock a span may end (:data:`DEFAULT_MAX_CLOCK_AHEAD_S`)."""
     read_only: bool = field(default_factory=lambda: _switch_env("ETT_READ_ONLY"))
     """``ett serve --read-only`` (``ETT_READ_ONLY=1``): serve reads from a hot standby, refuse
     ingest, run no background loop (they write)."""
@@ -462,6 +472,11 @@ class Settings:
                 raise ConfigError(
                     f"{name} must be a finite number of seconds above 0, got {seconds}"
                 )
+        if not 0 <= self.max_clock_ahead_s < float("inf"):
+            raise ConfigError(
+                "ETT_MAX_CLOCK_AHEAD_S must be a finite number of seconds >= 0, got "
+                f"{self.max_clock_ahead_s}"
+            )
         check_retention(self.retain, self.live_refresh_s)
         try:
             self.auth.check()

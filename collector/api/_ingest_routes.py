@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -107,6 +108,7 @@ class TraceIngest:
             settings.max_body_bytes,
             self.pipeline,
             ticket,
+            int(settings.max_clock_ahead_s * 1e9),
         )
         outcome = handed.pop()
         if isinstance(outcome, Exception):
@@ -145,10 +147,12 @@ def _decode_and_ingest(
     max_bytes: int,
     pipeline: Pipeline,
     ticket: Ticket,
+    ahead_ns: int,
 ) -> list[otlp.DecodeResult | Exception]:
     """Decode the body ``parcel`` holds (emptied here; charging the decompressed size to
-    ``ticket``) and store in chunks; the result, or the exception that stopped it, in a list of
-    one that the caller empties.
+    ``ticket``; a span that ends more than ``ahead_ns`` past the clock is refused) and store in
+    chunks; the result, or the exception that stopped it, in a list of one that the caller
+    empties.
 
     A failure is returned, not raised: raised out of the worker thread, the exception would sit
     in a reference cycle (anyio's frame holds the future that holds the exception, whose
@@ -158,7 +162,9 @@ def _decode_and_ingest(
     collector from 88 MB to 4.7 GB."""
     raw = parcel.pop()
     try:
-        result = otlp.decode_traces(raw, ctype, encoding, max_bytes, ticket.charge_up_to)
+        result = otlp.decode_traces(
+            raw, ctype, encoding, max_bytes, ticket.charge_up_to, time.time_ns(), ahead_ns
+        )
         records = result.records
         for i in range(0, len(records), INGEST_CHUNK_SPANS):
             pipeline.ingest(records[i : i + INGEST_CHUNK_SPANS])

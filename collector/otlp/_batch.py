@@ -25,6 +25,11 @@ _RANK: Final = semconv.RANK
 _NAMESPACE: Final = semconv.NAMESPACE
 _KNOWN_ATTRIBUTES: Final = semconv.KNOWN_ATTRIBUTES
 _MAX_PROBLEMS_SHOWN: Final = 3
+EARLIEST_START_NS: Final = 946_684_800 * 10**9
+"""2000-01-01 00:00 UTC: a span that starts before it comes from a clock that was never set (a
+host's uptime counted from 1970) or carries a bad time, and is refused where the ingest route
+asks (:class:`SpanBatch` ``received_ns``): kept, one rank's 1970 would stretch its job's wall
+time over 57 years."""
 
 Attributes = dict[str, Any]
 """Decoded attributes: str, bool, int, float, None, list (array) or dict (kvlist) values."""
@@ -94,14 +99,22 @@ class SpanBatch:
     __slots__ = (
         "_known_names",
         "_name_problems",
+        "ahead_ns",
+        "latest_end_ns",
         "problems",
+        "received_ns",
         "records",
         "rejected",
         "unknown_attrs",
         "unknown_names",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, received_ns: int | None = None, ahead_ns: int = 0) -> None:
+        self.received_ns = received_ns
+        """When given (the receiving clock), spans that end more than ``ahead_ns`` after it, or
+        start before :data:`EARLIEST_START_NS`, are refused alone."""
+        self.ahead_ns = ahead_ns
+        self.latest_end_ns = None if received_ns is None else received_ns + ahead_ns
         self.records: list[SpanRecord] = []
         self.rejected = 0
         self.problems: list[str] = []
@@ -154,6 +167,10 @@ class SpanBatch:
             )
         elif isinstance(identity, str):
             self._reject(name, trace_id, span_id, identity)
+        elif (latest := self.latest_end_ns) is not None and (
+            end_ns > latest or start_ns < EARLIEST_START_NS
+        ):
+            self._reject(name, trace_id, span_id, self._implausible(start_ns, end_ns))
         elif problem := (
             self._name_problem(name)
             if checked and res.checked
@@ -187,6 +204,17 @@ class SpanBatch:
                     merged,
                 )
             )
+
+    def _implausible(self, start_ns: int, end_ns: int) -> str:
+        """Why a span's times cannot be a real span's as it arrives."""
+        if start_ns < EARLIEST_START_NS:
+            return f"starts before 2000-01-01 UTC ({start_ns} ns): is the sender's clock set?"
+        ahead_s = (end_ns - (self.received_ns or 0)) / 1e9
+        shown = f"{ahead_s:,.0f} s" if ahead_s < 1e6 else f"{ahead_s / 86400:,.0f} days"
+        return (
+            f"ends {shown} after the collector's clock, more than ETT_MAX_CLOCK_AHEAD_S="
+            f"{self.ahead_ns / 1e9:g} s allows: is the sender's clock ahead?"
+        )
 
     def _name_problem(self, name: str) -> str | None:
         """:func:`name_problem`, remembered per name for the batch."""

@@ -17,6 +17,8 @@ def decode_traces(
     content_encoding: str | None,
     max_bytes: int,
     on_payload: Callable[[int], None] | None = None,
+    received_ns: int | None = None,
+    ahead_ns: int = 0,
 ) -> DecodeResult:
     """Decode the body of ``POST /v1/traces`` into :class:`SpanRecord` values.
 
@@ -28,12 +30,16 @@ def decode_traces(
 
     ``on_payload`` is told the size of the payload once decompressed, before it is parsed (the
     ingest route charges it to its in-flight budget, which may refuse by raising).
+
+    ``received_ns``: when given (the collector's clock), a span that ends more than ``ahead_ns``
+    after it, or starts before 2000 (:data:`~ett_collector.otlp._batch.EARLIEST_START_NS`), is
+    rejected as implausible.
     """
     as_json = request_is_json(content_type)
     payload = read_body(body, content_encoding, max_bytes)
     if on_payload is not None:
         on_payload(len(payload))
-    batch = SpanBatch()
+    batch = SpanBatch(received_ns, ahead_ns)
     if as_json:
         decode_json(payload, batch)
     else:
