@@ -220,12 +220,17 @@ class Query:
         self, group_by: str = "component", since: str | None = None, until: str | None = None
     ) -> list[LostTimeJSON]:
         """Stored idle and failure seconds in ``[since, until]`` grouped by ``group_by``, largest
-        first."""
+        first. ``until`` defaults to now: the window ends there even where a stored segment runs
+        past it (a sender's clock a little ahead)."""
         if group_by not in GROUP_BYS:
             raise QueryError(f"group_by must be one of {', '.join(GROUP_BYS)}; got {group_by!r}")
         now = self.clock()
         lo, hi = parse_instant(since, now), parse_instant(until, now)
-        if lo is not None and hi is not None and hi < lo:
+        if hi is None:
+            hi = now
+            if lo is not None and lo > now:
+                raise QueryError("since is after now: give an until after it")
+        if lo is not None and hi < lo:
             raise QueryError("until is before since")
         return self.store.lost_time(group_by, lo, hi)
 

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 
 from ett_collector import otlp
 from ett_collector.api import create_app
-from ett_collector.read.query import NotReady, Query
+from ett_collector.read.query import NotReady, Query, QueryError
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import READ_FLIGHTS, Pipeline
@@ -95,6 +95,23 @@ def test_list_reads_answer_stored_figures_and_leave_dirty_jobs_dirty(store: Stor
     assert row["computed_at"] == NOW
     assert sum(r["lost_s"] for r in query.lost_time("component")) == pytest.approx(200)
     assert query.pending_jobs() == 0
+
+
+def test_lost_time_ends_at_now_when_no_until_is_given(store: Store) -> None:
+    """The spec's window is clipped to ``[since, until]``, and ``until`` defaults to now: stored
+    segments past the reader's clock (a sender's clock ahead) are not summed."""
+    pipeline, _ = _counting_pipeline(store)
+    pipeline.ingest(worked_example("ahead", base=BASE))
+    pipeline.recompute_dirty()
+    mid = BASE + 250.0
+    query = Query(pipeline, clock=lambda: mid)
+
+    unbounded = sum(r["lost_s"] for r in Query(pipeline, clock=lambda: NOW).lost_time("job"))
+    clipped = query.lost_time("job")
+    assert clipped == query.lost_time("job", until=str(mid))
+    assert 0 < sum(r["lost_s"] for r in clipped) < unbounded
+    with pytest.raises(QueryError, match="since is after now"):
+        query.lost_time("job", since=str(mid + 60))
 
 
 def test_a_read_of_a_job_without_figures_waits_for_its_first_recompute(store: Store) -> None:
