@@ -41,12 +41,17 @@ ENVIRONMENT = f"""\
 environment:
 {_DATABASE.rstrip()}
   ETT_MAX_BODY_BYTES  largest request body after decompression (default 32 MiB)
+  ETT_MAX_INFLIGHT_BYTES
+                      decoded bytes of trace requests ingested at once per process, at
+                      least ETT_MAX_BODY_BYTES; past it 429 with Retry-After (default 64 MiB)
   ETT_WINDOW_S        train window (default {_WINDOW:g} s; {_DEAD} silent windows = presumed dead)
   ETT_LIVE_REFRESH_S  how often live jobs are recomputed (default 5 s)
   ETT_RAW_WINDOW_RETENTION_S
                       how long heartbeat windows stay raw before they are folded into runs,
-                      on each job's own span clock (default 600 s; 0: folded as they come;
-                      'keep': never)
+                      on each job's own span clock (default 600 s; 'keep': never folded). A
+                      job's windows are folded when one of its batches ends 300 s of that
+                      clock past its last fold, so each stays raw this long to this + 300 s;
+                      0: folded as they arrive, never stored raw
   ETT_READ_WAIT_S     how long a read of a job with spans but no figures yet waits for its
                       first figures, then 503 (default 2 s); a job with figures is answered
                       at once, "fresh": false while newer spans await their recompute
@@ -68,6 +73,8 @@ environment:
                       how far past the collector's clock a span may end; a later one (a
                       sender's clock ahead, a bad time) is refused alone (default 600 s)
   ETT_WORKERS         server processes (default 1)
+  ETT_HOST, ETT_PORT  not read by `ett serve`: --host and --port set them for its worker
+                      processes (ETT_PORT=4396 ett serve still listens on 4318)
   ETT_LOG_LEVEL       the service's log lines on stderr: DEBUG, INFO (default), WARNING, ERROR
 {_serve_security.SECURITY_ENVIRONMENT.rstrip()}
 {_RETENTION.rstrip()}
@@ -78,8 +85,21 @@ environment:
                       1: while a SQLite disk is short of space, prune ended jobs' raw spans,
                       then their runs, oldest first (default off)
   ETT_READ_ONLY       1: as --read-only (serve reads from a hot standby)
+  ETT_METRICS_CACHE_S how long a scrape's fleet metrics on /metrics are reused (default 5 s)
+  ETT_METRICS_MAX_PAIRS
+                      the most (model, team) pairs, and models, /metrics labels; the rest
+                      are summed into model="__other__" (default 200)
+  the alert options above name their own variables (ETT_ALERT_RULES, ...)
+
+examples:
+  ett serve                                   # 127.0.0.1:4318, SQLite at $ETT_HOME/collector.db
+  ett serve --port 4396 --db /tmp/ett.db      # another port and SQLite file
+  ett serve --workers 2 --db postgresql+psycopg://ett@127.0.0.1:5432/ett
+  ett serve --host 0.0.0.0 --write-tokens write.tokens --read-tokens read.tokens \\
+    --tls-cert collector.pem --tls-key collector.key    # beyond loopback: tokens and HTTPS
+  ett serve --alertmanager http://127.0.0.1:9093        # send the alerts it raises
 """
-"""The epilog of ``ett serve``: every variable the service reads."""
+"""The epilog of ``ett serve``: every variable the service reads, then examples."""
 
 PRUNE_ENVIRONMENT = f"""\
 environment:

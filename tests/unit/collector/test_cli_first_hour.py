@@ -345,6 +345,25 @@ def test_every_option_has_help_and_states_its_default() -> None:
     assert commands["report"].description
 
 
+def test_serve_help_names_every_variable_the_collector_reads() -> None:
+    """Every ``ETT_*`` name the collector's code spells is in ``ett serve --help`` (it lacked
+    ETT_MAX_INFLIGHT_BYTES and the /metrics pair), which also gives examples."""
+    import re
+
+    root = Path(__file__).resolve().parents[3] / "collector"
+    names = {
+        m
+        for path in root.rglob("*.py")
+        for m in re.findall(r'"(ETT_[A-Z_]*[A-Z])"', path.read_text(encoding="utf-8"))
+    }
+    assert {"ETT_MAX_INFLIGHT_BYTES", "ETT_METRICS_CACHE_S", "ETT_PORT"} <= names
+    text = _subparsers(build_parser())["serve"].format_help()
+    missing = sorted(n for n in names if not re.search(rf"\b{n}\b", text))
+    assert not missing, f"ett serve --help does not name {missing}"
+    assert "not read by `ett serve`: --host and --port set them" in text
+    assert "\nexamples:\n  ett serve " in text
+
+
 def test_version(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
