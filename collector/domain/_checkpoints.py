@@ -36,17 +36,17 @@ def checkpoints_of(spans: Sequence[SpanRecord]) -> list[Checkpoint]:
     the latest end of its ``ett.checkpoint.persist`` spans once every rank that saved it has
     persisted it; a sync save (or one whose mode is unknown) with no persist span is committed at
     the latest end of its saves; an async save is not committed until its persists arrive.
+
+    A rank that saves one step more than once (a step counter that did not move between saves,
+    saves keyed by epoch) made more than one checkpoint: its ``k``-th save of the step joins the
+    other ranks' ``k``-th, and so do the persists (docs/spec-notes.md). Grouped by the step
+    alone, two saves 100 s apart read as one save blocking all 100 s of training between them.
     """
-    saves: dict[object, list[SpanRecord]] = {}
-    persists: dict[object, list[SpanRecord]] = {}
-    for s in spans:
-        if s.name == sc.SPAN_CHECKPOINT_SAVE:
-            saves.setdefault(s.attr(sc.CHECKPOINT_STEP, ("span", s.span_id)), []).append(s)
-        elif s.name == sc.SPAN_CHECKPOINT_PERSIST:
-            persists.setdefault(s.attr(sc.CHECKPOINT_STEP), []).append(s)
+    saves = _by_step_and_turn(spans, sc.SPAN_CHECKPOINT_SAVE)
+    persists = _by_step_and_turn(spans, sc.SPAN_CHECKPOINT_PERSIST)
     out: list[Checkpoint] = []
     for key, group in saves.items():
-        step = key if isinstance(key, int) else None
+        step = key[0] if isinstance(key[0], int) else None
         done = persists.get(key, []) if step is not None else []
         is_async = any(
             s.attr(sc.CHECKPOINT_MODE) == sc.CheckpointModeValues.ASYNC.value for s in group
@@ -71,6 +71,25 @@ def checkpoints_of(spans: Sequence[SpanRecord]) -> list[Checkpoint]:
         )
     out.sort(key=lambda c: c.block_start)
     return out
+
+
+def _by_step_and_turn(
+    spans: Sequence[SpanRecord], name: str
+) -> dict[tuple[object, int], list[SpanRecord]]:
+    """The spans called ``name`` grouped by ``(step, turn)``: a rank's ``turn``-th span of the
+    step, in start order (0 for the first). A span without a step is a group of its own."""
+    by_rank: dict[tuple[object, int], list[SpanRecord]] = {}
+    for s in spans:
+        if s.name == name:
+            step = s.attr(sc.CHECKPOINT_STEP, ("span", s.span_id))
+            by_rank.setdefault((step, s.rank), []).append(s)
+    groups: dict[tuple[object, int], list[SpanRecord]] = {}
+    for (step, _rank), own in by_rank.items():
+        if len(own) > 1:
+            own.sort(key=lambda s: (s.start, s.end, s.span_id))
+        for turn, s in enumerate(own):
+            groups.setdefault((step, turn), []).append(s)
+    return groups
 
 
 def last_committed_snapshot(checkpoints: Iterable[Checkpoint], end: float) -> float | None:

@@ -334,3 +334,29 @@ def test_standalone_publish_job_is_idle_publish_not_failure() -> None:
     s = summarize(spans, NOW)
     assert s.failure_s == 0
     assert per_component(s.segments) == pytest.approx({"checkpoint": 5, "publish": 15, "other": 1})
+
+
+@pytest.mark.parametrize("second_step", [200, 100])
+def test_a_rank_that_saves_one_step_twice_made_two_checkpoints(second_step: int) -> None:
+    """Two saves of one step by one rank (a step counter that did not move, saves keyed by
+    epoch) are two checkpoints, each blocking its own 10 s: grouped by the step alone they read
+    as one save from 150 to 270, the 100 s of training between them charged to checkpoint."""
+    async_ = sc.CheckpointModeValues.ASYNC.value
+    spans = [phase("pg_init", 0, 10, rank=r) for r in (0, 1)] + [
+        first_batch(20, rank=r) for r in (0, 1)
+    ]
+    for r in (0, 1):
+        spans += [window(t, t + 10, rank=r) for t in range(20, 300, 10)]
+        spans += [
+            save(100, 150 + r, 160, mode=async_, rank=r),
+            persist(100, 160, 170 + r, rank=r),
+            save(second_step, 260, 270 - r, mode=async_, rank=r),
+            persist(second_step, 270, 280, rank=r),
+        ]
+    spans.append(attempt_end(0, 300, DONE))
+    s = summarize(spans, NOW)
+
+    assert s.checkpoint_blocking_s == pytest.approx(20)
+    assert s.checkpoint_blocking_stats.count == 2
+    assert s.checkpoint_blocking_stats.max_s == pytest.approx(10)
+    assert s.ett_pct == pytest.approx((280 - 20) / 300 * 100)
