@@ -20,6 +20,7 @@ from ett_collector.otlp._result import OtlpError
 
 _INT: Final = re.compile(r"-?[0-9]+")
 _INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 _UINT64_MAX: Final = 2**64 - 1
 _SPECIAL_DOUBLES: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -79,7 +80,11 @@ def _int64(value: Any, what: str) -> int:
 
 
 def _int_value(value: Any) -> int:
-    return _int64(value, "intValue")
+    """An ``intValue``: int64, signed (protobuf's varint could not carry 2**64 - 1 either)."""
+    number = _int64(value, "intValue")
+    if number > _INT64_MAX:
+        raise _malformed(f"intValue {value!r} does not fit in a signed 64-bit integer")
+    return number
 
 
 def _double(value: Any) -> float:
@@ -179,7 +184,9 @@ def attributes(values: Any) -> Attributes:
         if type(value) is dict and len(value) == 1:
             # The common case, one value kind: no need to search the object.
             for kind, item in value.items():
-                if _PASSTHROUGH.get(kind) is type(item):
+                if _PASSTHROUGH.get(kind) is type(item) and (
+                    type(item) is not int or _INT64_MIN <= item <= _INT64_MAX
+                ):
                     out[key] = item  # already the Python value
                 else:
                     convert = _CONVERTERS.get(kind)

@@ -146,6 +146,8 @@ def test_every_hostile_kind_names_its_reason(database_url: str) -> None:
             assert int(partial["rejectedSpans"]) == 1, kind
             message = partial["errorMessage"]
             word = "NUL" if "NUL" in kind else "surrogate" if "surrogate" in kind else "limit"
+            if kind == "rank past int64":  # an intValue is int64: the decoder refuses it first
+                word = "signed 64-bit"
             assert word in message, (kind, message)
         assert store.span_counts()["spans"] == 0
     finally:

@@ -320,6 +320,8 @@ def test_malformed_bodies_are_400(
         {"intValue": "12abc"},
         {"intValue": 1.5},
         {"intValue": str(2**64)},
+        {"intValue": str(2**64 - 1)},  # fits fixed64, not an int64
+        {"intValue": 2**63},
         {"boolValue": "yes"},
         {"doubleValue": "x"},
         {"stringValue": 3},
