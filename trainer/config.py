@@ -156,6 +156,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def _preset_default(text: str, key: str) -> str:
+    """``text`` with its default: the ``--size`` preset's ``key`` (lists comma-separated)."""
+
+    def shown(value: Any) -> str:
+        return ",".join(map(str, value)) if isinstance(value, tuple) else f"{value:,}"
+
+    presets = ", ".join(f"{name} {shown(SIZES[name][key])}" for name in SIZES)
+    return f"{text} (default: from --size: {presets})"
+
+
 def _switch(group: argparse._ArgumentGroup, flag: str, help_text: str) -> None:
     """An on-by-default ``--flag`` / ``--no-flag`` pair."""
     group.add_argument(flag, action=argparse.BooleanOptionalAction, default=True, help=help_text)
@@ -164,12 +174,16 @@ def _switch(group: argparse._ArgumentGroup, flag: str, help_text: str) -> None:
 def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (a --size preset; the other flags override it)")
     g.add_argument("--size", choices=sorted(SIZES), default="tiny", help="model preset")
-    g.add_argument("--num-tables", type=int, help="embedding tables (one sparse feature each)")
-    g.add_argument("--rows", type=int, help="rows per embedding table")
-    g.add_argument("--emb-dim", type=int, help="embedding dimension")
+    preset = _preset_default
+    tables = "embedding tables (one sparse feature each)"
+    g.add_argument("--num-tables", type=int, help=preset(tables, "num_tables"))
+    g.add_argument("--rows", type=int, help=preset("rows per embedding table", "rows"))
+    g.add_argument("--emb-dim", type=int, help=preset("embedding dimension", "emb_dim"))
     g.add_argument("--dense-in", type=int, default=13, help="dense input features")
-    g.add_argument("--dense-arch", type=_int_tuple, help="dense MLP sizes; last = --emb-dim")
-    g.add_argument("--over-arch", type=_int_tuple, default=(32, 1), help="over MLP sizes; last=1")
+    dense = "dense MLP sizes, comma-separated (e.g. 64,16); the last is the embedding dimension"
+    g.add_argument("--dense-arch", type=_int_tuple, help=preset(dense, "dense_arch"))
+    over = "over MLP sizes, comma-separated; the last is 1"
+    g.add_argument("--over-arch", type=_int_tuple, default="32,1", help=over)
     g.add_argument("--pooling", type=int, default=2, help="mean ids per sample and feature")
 
 
@@ -205,8 +219,10 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--run-dir", type=Path, help="run directory (default: runs/JOB_ID)")
     ckpt_dir = "checkpoint directory (default: RUN_DIR/checkpoints)"
     g.add_argument("--ckpt-dir", type=Path, help=ckpt_dir)
-    g.add_argument("--ckpt-every-steps", type=int, default=50, help="checkpoint interval, steps")
-    g.add_argument("--ckpt-every-s", type=float, default=0.0, help="checkpoint interval, seconds")
+    every = "checkpoint interval, steps (0: none by steps)"
+    g.add_argument("--ckpt-every-steps", type=int, default=50, help=every)
+    every_s = "checkpoint interval, seconds, beside --ckpt-every-steps (0: none by time)"
+    g.add_argument("--ckpt-every-s", type=float, default=0.0, help=every_s)
     g.add_argument("--ckpt-mode", choices=CKPT_MODES, default="sync", help="how DCP saves")
     g.add_argument("--ckpt-keep", type=int, default=3, help="committed checkpoints to keep")
     _switch(g, "--final-ckpt", "save a checkpoint after the last step")
@@ -224,7 +240,8 @@ def _compile_options(p: argparse.ArgumentParser) -> None:
 
 def _fault_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("fault injection")
-    g.add_argument("--fail-at-step", type=int, help="inject a fault when this step starts")
+    fail_at = "inject a fault when this step starts (default: none)"
+    g.add_argument("--fail-at-step", type=int, help=fail_at)
     g.add_argument("--fail-kind", choices=FAIL_KINDS, default="exception", help="what fault")
     g.add_argument("--fail-rank", type=int, default=0, help="rank that faults")
     g.add_argument("--fail-attempt", type=int, default=0, help="attempt that faults (-1: every)")
@@ -256,8 +273,9 @@ def build_parser(prog: str = "ett train") -> argparse.ArgumentParser:
         prog=prog,
         description=(
             "Train a TorchRec DLRM on synthetic click data, instrumented with ETT spans. "
-            "Launch under torchrun, e.g. `torchrun --nproc-per-node 2 --max-restarts 1 "
-            "-m trainer.train --steps 200`."
+            "`ett train` runs one process; for several ranks and restarts launch it under "
+            "torchrun, e.g. `torchrun --nproc-per-node 2 --max-restarts 1 --no-python ett train "
+            "--steps 200` (or `torchrun ... -m trainer.train`, the same options)."
         ),
         formatter_class=HelpFormatter,
     )

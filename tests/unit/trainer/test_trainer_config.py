@@ -116,6 +116,25 @@ def test_help_documents_every_option_group() -> None:
     assert isinstance(parse_args(["--no-compile"]), TrainConfig)
 
 
+def test_help_states_what_each_default_is() -> None:
+    """The preset-backed model flags showed no default, --over-arch's printed as a Python
+    tuple, and the description launched `-m trainer.train` where the command is `ett train`."""
+    import re
+
+    raw = build_parser().format_help()
+    text = " ".join(raw.split())
+    assert "`ett train` runs one process" in text and "--no-python ett train" in text
+    entries = re.split(r"\n  (?=-)", raw)  # one entry per option of the options list
+    for flag in ("--num-tables", "--rows", "--emb-dim", "--dense-arch"):
+        entry = " ".join(next(e for e in entries if e.startswith(f"{flag} ")).split())
+        assert "(default: from --size: tiny" in entry, entry
+    assert "comma-separated (e.g. 64,16)" in text and "(default: 32,1)" in text
+    assert "(32, 1)" not in text
+    assert "when this step starts (default: none)" in text
+    assert "(0: none by time)" in text and "(0: none by steps)" in text
+    assert parse_args([]).model.over_arch == (32, 1)  # the default as text, read as --over-arch
+
+
 @pytest.mark.parametrize("atol", ["-1", "nan"])
 def test_publish_refuses_a_bound_no_difference_meets(
     atol: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
