@@ -66,6 +66,19 @@ def advice_ok(failures: int) -> bool:
     return failures >= MIN_ADVICE_FAILURES
 
 
+CLOCK_SKEW_NOTE_S = 2.0
+"""A job whose ranks' clocks put one barrier's end this many seconds apart or more
+(``clock_skew_s``) is said to have disagreeing clocks, by every reader (``ett report``, the Job
+page). Every rank leaves a barrier at one instant, so the spread is exit jitter (the reference
+trainer's ``pg_init`` ends within milliseconds) plus clock skew; the spec's figures assume
+clocks that agree, and skew moves time between start-up, training and checkpoint blocking."""
+
+
+def clock_skew_noted(skew_s: float | None) -> bool:
+    """Whether a job's ``clock_skew_s`` is large enough to say."""
+    return skew_s is not None and skew_s >= CLOCK_SKEW_NOTE_S
+
+
 class CheckpointAdviceJSON(TypedDict):
     """Young's checkpoint interval advice (``min_failures``: the failures the optimum needs
     before it is shown; absent from summaries stored before it was added)."""
@@ -165,8 +178,10 @@ class JobJSON(_JobHeadJSON, TimeSplitJSON):
     blocking_events: NotRequired[list[BlockingEventJSON]]
     startup_compile_cache: NotRequired[str | None]
     telemetry_lost_spans: NotRequired[int]
-    """Spans the job's emitters said they lost: with any, its idle time holds training whose
-    windows were lost, and its figures are incomplete."""
+    """Spans the job's emitters said they lost: with any, its figures miss what those spans
+    said, and are incomplete."""
+    clock_skew_s: NotRequired[float | None]
+    """How far apart the ranks' clocks put one barrier's end; see :func:`clock_skew_noted`."""
     segments: NotRequired[list[SegmentJSON]]
     computed_at: NotRequired[float]
     fresh: NotRequired[bool]
@@ -291,6 +306,7 @@ def job_json(s: JobSummary, with_segments: bool = False) -> JobJSON:
         "blocking_events": [blocking_event_json(e) for e in s.blocking_events],
         "startup_compile_cache": s.startup_compile_cache,
         "telemetry_lost_spans": s.telemetry_lost_spans,
+        "clock_skew_s": s.clock_skew_s,
     }
     if with_segments:
         out["segments"] = [segment_json(seg) for seg in s.segments]

@@ -58,6 +58,26 @@ def _first_barriers(spans: Sequence[SpanRecord]) -> dict[str, dict[int, SpanReco
     return out
 
 
+def barrier_skew_s(spans: Sequence[SpanRecord]) -> float | None:
+    """How far apart the ranks' clocks put one barrier's end: the largest spread, over attempts
+    and barrier phases seen on two ranks or more, of each rank's end of its first span of the
+    phase. Every rank leaves a barrier at one instant, so on clocks that agree the spread is
+    the barrier's exit jitter (milliseconds); seconds or more mean the hosts' clocks disagree
+    (or a phase marked ``ett.barrier`` is no barrier), which the spec's figures assume they do
+    not. None without such a barrier."""
+    by_attempt: dict[int, list[SpanRecord]] = {}
+    for s in spans:
+        if s.name.startswith(sc.SPAN_STARTUP_PREFIX) and is_barrier(s):
+            by_attempt.setdefault(s.attempt, []).append(s)
+    spreads = [
+        max(ends) - min(ends)
+        for group in by_attempt.values()
+        for per_rank in _first_barriers(group).values()
+        if len(ends := [s.end for s in per_rank.values()]) > 1
+    ]
+    return max(spreads) if spreads else None
+
+
 def _entrant(per_rank: dict[int, SpanRecord], critical: int) -> int:
     """The rank that entered the barrier last (tie: the critical rank if it ties, else lowest)."""
     enter = max(s.start for s in per_rank.values())

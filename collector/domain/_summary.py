@@ -15,6 +15,7 @@ from ._activity import startup_compile_cache, telemetry_lost_spans
 from ._attempts import AttemptFacts, attempt_facts, latest_rank
 from ._charges import blocking_events
 from ._checkpoints import blocking_stats, checkpoints_of, restored_step, unsaved_since
+from ._critical import barrier_skew_s
 from ._figures import (
     DEFAULT_WINDOW_S,
     category_seconds,
@@ -232,4 +233,5 @@ def _compose(spans: Sequence[SpanRecord], walk: _Walk) -> JobSummary:
         blocking_events=blocking_events(spans),
         startup_compile_cache=startup_compile_cache(spans),
         telemetry_lost_spans=telemetry_lost_spans(spans),
+        clock_skew_s=barrier_skew_s(spans),
     )

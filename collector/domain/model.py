@@ -213,5 +213,8 @@ class JobSummary(TimeSplit):
     mix) or ``off`` (no lookup); None without a start-up compile."""
     telemetry_lost_spans: int = 0
     """Spans the job's emitters said they lost (``ett.telemetry.dropped_spans`` and
-    ``spool_dropped_spans``): with any, the figures miss their time (a lost window reads as
-    idle)."""
+    ``spool_dropped_spans``): with any, the figures miss what those spans said (a lost save
+    reads as training, lost windows at an attempt's end as its shutdown)."""
+    clock_skew_s: float | None = None
+    """How far apart the ranks' clocks put one barrier's end (``_critical.barrier_skew_s``);
+    None without a barrier seen on two ranks."""

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from ett_collector.schemas import clock_skew_noted
 from ett_dashboard import _format as fmt
 from ett_dashboard import _loop, _page, charts
 from ett_dashboard.client import ApiError, Client
@@ -246,8 +247,17 @@ def job_view(job_id: str, c: Client) -> None:
     if lost_spans:
         st.warning(
             f"Incomplete telemetry: this job's emitters lost {lost_spans:,} span(s) (exporter "
-            "queue or spool full, or refused for good). The time they covered reads as idle "
-            "(other): ETT is a lower bound.",
+            "queue or spool full, or refused for good). The figures miss what those spans said: "
+            "a lost checkpoint save reads as training, lost windows at an attempt's end as its "
+            "shutdown.",
+            icon="⚠️",
+        )
+    skew = job.get("clock_skew_s")
+    if clock_skew_noted(skew):
+        st.warning(
+            f"Clocks disagree: this job's ranks put one barrier's end {fmt.duration(skew)} apart "
+            "(every rank leaves a barrier at one instant). Time moves between start-up, training "
+            "and checkpoint blocking by up to that much: synchronize the hosts' clocks (NTP).",
             icon="⚠️",
         )
     _figures(job)

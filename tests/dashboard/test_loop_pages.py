@@ -22,6 +22,7 @@ from tests.dashboard.test_pages import _chart_frames, metrics, run
 from tests.support.collector_process import Collector, start_collector
 from tests.support.performance_seed import SAMPLES_PER_STEP, SLOW_LOSS_S, perf_job
 from tests.support.replay import send_spans
+from tests.support.spans import phase
 
 pytestmark = pytest.mark.e2e
 JOBS = {"straggler": ("loop-straggler", "slowpoke"), "flat": ("loop-flat", "steady")}
@@ -29,6 +30,8 @@ JOBS["wide"] = ("loop-wide", "wide")
 
 
 LOST_SPANS = 65
+SKEW_S = 2.5
+"""How far apart the flat job's ranks' clocks put their ``pg_init`` barrier's end."""
 """Spans the flat job's rank 0 says it lost (its attempt span's ``ett.telemetry.dropped_spans``)."""
 
 
@@ -48,6 +51,12 @@ def loop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
         t0 = time.time() - 3600
         spans = perf_job(*JOBS["straggler"], t0, slow=3)
         spans += [_lossy(s) for s in perf_job(*JOBS["flat"], t0, straggler=False)]
+        # its ranks' clocks put the pg_init barrier's end SKEW_S apart
+        flat = {"job": JOBS["flat"][0], sc.MODEL: JOBS["flat"][1], sc.TEAM: "perf"}
+        spans += [
+            phase("pg_init", t0 - 5, t0 - 4, rank=0, **flat),
+            phase("pg_init", t0 - 5, t0 - 4 + SKEW_S, rank=1, **flat),
+        ]
         spans += perf_job(*JOBS["wide"], t0, windows=12, ranks=20, straggler=False)
         assert send_spans(spans, c.url) == len(spans)
         wait_computed(c, [job for job, _ in JOBS.values()])
@@ -80,6 +89,7 @@ def test_job_page_names_the_straggler_and_the_slow_time(api: Collector) -> None:
     assert m["Samples/s"] == fmt.rate(perf["samples_per_s"], unit="") == "608"
     assert any("Rank 1 (attempt 0) computes 2.00×" in c.value for c in at.caption)
     assert not [w for w in at.warning if "Incomplete telemetry" in w.value]
+    assert not [w for w in at.warning if "Clocks disagree" in w.value]
     frames = _chart_frames(at)
     per_rank = [f for f in frames if "rank" in f.columns and "samples_per_s" in f.columns]
     assert len(per_rank) == 1 and set(per_rank[0]["rank"]) == {"rank 0", "rank 1"}
@@ -95,7 +105,9 @@ def test_a_flat_job_has_no_straggler_and_a_wide_one_a_band(api: Collector) -> No
     assert metrics(at)["Straggler rank"] == "none"
     # its rank 0 lost spans: the page says its idle time may be lost telemetry
     (warned,) = [w.value for w in at.warning if "Incomplete telemetry" in w.value]
-    assert f"lost {LOST_SPANS:,} span(s)" in warned and "ETT is a lower bound" in warned
+    assert f"lost {LOST_SPANS:,} span(s)" in warned and "miss what those spans said" in warned
+    (skewed,) = [w.value for w in at.warning if "Clocks disagree" in w.value]
+    assert f"{fmt.duration(SKEW_S)} apart" in skewed and "NTP" in skewed
     assert metrics(at)["Slow time"] == "0.0 s"
     at = run("views/job.py", job=JOBS["wide"][0])
     frames = _chart_frames(at)
