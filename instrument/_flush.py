@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--spool-dir",
-        help="the spool directory (default: ETT_SPOOL_DIR, else ~/.local/state/ett/spool)",
+        help="the spool directory (default: $ETT_SPOOL_DIR, else $XDG_STATE_HOME/ett/spool, "
+        "else ~/.local/state/ett/spool)",
     )
     parser.add_argument("--job", help="deliver only this job's files (default: every job's)")
     parser.add_argument(
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "(TRACES_)ENDPOINT, else http://127.0.0.1:4318)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=300.0, help="give up after this many seconds (300)"
+        "--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)"
     )
     return parser
 
@@ -77,15 +78,23 @@ def flush(root: Path, job: str | None, sender: Sender, timeout_s: float) -> Drai
     return out
 
 
+def _count(n: int, noun: str, plural: str = "s") -> str:
+    """``1 file``, ``2 files``: ``n`` and ``noun``, plural unless ``n`` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}{plural}"
+
+
 def _report(out: Drained, root: Path, sender: Sender) -> int:
     for problem in out.problems:
         print(f"{PROG}: warning: {problem}; the bytes after it are lost", file=sys.stderr)
-    line = f"{PROG}: delivered {out.spans} spans ({out.records} batches) from {out.files} files"
+    line = (
+        f"{PROG}: delivered {_count(out.spans, 'span')} ({_count(out.records, 'batch', 'es')}) "
+        f"from {_count(out.files, 'file')}"
+    )
     if out.skipped_live:
-        line += f"; {out.skipped_live} files held by running trainers left to them"
+        line += f"; {_count(out.skipped_live, 'file')} held by running trainers left to them"
     lost = out.dropped_full + out.dropped_refused
     if lost:
-        line += f"; {lost} spans had been lost (spool full, or refused by the collector)"
+        line += f"; {_count(lost, 'span')} had been lost (spool full, or refused by the collector)"
     print(line)
     if out.complete:
         return 0
@@ -105,7 +114,9 @@ def _report(out: Drained, root: Path, sender: Sender) -> int:
     else:
         why = f"collector {endpoint} answered HTTP {out.stopped}"
         why += f": {sender.reason}" if sender.reason else ""
-    print(f"{PROG}: {why}; {left} files left in {root}: run it again later", file=sys.stderr)
+    print(
+        f"{PROG}: {why}; {_count(left, 'file')} left in {root}: run it again later", file=sys.stderr
+    )
     return 1
 
 

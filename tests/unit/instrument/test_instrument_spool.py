@@ -176,6 +176,7 @@ def _flush(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 def test_the_flush_command_answers_in_one_line(tmp_path: Path) -> None:
     helped = _flush("--help")
     assert helped.returncode == 0 and "--spool-dir" in helped.stdout
+    assert "$XDG_STATE_HOME/ett/spool" in helped.stdout and "(default 300)" in helped.stdout
     empty = _flush("--spool-dir", str(tmp_path / "none"))
     assert empty.returncode == 0 and "nothing to deliver" in empty.stdout
     bad = _flush("--timeout", "0")
@@ -186,11 +187,26 @@ def test_the_flush_command_answers_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
     down = _flush("--spool-dir", str(tmp_path), env=env)
     assert down.returncode == 1 and "did not answer" in down.stderr
+    assert "1 file left in" in down.stderr  # "1 files left" before
     assert "Traceback" not in down.stderr and writer.path.exists()
     for url in ("htp://127.0.0.1:4318", "127.0.0.1:4318", "http://127.0.0.1:99999"):
         typo = _flush("--spool-dir", str(tmp_path), "--endpoint", url)
         assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
         assert "not an http:// or https:// URL" in typo.stderr and writer.path.exists()
+
+
+def test_the_flush_line_counts_in_words(tmp_path: Path, capsys) -> None:
+    """It printed "delivered 1 spans (1 batches) from 1 files"."""
+    from ett._flush import _report
+    from ett._spool_send import Drained
+
+    one = Drained(files=1, records=1, spans=1, skipped_live=1, dropped_full=1)
+    assert _report(one, tmp_path, None) == 0  # type: ignore[arg-type]  # complete: no sender
+    out = capsys.readouterr().out
+    assert "delivered 1 span (1 batch) from 1 file; 1 file held by running" in out
+    assert "; 1 span had been lost" in out
+    assert _report(Drained(files=2, records=3, spans=4), tmp_path, None) == 0  # type: ignore[arg-type]
+    assert "delivered 4 spans (3 batches) from 2 files\n" in capsys.readouterr().out
 
 
 def test_an_attempt_ending_while_the_collector_is_away_loses_nothing() -> None:
