@@ -41,9 +41,28 @@ def register(sub: Any) -> None:
     _add_push(gsub)
 
 
+def _wrapped(text: str) -> str:
+    """``text`` in lines of 79 columns (a raw formatter, which keeps the epilog's layout,
+    prints a description as it is given)."""
+    import textwrap
+
+    return textwrap.fill(text, 79)
+
+
 def _add_build(gsub: Any) -> None:
     """``grafana build [--check] [--out DIR] [--rules FILE]``."""
-    build = gsub.add_parser("build", help="regenerate the provisioning files")
+    build = gsub.add_parser(
+        "build",
+        help="regenerate the provisioning files",
+        description=_wrapped(
+            "Write the dashboards, data sources and alert rules, generated from grafana/*.py, "
+            "as sorted JSON and YAML files under grafana/provisioning/ (or --out DIR), for "
+            "Grafana to load at start; --check changes nothing and fails when the committed "
+            "files are stale."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     build.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 when a file is stale"
     )
@@ -69,31 +88,48 @@ def _add_push(gsub: Any) -> None:
     push = gsub.add_parser(
         "push",
         help="upload folder, data sources, dashboards and alert rules to a Grafana server",
+        description=_wrapped(
+            "Upsert, through Grafana's HTTP API, the folder ETT, the PostgreSQL and Prometheus "
+            "data sources (those given: --pg-url, --prometheus-url), the dashboards and the "
+            "alert rule group, each by uid, so pushing twice is safe. The first refusal stops "
+            "it, naming what was already written."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    push.add_argument("--url", default=os.environ.get("GRAFANA_URL"), help="Grafana base URL")
     push.add_argument(
-        "--token", default=os.environ.get("GRAFANA_TOKEN"), help="service account token"
+        "--url",
+        default=os.environ.get("GRAFANA_URL"),
+        metavar="URL",
+        help="Grafana base URL, e.g. https://grafana.example.com (default: $GRAFANA_URL; "
+        "one of them is needed)",
+    )
+    push.add_argument(
+        "--token",
+        default=os.environ.get("GRAFANA_TOKEN"),
+        help="a service account token (default: $GRAFANA_TOKEN; one of them is needed)",
     )
     push.add_argument(
         "--pg-url",
         default=os.environ.get("ETT_GRAFANA_PG_URL"),
         metavar="URL",
         help="postgresql://ROLE:PASSWORD@HOST:PORT/DB for the PostgreSQL data source "
-        "(the read-only role of `ett db grant-readonly`); omitted: left as it is",
+        "(the read-only role of `ett db grant-readonly`; default: $ETT_GRAFANA_PG_URL); "
+        "neither given: the data source is left as it is",
     )
     push.add_argument(
         "--prometheus-url",
         default=os.environ.get("ETT_GRAFANA_PROMETHEUS_URL"),
         metavar="URL",
-        help="URL of the Prometheus scraping the collectors; omitted: left as it is",
+        help="URL of the Prometheus scraping the collectors (default: "
+        "$ETT_GRAFANA_PROMETHEUS_URL); neither given: the data source is left as it is",
     )
     push.add_argument(
         "--rules",
         default=os.environ.get("ETT_ALERT_RULES"),
         metavar="FILE",
-        help="alert rules file (as `ett serve` reads it; default: the built-in rules)",
+        help="alert rules file (as `ett serve` reads it; default: $ETT_ALERT_RULES, else "
+        "the built-in rules)",
     )
     push.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per request (default 10)"

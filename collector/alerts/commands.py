@@ -46,8 +46,8 @@ def register(sub: Any) -> None:
         "alerts",
         help="ETT regression alerts: list, backtest, export for Prometheus",
         description="List the alerts of the collector's evaluator (pending, firing, resolved), "
-        "newest first, from its database (--db). Subcommands replay rules over history and "
-        "export them for Prometheus.",
+        "newest first, from its database (--db): that is what `ett alerts` without an ACTION "
+        "does. The ACTIONs replay rules over history and export them for Prometheus.",
     )
     _db_arg(alerts)
     alerts.add_argument("--state", choices=_STATES, help="only alerts in this state")
@@ -56,6 +56,10 @@ def register(sub: Any) -> None:
     alerts.add_argument("--api", help=argparse.SUPPRESS)  # a dashboard habit: said, not taken
     alerts.set_defaults(func=_list)
     asub = alerts.add_subparsers(dest="alerts_command", metavar="ACTION")
+    alerts.usage = (  # argparse writes an optional ACTION as if it were required
+        "%(prog)s [-h] [--db URL] [--state {pending,firing,resolved}] [--limit LIMIT] [--json]"
+        "\n       %(prog)s {backtest,export-prometheus} ..."
+    )
     bt = asub.add_parser(
         "backtest",
         help="replay the rules over stored history: what would have fired, and when",
@@ -63,8 +67,12 @@ def register(sub: Any) -> None:
         "that would have fired, with when they fired and resolved. Tune thresholds with "
         "--rules before turning them on. presumed_dead is live-only and not replayed.",
     )
-    bt.add_argument("--since", default="30d", help="start: 30d, 12h, ISO 8601, unix s (30d)")
-    bt.add_argument("--until", default=None, help="end (default: now)")
+    bt.add_argument(
+        "--since",
+        default="30d",
+        help="start: 30d, 12h, ISO 8601 (without a zone: UTC), unix seconds (default 30d)",
+    )
+    bt.add_argument("--until", default=None, help="end, same forms as --since (default: now)")
     bt.add_argument(
         "--step",
         default=None,

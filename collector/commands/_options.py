@@ -14,10 +14,14 @@ def add_json(parser: Any, what: str) -> None:
 
 
 def add_state(parser: Any, *, every: bool = True) -> None:
-    """``--state``: only jobs in this state (``every``: the help names the default)."""
-    default = " (default: every state)" if every else ""
+    """``--state``: only jobs in this state, the job's state now: a job that failed and then
+    recovered is ``completed`` (``every``: the help names the default)."""
+    default = "; default: every state" if every else ""
     parser.add_argument(
-        "--state", choices=[s.value for s in JobState], help=f"only jobs in this state{default}"
+        "--state",
+        choices=[s.value for s in JobState],
+        help="only jobs in this state: the job's state now, so a job that failed and recovered "
+        f"is completed{default}",
     )
 
 
@@ -29,12 +33,14 @@ def add_filters(parser: Any, *, attributes: bool = False) -> None:
     parser.add_argument("--team", help=f"only this team{team} (default: every team)")
 
 
+WHEN = "ISO 8601 (without a zone: UTC), unix seconds"
+"""The absolute forms every ``--since`` takes, beside a duration before now (``7d``, ``12h``)."""
+
+
 def add_window(parser: Any, since: str | None = None) -> None:
     """``--since`` and ``--until``: the window a read covers (``since``: its default start)."""
     start = f"default {since}" if since else "default: all"
-    parser.add_argument(
-        "--since", default=since, help=f"window start: 7d, 12h, ISO 8601, unix s ({start})"
-    )
+    parser.add_argument("--since", default=since, help=f"window start: 7d, 12h, {WHEN} ({start})")
     parser.add_argument(
         "--until", default=None, help="window end, same forms as --since (default: now)"
     )

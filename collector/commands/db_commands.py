@@ -15,16 +15,34 @@ from ._runner import PRUNE_ENVIRONMENT, CommandError, Kit, open_pipeline, settin
 
 def register(sub: Any, kit: Kit) -> None:
     """Add ``db`` (``upgrade``, ``grant-readonly``, ``prune``) and ``recompute`` to ``ett``."""
-    db = sub.add_parser("db", help="database schema management")
+    db = sub.add_parser(
+        "db",
+        help="database schema management",
+        description="The collector's database: its schema (upgrade), the read-only role "
+        "Grafana logs in as (grant-readonly) and its retention (prune). Each ACTION takes "
+        "--db; `ett db ACTION -h` for its options.",
+    )
     dbsub = db.add_subparsers(dest="db_command", metavar="ACTION")
     dbsub.required = True
-    kit.command(dbsub, "upgrade", _upgrade, help="apply Alembic migrations up to the latest schema")
+    kit.command(
+        dbsub,
+        "upgrade",
+        _upgrade,
+        help="apply Alembic migrations up to the latest schema",
+        description="Apply the Alembic migrations the database lacks, oldest first, up to the "
+        "latest schema, and say which it applied; a SQLite file that does not exist yet is "
+        "created at the latest schema. `ett serve` does the same when it starts.",
+    )
     ro = kit.command(
         dbsub,
         "grant-readonly",
         _grant_readonly,
         help="create or update a PostgreSQL role that may only read the ett_v1_* views "
         "(for Grafana)",
+        description="Create the PostgreSQL role ROLE, or update it, so that it may log in and "
+        "read the ett_v1_* views (the SQL interface of docs/grafana.md) and nothing else, in "
+        "read-only transactions: the login of Grafana's PostgreSQL data source. The database "
+        "is migrated first. PostgreSQL only: SQLite has no roles.",
     )
     ro.add_argument("role", metavar="ROLE", help="role name, e.g. ett_grafana")
     ro.add_argument(

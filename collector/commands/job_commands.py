@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from ..domain.model import GroupBy
-from ._options import add_filters, add_json, add_state, add_window
+from ._options import WHEN, add_filters, add_json, add_state, add_window
 from ._runner import Kit, read
 
 
@@ -93,9 +93,7 @@ def _add_report(rep: argparse.ArgumentParser) -> None:
 def _add_jobs(jobs: argparse.ArgumentParser) -> None:
     add_state(jobs)
     add_filters(jobs, attributes=True)
-    jobs.add_argument(
-        "--since", help="jobs that ended since: 7d, 12h, ISO 8601 or unix seconds (default: all)"
-    )
+    jobs.add_argument("--since", help=f"jobs that ended since: 7d, 12h, {WHEN} (default: all)")
     jobs.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     add_json(jobs, "a JSON list")
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
 
-from ._options import add_filters, add_json, add_state, add_window
+from ._options import WHEN, add_filters, add_json, add_state, add_window
 from ._runner import Kit, read
 
 SHOWN_JOBS = 20
@@ -89,7 +89,7 @@ def _add_fleet(fleet: argparse.ArgumentParser) -> None:
 
 
 def _add_advice(advice: argparse.ArgumentParser) -> None:
-    advice.add_argument("--since", help="jobs that ended since: 7d, ISO 8601 (default: all)")
+    advice.add_argument("--since", help=f"jobs that ended since: 7d, 12h, {WHEN} (default: all)")
     add_filters(advice)
     add_json(advice, "the API's JSON object")
 

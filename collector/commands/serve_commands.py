@@ -27,8 +27,9 @@ def register(sub: Any, kit: Kit) -> None:
     serve = sub.add_parser(
         "serve",
         help="run the collector: OTLP/HTTP in, read API, /metrics",
-        description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip), "
-        "the read API under /api/v1/, /healthz and /metrics. Applies database migrations first.",
+        description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip),\n"
+        "the read API under /api/v1/, /healthz and /metrics. Applies database migrations\n"
+        "first.",
         epilog=ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

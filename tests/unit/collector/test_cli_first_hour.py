@@ -364,6 +364,30 @@ def test_serve_help_names_every_variable_the_collector_reads() -> None:
     assert "\nexamples:\n  ett serve " in text
 
 
+def test_help_says_how_times_and_states_are_read() -> None:
+    """A date without a zone is read as UTC, a state is the job's state now (a job that failed
+    and recovered is completed), and an optional ACTION is not written as a required one."""
+    commands = _subparsers(build_parser())
+    for name in ("jobs", "lost-time", "fleet", "checkpoint-advice", "alerts backtest"):
+        since = next(a for a in commands[name]._actions if "--since" in a.option_strings)
+        assert "12h" in since.help and "without a zone: UTC" in since.help, name
+        assert "unix seconds" in since.help, name
+    for name in ("jobs", "fleet"):
+        state = next(a for a in commands[name]._actions if "--state" in a.option_strings)
+        assert "a job that failed and recovered is completed" in state.help, name
+    usage = commands["alerts"].format_usage()
+    assert "ett alerts [-h] [--db URL]" in usage and "[--json]\n" in usage
+    assert "ett alerts {backtest,export-prometheus} ..." in usage
+
+
+def test_every_command_with_options_has_a_description() -> None:
+    """``ett db upgrade``, ``db grant-readonly``, ``grafana build`` and ``grafana push`` had
+    none: their help was the usage and the options alone."""
+    for name, parser in _subparsers(build_parser()).items():
+        if parser.add_help:  # `train` and `publish` hand -h to the trainer's own parsers
+            assert parser.description, f"ett {name}: no description"
+
+
 def test_version(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
