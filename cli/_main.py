@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ett {_version()}")
     parser.add_argument(
-        "--debug", action="store_true", help="print a traceback on unexpected errors"
+        "--debug",
+        action="store_true",
+        help="print a traceback on unexpected errors (or ETT_DEBUG=1)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -52,11 +52,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "pages, read only through the collector's HTTP API (never its database). "
         "Environment: ETT_API_URL, ETT_READ_TOKEN or ETT_READ_TOKEN_FILE (else ETT_TOKEN), "
         "ETT_API_CA_BUNDLE, ETT_API_CLIENT_CERT, ETT_API_CLIENT_KEY, "
-        "ETT_DASHBOARD_REFRESH_S (default 5 s).",
+        "ETT_DASHBOARD_REFRESH_S (default 5 s), ETT_DASHBOARD_CACHE_S (how long an API "
+        "answer is reused; default 2 s).",
     )
     p.add_argument(
         "--api",
         default=os.environ.get("ETT_API_URL", DEFAULT_API_URL),
+        metavar="URL",
         help="the collector's base URL (default: $ETT_API_URL or %(default)s)",
     )
     p.add_argument(
@@ -73,7 +75,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--refresh-s",
         type=float,
         default=None,
-        help="seconds between automatic refreshes (default 5)",
+        help="seconds between automatic refreshes (default: $ETT_DASHBOARD_REFRESH_S, else 5)",
     )
     p.set_defaults(func=run)
 

@@ -38,6 +38,23 @@ def test_help_lists_each_file_option_with_its_variable() -> None:
     }
 
 
+def test_help_names_the_url_and_every_variable_the_app_reads() -> None:
+    """``--api API`` read as a name; ETT_DASHBOARD_CACHE_S was in no help or page."""
+    import re
+
+    from ett_dashboard import settings
+
+    sub = argparse.ArgumentParser(prog="ett").add_subparsers()
+    register(sub)
+    text = sub.choices["dashboard"].format_help()
+    assert "--api URL" in text and "--api API" not in text
+    source = Path(settings.__file__).read_text(encoding="utf-8")
+    names = set(re.findall(r'"(ETT_[A-Z_]+)"', source))  # every variable its code reads
+    assert {"ETT_API_URL", "ETT_DASHBOARD_CACHE_S", "ETT_DASHBOARD_REFRESH_S"} <= names
+    flat = " ".join(text.split())
+    assert all(name in flat for name in names), sorted(n for n in names if n not in flat)
+
+
 def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
     pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[dashboard]'")
     flag = FILE_OPTIONS[-1].flag  # the last is checked after the others were found unset

@@ -388,6 +388,11 @@ def test_every_command_with_options_has_a_description() -> None:
             assert parser.description, f"ett {name}: no description"
 
 
+def test_top_level_help_names_ett_debug() -> None:
+    """``ETT_DEBUG=1`` does what ``--debug`` does (``ett_cli._main.main``); only code said so."""
+    assert "(or ETT_DEBUG=1)" in " ".join(build_parser().format_help().split())
+
+
 def test_version(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
