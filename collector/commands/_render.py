@@ -57,17 +57,14 @@ def recovery(job: JobJSON) -> str:
 
 
 def advice(job: JobJSON) -> str:
-    """The checkpoint interval in use and Young's optimum, with how much evidence it rests on."""
+    """The checkpoint interval in use and Young's optimum, with how much evidence it rests on:
+    below :data:`MIN_ADVICE_FAILURES` failures (none at all included) the optimum is withheld in
+    the words of ``ett checkpoint-advice`` and the dashboard."""
     adv = job["checkpoint_advice"]
     text = f"in use {duration(adv['interval_s'])}"
-    if adv["optimal_interval_s"] is None:
-        return text + ", optimal - (needs at least one failure)"
     n = job["failures"]
-    if not advice_ok(n):
-        return (
-            text + f", optimal not shown: it would rest on {n} failure(s), "
-            f"at least {MIN_ADVICE_FAILURES} needed"
-        )
+    if adv["optimal_interval_s"] is None or not advice_ok(n):
+        return text + f", optimal: not enough failures yet ({n} of {MIN_ADVICE_FAILURES})"
     return (
         text + f", optimal {duration(adv['optimal_interval_s'])} (from {n} failures)"
         f", would save {duration(adv['saving_s'])}"

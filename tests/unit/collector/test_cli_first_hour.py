@@ -292,11 +292,13 @@ def test_checkpoint_advice_states_the_failures_it_rests_on(db_path: Path, capsys
     adv = job["checkpoint_advice"]
     assert job["failures"] == 1 and adv["optimal_interval_s"] is not None
     text = _render_text(job)
-    assert "optimal not shown: it would rest on 1 failure(s), at least 3 needed" in text
+    assert "optimal: not enough failures yet (1 of 3)" in text  # as checkpoint-advice says it
     assert _render.duration(adv["optimal_interval_s"]) not in text.split("checkpoint interval")[1]
     job["failures"] = _render.MIN_ADVICE_FAILURES
     text = _render_text(job)
     assert f"optimal {_render.duration(adv['optimal_interval_s'])} (from 3 failures)" in text
+    job["failures"], adv["optimal_interval_s"] = 0, None  # no failure: no optimum at all
+    assert "optimal: not enough failures yet (0 of 3)" in _render_text(job)
 
 
 def test_report_shows_expected_unsaved_and_explains_blocking(db_path: Path, capsys) -> None:
