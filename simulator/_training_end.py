@@ -49,7 +49,9 @@ def newest_committed(run: LoopRun, attempt: int, by: int) -> Checkpoint | None:
 
 def complete(tr: Training, t: int, step: int) -> Checkpoint | None:
     """The attempt's steps are done at ``t``: a final sync save (unless ``step`` is saved), the
-    persists, then every rank exits; ``plan`` ends completed."""
+    persists, then every rank exits; ``plan`` ends completed. The shutdown is checkpoint until
+    the last persist ends (an ``ett.checkpoint.persist`` in it is checkpoint, docs/metrics.md),
+    then other."""
     draw, ranks, plan, loop, run = tr
     prof = draw.profile
     emit_training(draw, ranks, loop, run, plan, t, True, None)
@@ -71,6 +73,8 @@ def complete(tr: Training, t: int, step: int) -> Checkpoint | None:
         plan.shutdown.append((t, final_end, CKPT))
         run.saves.append((step, t, blocks, []))
     ready = max([final_end, *(p for *_, ps in run.saves for p in ps)])
+    if ready > final_end:  # the exit waits for the persists: checkpoint, as a persist in it is
+        plan.shutdown.append((final_end, ready, CKPT))
     ends = [ready + draw.ms(prof["failures.exit"], _OTHER, ready) for _ in ranks]
     for r, rank in enumerate(ranks):
         rank.add(
@@ -80,8 +84,8 @@ def complete(tr: Training, t: int, step: int) -> Checkpoint | None:
             ((sc.ATTEMPT_END_REASON, sc.EndReasonValues.COMPLETED.value),),
         )
     plan.end = max(ends)
-    if plan.end > final_end:
-        plan.shutdown.append((final_end, plan.end, _OTHER))
+    if plan.end > ready:
+        plan.shutdown.append((ready, plan.end, _OTHER))
     plan.end_reason = sc.EndReasonValues.COMPLETED.value
     return newest_committed(run, plan.number, plan.end)
 
