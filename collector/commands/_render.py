@@ -27,10 +27,22 @@ def duration(seconds: float | None) -> str:
 
 
 def instant(t: float | None) -> str:
-    """A unix time as UTC ISO 8601 (seconds)."""
+    """A unix time in UTC to the second, marked so (``2026-11-29 08:00:00Z``, as ``ett alerts``
+    prints it): a time without its zone reads as local time."""
     if t is None:
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def window(since: float | None, until: float) -> str:
+    """The window a fleet-wide sum covers, in UTC (``since`` None: everything stored)."""
+
+    def second(t: float) -> str:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    if since is None:
+        return f"everything stored up to {second(until)} UTC"
+    return f"{second(since)} to {second(until)} UTC"
 
 
 def _bar(part: float, whole: float, width: int = 24) -> str:
@@ -350,9 +362,17 @@ def print_jobs(rows: list[JobRowJSON], console: Console) -> None:
     print_table(console, t)
 
 
-def print_lost_time(rows: list[LostTimeJSON], by: str, console: Console) -> None:
+def print_lost_time(
+    rows: list[LostTimeJSON],
+    by: str,
+    console: Console,
+    span: tuple[float | None, float] | None = None,
+) -> None:
     """The ``ett lost-time`` table, largest first, with bars on a wide terminal; on a narrow one
-    without the idle and failure split (lost and share stay), else as cards."""
+    without the idle and failure split (lost and share stay), else as cards. ``span``: the
+    window summed, ``(since, until)`` in unix seconds, said on a line of its own first."""
+    if span is not None:
+        console.print(f"Window: {window(*span)} (segments clipped to it)")
     bars = console.width >= LOST_TIME_BARS_FROM  # on a narrow terminal the figures come first
     table = _lost_time_table(rows, by, ("idle", "failure", "lost", "share"), bars)
     if not _whole(table, console.width):

@@ -55,13 +55,19 @@ _FILTERS = ("state", "model", "team", "since")
 
 
 def _lost_time(console: Callable[[], Any], args: argparse.Namespace) -> int:
+    from ..read.query import parse_instant
     from . import _render
 
-    return read(
-        args,
-        lambda q: q.lost_time(args.by, args.since, args.until),
-        lambda d: _render.print_lost_time(d, args.by, console()),
-    )
+    span: list[tuple[float | None, float]] = []
+
+    def ask(q: Any) -> Any:
+        now = q.clock()  # the window as the query reads it: relative times from this now
+        rows = q.lost_time(args.by, args.since, args.until)
+        until = parse_instant(args.until, now)
+        span.append((parse_instant(args.since, now), now if until is None else until))
+        return rows
+
+    return read(args, ask, lambda d: _render.print_lost_time(d, args.by, console(), span[0]))
 
 
 REPORT = {

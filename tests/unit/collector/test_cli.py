@@ -135,6 +135,18 @@ def test_jobs_says_when_no_job_matches(db: str, capsys) -> None:
     assert capsys.readouterr().err.strip() == "ett jobs: the 1 newest shown; --limit N shows more"
 
 
+def test_lost_time_says_the_window_it_summed(db: str, capsys) -> None:
+    """It printed no window at all: a sum over "--since 7d" read as over all time."""
+    since, until = "2026-09-21T12:00:00Z", "2026-09-22T00:00:00"  # no zone: UTC
+    assert main(["lost-time", "--since", since, "--until", until, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "Window: 2026-09-21 12:00:00 to 2026-09-22 00:00:00 UTC" in out.splitlines()[0]
+    assert main(["lost-time", "--db", db]) == 0
+    assert capsys.readouterr().out.startswith("Window: everything stored up to ")
+    assert main(["lost-time", "--json", "--db", db]) == 0
+    assert capsys.readouterr().out.startswith("[")  # the API's list, as it was
+
+
 def test_lost_time_keeps_names_whole_and_drops_its_bars_when_narrow() -> None:
     from rich.console import Console
 

@@ -311,6 +311,18 @@ def test_report_shows_expected_unsaved_and_explains_blocking(db_path: Path, caps
     assert f"checkpoint component {component} = blocking" in text
 
 
+def test_report_marks_its_times_utc(db_path: Path, capsys) -> None:
+    """`ett report` and `ett jobs` printed times with no zone; they are UTC, as in `ett fleet`."""
+    job = _job(db_path, capsys)
+    text = _render_text(job)
+    assert f"figures as of {_render.instant(job['computed_at'])}" in text
+    assert _render.instant(job["computed_at"]).endswith("Z")
+    assert _render.instant(1_790_000_000.0) == "2026-09-21 14:13:20Z"
+    assert main(["jobs", "--db", str(db_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert _render.instant(job["end"]) in row
+
+
 # --- help ------------------------------------------------------------------------------------
 
 
