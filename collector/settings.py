@@ -6,6 +6,7 @@ import itertools
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,28 +232,36 @@ def _credentials(url: str) -> tuple[str, str, str, str] | None:
     return scheme, user, password, tail[at:]
 
 
+_PASSWORD_PARAM = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s#]*)""", re.IGNORECASE)
+"""A ``password=`` in a URL's query (``?password=...&``) or a keyword string (``host=h
+password='p w'``), quoted or not: libpq and psycopg take it from either."""
+
+
 def redact_url(text: str) -> str:
     """``text``, a database URL whether it parses or not, with its password shown as ``***``
-    (``scheme://user:***@host...``); a password holding an unencoded ``@`` is hidden whole (a
-    query holding an ``@`` hides the host too: never the other way round)."""
+    (``scheme://user:***@host...``; a query's or a keyword string's ``password=***``); a
+    password holding an unencoded ``@`` is hidden whole (a query holding an ``@`` hides the
+    host too: never the other way round)."""
     parts = _credentials(text)
-    if parts is None:
-        return text
-    scheme, user, _, rest = parts
-    return f"{scheme}://{user}:***{rest}"
+    if parts is not None:
+        scheme, user, _, rest = parts
+        text = f"{scheme}://{user}:***{rest}"
+    return _PASSWORD_PARAM.sub(lambda m: m[1] + "***", text)
 
 
 def scrub_password(message: str, url: str) -> str:
-    """``message`` (a driver's or parser's error about ``url``) without the password of ``url``
-    or any piece of it between ``@ : / ? #`` of two characters or more."""
+    """``message`` (a driver's or parser's error about ``url``) without the passwords of ``url``
+    (its user part's, its query's or keyword string's ``password=``, and their URL-decoded
+    forms) or any piece of one between ``@ : / ? #`` of two characters or more."""
     parts = _credentials(url)
-    if parts is None:
-        return message
-    password = parts[2]
-    pieces = [password, *re.split(r"[@:/?#]", password)]
-    for piece in sorted((p for p in pieces if len(p) >= 2), key=len, reverse=True):
+    passwords = [] if parts is None else [parts[2]]
+    for m in _PASSWORD_PARAM.finditer(url):
+        value = m[2]
+        passwords += [value, value.strip("'"), urllib.parse.unquote_plus(value)]
+    pieces = [p for password in passwords for p in (password, *re.split(r"[@:/?#]", password))]
+    for piece in sorted({p for p in pieces if len(p) >= 2}, key=len, reverse=True):
         message = message.replace(piece, "***")
-    return message
+    return _PASSWORD_PARAM.sub(lambda m: m[1] + "***", message)
 
 
 def default_db_url() -> str:

@@ -158,9 +158,11 @@ def resolve(raw: str | None) -> Target:
         text = default_db_url()
     if "://" not in text:
         if Path(text).expanduser().is_dir():
-            raise TargetError(f"{source} {text!r} is a folder, not a database: write {URL_FORMS}")
+            raise TargetError(
+                f"{source} {redact_url(text)!r} is a folder, not a database: write {URL_FORMS}"
+            )
         if not text.lower().endswith(_SQLITE_SUFFIXES) and not Path(text).is_file():
-            raise TargetError(f"{source} {text!r} is not a database: write {URL_FORMS}")
+            raise TargetError(f"{source} {redact_url(text)!r} is not a database: write {URL_FORMS}")
         text = f"sqlite:///{Path(text).expanduser().resolve()}"
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError

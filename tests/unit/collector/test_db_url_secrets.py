@@ -109,7 +109,41 @@ def test_settings_say_an_unsupported_url_without_its_password() -> None:
         ("postgresql://u@h/x", "postgresql://u@h/x"),
         ("sqlite:////data/a@b.db", "sqlite:////data/a@b.db"),
         ("not a url", "not a url"),
+        (
+            "postgresql+psycopg://u@h/x?password=pw1&sslmode=require",
+            "postgresql+psycopg://u@h/x?password=***&sslmode=require",
+        ),
+        (
+            "postgresql://u@h/x?sslmode=require&PASSWORD=a%40b",
+            "postgresql://u@h/x?sslmode=require&PASSWORD=***",
+        ),
+        ("host=h password='a b' dbname=x", "host=h password=*** dbname=x"),
+        ("host=h password=kw", "host=h password=***"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql+psycopg://u@127.0.0.1:{free_port()}/x?password={SECRET}",
+        f"postgresql+psycopg://u@127.0.0.1:notaport/x?password={SECRET}",
+        f"host=127.0.0.1 password={SECRET}",
+    ],
+    ids=["refused", "bad-port", "keywords"],
+)
+def test_a_password_in_the_query_or_keywords_is_never_said(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A probe's ``?password=`` showed in clear in ``ett serve``'s start line and in every
+    error, and a keyword string's refusal echoed it."""
+    for argv, env in _commands(url):
+        monkeypatch.delenv("ETT_DB_URL", raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert main(argv) in (1, 2), argv
+        out = capsys.readouterr()
+        assert SECRET not in out.err + out.out, (argv, out)
+    assert scrub_password(f"x {SECRET} y", url) == "x *** y"
