@@ -7,11 +7,32 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ._render import fine
+from ._render import duration, fine
 
 
-def _ms(seconds: Any) -> str:
-    return f"{1000 * float(seconds):.1f} ms" if seconds is not None else "-"
+def step_time(seconds: Any) -> str:
+    """A step time: ``25.7 ms`` under a second (a tenth of a millisecond tells steps apart),
+    else :func:`duration` (``1m 36s``, not ``96011.0 ms``)."""
+    if seconds is None:
+        return "-"
+    if abs(float(seconds)) < 1.0:
+        return f"{1000 * float(seconds):.1f} ms"
+    return duration(float(seconds))
+
+
+_BASIS = {
+    "steady": ("steady window", "steady windows"),
+    "after_warmup": ("window after warm-up", "windows after warm-up"),
+    "all": ("window, warm-up included", "windows, warm-up included"),
+}
+"""What the ideal step time is the median of (``ideal_basis``), one and several."""
+
+
+def _basis(perf: dict[str, Any]) -> str:
+    """``median of 12 steady windows``; ``median of 1 window, warm-up included``."""
+    n = perf["ideal_points"]
+    one, many = _BASIS.get(perf["ideal_basis"], (perf["ideal_basis"],) * 2)
+    return f"median of {n} {one if n == 1 else many}"
 
 
 def _straggler(perf: dict[str, Any]) -> str:
@@ -37,12 +58,7 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
     t = Table(title="Inside the loop (beside ETT)", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    basis = {"steady": "steady windows", "after_warmup": "windows after warm-up", "all": "all"}
-    t.add_row(
-        "ideal step time",
-        f"{_ms(perf['ideal_step_s'])}  (median of {perf['ideal_points']} "
-        f"{basis.get(perf['ideal_basis'], perf['ideal_basis'])})",
-    )
+    t.add_row("ideal step time", f"{step_time(perf['ideal_step_s'])}  ({_basis(perf)})")
     if perf.get("slow_s") is not None:
         pct = perf.get("slow_pct")
         t.add_row(
@@ -63,9 +79,9 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
             (
                 str(s["attempt"]),
                 instant(s["start"]),
-                _ms(s["step_s"]),
+                step_time(s["step_s"]),
                 f"{s['ratio']:.2f}",
-                f"{s['lost_s']:.1f} s",
+                fine(s["lost_s"]),
                 ", ".join(s["overlaps"]) or "-",
             )
             for s in slow[:5]

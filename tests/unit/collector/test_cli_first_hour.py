@@ -323,6 +323,46 @@ def test_report_marks_its_times_utc(db_path: Path, capsys) -> None:
     assert _render.instant(job["end"]) in row
 
 
+def test_report_loop_section_speaks_one_duration_format() -> None:
+    """It printed "(median of 1 all)", a slow window's step as "96011.0 ms" and its lost time
+    as "95.8 s" where every other table says "1m 36s"."""
+    from ett_collector.commands._render_performance import print_performance
+
+    perf = {
+        "ideal_step_s": 0.0257,
+        "ideal_points": 1,
+        "ideal_basis": "all",
+        "slow_s": 95.8,
+        "slow_pct": 4.0,
+        "samples_per_s": 100.0,
+        "steps": 10,
+        "windows": 3,
+        "straggler": None,
+        "stragglers": [],
+        "straggler_threshold": 1.2,
+        "slow_windows": [
+            {
+                "attempt": 0,
+                "start": 1_790_000_000.0,
+                "step_s": 96.011,
+                "ratio": 3735.8,
+                "lost_s": 95.8,
+                "overlaps": [],
+            }
+        ],
+    }
+    out = io.StringIO()
+    print_performance(perf, Console(file=out, width=200, color_system=None))
+    text = " ".join(out.getvalue().replace("│", " ").split())
+    assert "ideal step time 25.7 ms (median of 1 window, warm-up included)" in text
+    assert "96011.0 ms" not in text and "95.8 s" not in text
+    assert "2026-09-21 14:13:20Z 1m 36s 3735.80 1m 36s" in text
+    perf |= {"ideal_points": 12, "ideal_basis": "steady"}
+    out = io.StringIO()
+    print_performance(perf, Console(file=out, width=200, color_system=None))
+    assert "(median of 12 steady windows)" in out.getvalue()
+
+
 # --- help ------------------------------------------------------------------------------------
 
 
