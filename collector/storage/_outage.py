@@ -28,10 +28,13 @@ _SQLITE_PASSING: Final = (
 """Messages of SQLite ``OperationalError`` that can pass (others, such as ``no such table`` or a
 syntax error, are bugs)."""
 
-_PG_PASSING_SQLSTATE_CLASSES: Final = ("08", "53", "55", "57", "58")
-"""SQLSTATE classes that can pass: connection exception, insufficient resources (disk full, out
-of memory, too many connections), object not in prerequisite state (lock not available),
-operator intervention (admin shutdown, cannot connect now), system error (I/O)."""
+_PG_PASSING_SQLSTATE_CLASSES: Final = ("08", "40", "53", "55", "57", "58")
+"""SQLSTATE classes that can pass: connection exception, transaction rollback (a deadlock or a
+serialization failure: the transaction was rolled back whole and can run again; a probe saw
+ingest deadlock against an `ett db upgrade` run beside it, answered 500, which OTLP exporters
+do not retry), insufficient resources (disk full, out of memory, too many connections), object
+not in prerequisite state (lock not available), operator intervention (admin shutdown, cannot
+connect now), system error (I/O)."""
 
 
 _DRIVERS: Final = ("sqlite3", "psycopg")

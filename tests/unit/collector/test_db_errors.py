@@ -58,6 +58,17 @@ def test_postgres_bugs_do_not_pass(fresh_postgres_url: str) -> None:
     assert not is_transient_db_error(ValueError("not a database error"))
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("sqlstate", ["40P01", "40001"], ids=["deadlock", "serialization"])
+def test_postgres_rolled_back_transactions_pass(fresh_postgres_url: str, sqlstate: str) -> None:
+    """A deadlock or a serialization failure rolled the transaction back whole: it can run
+    again (503, retried). A probe saw ingest deadlock against `ett db upgrade`, answered 500."""
+    raise_it = f"DO $$ BEGIN RAISE EXCEPTION 'rolled back' USING ERRCODE = '{sqlstate}'; END $$"
+    error = _raised(fresh_postgres_url, raise_it)
+    assert getattr(getattr(error, "orig", None), "sqlstate", None) == sqlstate
+    assert is_transient_db_error(error)
+
+
 def _raw_raised(engine_url: str, sql: str) -> BaseException:
     """The driver's own error, unwrapped, as a connection checked out with
     ``Engine.raw_connection`` raises it."""
