@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 RELOAD_CHECK_S = 1.0
-"""How often a token file's size and modification time are checked for a change."""
+"""How often a token file's :func:`token_file_stamp` is checked for a change."""
 MIN_TOKEN_CHARS = 16
 """Shortest scoped token accepted (``ETT_TOKEN`` is exempt, for compatibility)."""
 DEFAULT_MAX_FAILURES = 10
@@ -87,6 +87,13 @@ def read_token_file(path: Path) -> list[str]:
         )
     check_lengths(tokens, str(path))
     return tokens
+
+
+def token_file_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What a change of a token file changes: its modification and inode change times, size and
+    mode. ``chmod 644`` alone changes neither content nor modification time, yet must be seen
+    (and warned about: :func:`read_token_file` refuses a file other users may read)."""
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_mode)
 
 
 def check_lengths(tokens: list[str], where: str) -> None:

@@ -24,7 +24,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from .. import otlp
-from ..security import AuthSettings, Scope, SecurityConfigError, read_token_file
+from ..security import (
+    AuthSettings,
+    Scope,
+    SecurityConfigError,
+    read_token_file,
+    token_file_stamp,
+)
 from ._bans import Bans
 
 log = logging.getLogger("ett_collector.auth")
@@ -53,9 +59,10 @@ def digest(token: str) -> bytes:
 
 
 class Keyring:
-    """The valid tokens and their scopes; token files are re-read when they change (their size
-    or modification time), looked at no more than every ``check_s``. A file that breaks (gone,
-    unreadable, too open) keeps its last good tokens, with a warning in the log."""
+    """The valid tokens and their scopes; token files are re-read when they change (their
+    :func:`~ett_collector.security.token_file_stamp`: times, size, mode; a ``chmod`` alone is a
+    change), looked at no more than every ``check_s``. A file that breaks (gone, unreadable, too
+    open) keeps its last good tokens, with a warning in the log."""
 
     def __init__(self, full: str | None, auth: AuthSettings, check_s: float = 1.0) -> None:
         self._fixed: list[tuple[bytes, frozenset[Scope]]] = []
@@ -64,7 +71,7 @@ class Keyring:
         for scope, source in auth.scopes.items():
             self._fixed += [(digest(t), frozenset({scope})) for t in source.tokens]
         self._files = {s: src.file for s, src in auth.scopes.items() if src.file is not None}
-        self._stamps: dict[Scope, tuple[int, int]] = {}
+        self._stamps: dict[Scope, tuple[int, ...]] = {}
         self._loaded: dict[Scope, list[bytes]] = {}
         self._entries = list(self._fixed)
         self._check_s = check_s
@@ -105,7 +112,7 @@ class Keyring:
         except OSError as exc:
             log.warning("token file %s: %s; its last tokens stay valid", path, exc.strerror)
             return
-        stamp = (st.st_mtime_ns, st.st_size)
+        stamp = token_file_stamp(st)
         if self._stamps.get(scope) == stamp:
             return
         try:

@@ -118,6 +118,33 @@ def test_a_token_file_emptied_while_serving_keeps_its_last_tokens(
     assert "holds no token" in caplog.text and "its last tokens stay valid" in caplog.text
 
 
+def test_a_token_file_made_readable_by_chmod_alone_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``chmod 644`` changes neither the content nor the modification time: the watcher sees it
+    all the same, as after a ``touch``, and says it until the file is private again."""
+    tokens = tmp_path / "read.tokens"
+    tokens.write_text(f"{TOKEN}\n")
+    os.chmod(tokens, 0o600)
+    keyring = Keyring(None, AuthSettings({Scope.READ: ScopeTokens((), tokens)}), check_s=0.0)
+    assert keyring.scopes(TOKEN) == {Scope.READ}
+    before = tokens.stat()
+    os.chmod(tokens, 0o644)
+    assert (tokens.stat().st_mtime_ns, tokens.stat().st_size) == (
+        before.st_mtime_ns,
+        before.st_size,
+    )
+    with caplog.at_level(logging.WARNING, logger="ett_collector.auth"):
+        assert keyring.scopes(TOKEN) == {Scope.READ}  # its last tokens stay valid
+    assert f"the token file {tokens} is readable by other users: chmod 600 {tokens}" in caplog.text
+    assert "its last tokens stay valid" in caplog.text
+    caplog.clear()
+    os.chmod(tokens, 0o600)
+    with caplog.at_level(logging.WARNING, logger="ett_collector.auth"):
+        assert keyring.scopes(TOKEN) == {Scope.READ}
+    assert not caplog.records  # private again: nothing to say
+
+
 def test_the_collector_docs_never_put_a_token_on_the_command_line() -> None:
     """A command line is visible to every user of the host (``ps``): the examples give the
     token through ETT_TOKEN or token files."""
