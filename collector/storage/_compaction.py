@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from sqlalchemy import Connection, Engine
 
 from ett_collector.domain.model import SpanRecord
 from ett_collector.storage._arrays import column_update
+from ett_collector.storage._outage import db_reason, is_transient_db_error
 from ett_collector.storage._rows import SPAN_COLUMNS
 from ett_collector.storage._runs import (
     CONTIGUOUS_EPS_S,
@@ -189,6 +191,9 @@ class Compactor:
         self.on_unfolded: Callable[[str], None] | None = None
         """Called with the reason of each such window (the ``/metrics`` counter)."""
         self._logged: set[str] = set()
+        self._outage = False
+        """Whether the last compaction failed for a database outage (said once, when it began)."""
+        self._outage_lock = threading.Lock()
 
     @property
     def folds_at_ingest(self) -> bool:
@@ -225,7 +230,8 @@ class Compactor:
         windows by job. A job is due when its newest window is :data:`COMPACT_EVERY_S` past its
         line; a late window (ending before the line: a rank that sent late, a replay) is folded
         at once, alone. Returns the windows folded. Never raises: the batch is stored already,
-        and what a failed compaction left raw, a later one folds."""
+        and what a failed compaction left raw, a later one folds. A failure is logged as the
+        background loops log theirs (:meth:`_failed`)."""
         if self.retention_s is None or not windows:
             return 0
         folded = 0
@@ -238,9 +244,30 @@ class Compactor:
                     folded += self.compact(job_id, cutoff)
                 elif late := [w for w in ws if w.end < line]:
                     folded += self.compact(job_id, line, late)
-        except Exception:
-            log.exception("compaction of raw windows failed; a later batch retries it")
+        except Exception as exc:
+            self._failed(exc)
+        else:
+            with self._outage_lock:
+                was_out, self._outage = self._outage, False
+            if was_out:
+                log.warning("compaction of raw windows: the database answers again")
         return folded
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a failed compaction: a bug with its traceback, each time; a database outage in
+        one line when it begins (every batch's compaction fails alike meanwhile, and the ingest
+        answers and the loops say it already), and one when a compaction passes again."""
+        if not is_transient_db_error(exc):
+            log.exception("compaction of raw windows failed; a later batch retries it")
+            return
+        with self._outage_lock:
+            was_out, self._outage = self._outage, True
+        if not was_out:
+            log.warning(
+                "compaction of raw windows: the database is unavailable (%s); a later batch"
+                " retries it",
+                db_reason(exc),
+            )
 
     def _lines(self, job_ids: Sequence[str]) -> dict[str, float]:
         """The compaction lines of those of ``job_ids`` that have one, read in one statement per
