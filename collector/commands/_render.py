@@ -10,7 +10,15 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
-from ..schemas import LIVE_STATES, MIN_ADVICE_FAILURES, JobJSON, JobRowJSON, LostTimeJSON, advice_ok
+from ..schemas import (
+    LIVE_STATES,
+    MIN_ADVICE_FAILURES,
+    JobJSON,
+    JobRowJSON,
+    LostTimeJSON,
+    advice_ok,
+    clock_skew_noted,
+)
 
 
 def duration(seconds: float | None) -> str:
@@ -176,6 +184,9 @@ def _figures_table(job: JobJSON) -> Table:
     lost_spans = job.get("telemetry_lost_spans") or 0
     if lost_spans:
         head.add_row("telemetry", incomplete_telemetry(lost_spans))
+    skew = job.get("clock_skew_s")
+    if skew is not None and clock_skew_noted(skew):
+        head.add_row("clocks", disagreeing_clocks(skew))
     if "computed_at" in job:
         note = "" if job.get("fresh", True) else "  (newer spans not included yet)"
         head.add_row("figures as of", instant(job["computed_at"]) + note)
@@ -186,8 +197,17 @@ def incomplete_telemetry(lost_spans: int) -> str:
     """What ``lost_spans`` spans that the job's emitters lost do to its figures."""
     return (
         f"INCOMPLETE: the job's emitters lost {lost_spans:,} span(s) (exporter queue or spool "
-        "full, or refused for good); the time they covered reads as idle (other), so ETT is a "
-        "lower bound"
+        "full, or refused for good); the figures miss what they said (a lost save reads as "
+        "training, lost windows at an attempt's end as its shutdown)"
+    )
+
+
+def disagreeing_clocks(skew_s: float) -> str:
+    """What a job whose ranks' clocks put one barrier's end ``skew_s`` apart is told."""
+    return (
+        f"DISAGREE: the ranks put one barrier's end {duration(skew_s)} apart (every rank leaves "
+        "it at one instant); time moves between start-up, training and checkpoint blocking by up "
+        "to that much: synchronize the hosts' clocks (NTP)"
     )
 
 

@@ -311,9 +311,10 @@ def telemetry_lost_spans(spans: Iterable[SpanRecord]) -> int:
     collector that refused them for good): per attempt and rank, the largest
     ``ett.telemetry.dropped_spans`` of its windows and attempt span (each a running count of
     its process) plus the largest ``ett.telemetry.spool_dropped_spans``, summed. 0 when none
-    said so. A lost span's time is not in the figures: a lost window reads as idle (``other``)
-    time, a lost save or failure as nothing, so the figures of a job with lost spans are a
-    lower bound of what it trained and an upper bound of its idle time."""
+    said so. The figures then miss what the lost spans said, in either direction: training runs
+    from the first batch to the last progress, so a window lost mid-attempt still reads as
+    training, windows lost at an attempt's end as its shutdown, a lost save as training and a
+    lost failure as nothing."""
     most: dict[tuple[int, int, str], int] = {}
     lost, spool = _LOSS_KEYS
     for s in spans:  # on every recompute: two key tests a span, the rest only where one is said
