@@ -56,6 +56,18 @@ class RecomputeFailed(RuntimeError):
     with the reason). A new span for the job retries it."""
 
 
+def _looks_like_a_date(text: str) -> bool:
+    """Whether ``text`` is eight digits that make a date (``20261201``, ISO 8601's basic form):
+    read as unix seconds it would be a day of 1970, which no one means."""
+    if len(text) != 8 or not text.isdigit():
+        return False
+    try:
+        datetime.strptime(text, "%Y%m%d")
+    except ValueError:
+        return False
+    return True
+
+
 def parse_instant(text: str | None, now: float) -> float | None:
     """``7d``/``12h``/``30m`` before ``now``, ISO 8601, or unix seconds; None if empty."""
     if text is None or text.strip() == "":
@@ -74,6 +86,11 @@ def parse_instant(text: str | None, now: float) -> float | None:
     else:
         if not math.isfinite(seconds):  # float() reads 'nan' and 'inf' too
             raise unreadable
+        if _looks_like_a_date(text.strip()):
+            raise QueryError(
+                f"time {text!r} reads as unix seconds in 1970 but looks like a date: write "
+                f"{text.strip()[:4]}-{text.strip()[4:6]}-{text.strip()[6:]} (ISO 8601)"
+            )
         return seconds
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))

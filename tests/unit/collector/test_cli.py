@@ -103,6 +103,11 @@ def test_parse_instant() -> None:
     assert parse_instant("", now) is None
     with pytest.raises(QueryError):
         parse_instant("soon", now)
+    # ISO 8601's basic date form read as unix seconds would be a day of 1970
+    with pytest.raises(QueryError, match="write 2026-12-01"):
+        parse_instant("20261201", now)
+    assert parse_instant("99999999", now) == 99999999.0  # no date: seconds still
+    assert parse_instant("1795910400", now) == 1795910400.0
 
 
 def test_reads_of_a_dirty_database(tmp_path: Path, capsys) -> None:
