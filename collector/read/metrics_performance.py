@@ -24,6 +24,7 @@ summed); ``ett_model_performance_models_left_out`` says how many.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -85,6 +86,9 @@ class ModelPerformanceMetrics(Collector):
     def __init__(self, models: ModelPerformance, max_models: int = 200) -> None:
         self.models = models
         self.max_models = max_models
+        self._outage = False
+        """Whether the last scrape found the database away (said once, when it began)."""
+        self._outage_lock = threading.Lock()
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return []  # no read at registration: the families are built at scrape time
@@ -93,11 +97,9 @@ class ModelPerformanceMetrics(Collector):
         try:
             rows = self.models.models(since=WINDOW)["models"]
         except Exception as exc:  # a scrape never fails for these gauges (the database may be away)
-            if is_transient_db_error(exc):  # an outage: one line, the readiness check says more
-                log.warning("per-model performance gauges not computed: %s", db_reason(exc))
-            else:
-                log.warning("per-model performance gauges not computed", exc_info=True)
+            self._failed(exc)
             return
+        self._outage_over()
         families = {n: GaugeMetricFamily(n, text, labels=["model"]) for n, _, text in GAUGES}
         ranked = sorted(rows, key=lambda row: (-(row["jobs"] or 0), row["model"] or ""))
         left_out = GaugeMetricFamily(
@@ -114,6 +116,27 @@ class ModelPerformanceMetrics(Collector):
                     families[name].add_metric(label, figure)
         yield from families.values()
         yield left_out
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a scrape without the gauges: a bug with its traceback, each time; a database
+        outage in one line when it begins (every scrape fails alike meanwhile, and
+        ``ett_database_up`` and the readiness check say it), and one when it is over."""
+        if not is_transient_db_error(exc):
+            log.warning("per-model performance gauges not computed", exc_info=True)
+            return
+        with self._outage_lock:
+            was_out, self._outage = self._outage, True
+        if not was_out:
+            log.warning(
+                "per-model performance gauges not computed until the database answers again: %s",
+                db_reason(exc),
+            )
+
+    def _outage_over(self) -> None:
+        with self._outage_lock:
+            was_out, self._outage = self._outage, False
+        if was_out:
+            log.warning("per-model performance gauges: the database answers again")
 
 
 __all__ = ["WINDOW", "ModelPerformanceMetrics"]

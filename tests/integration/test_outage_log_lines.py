@@ -14,7 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from ett_collector.read.metrics_performance import ModelPerformanceMetrics
+from ett_collector.read.performance_models import ModelPerformance
+from ett_collector.read.query import Query
 from ett_collector.storage import Store
+from ett_collector.write.pipeline import Pipeline
 from tests.conftest import PostgresServer, throwaway_postgres
 from tests.support.spans import window
 from tests.support.waits import wait_until
@@ -87,3 +91,34 @@ def test_a_compaction_that_fails_for_a_bug_keeps_its_traceback(
         "compaction of raw windows failed; a later batch retries it"
     ] * 2
     assert all(r.exc_info is not None for r in said)
+
+
+@pytest.mark.postgres
+def test_the_per_model_gauges_say_an_outage_once_and_its_end_once(
+    own_postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The probe's 60 s outage wrote "per-model performance gauges not computed" at each of 45
+    scrapes."""
+    store = Store(own_postgres.create_database("ett"))
+    store.upgrade()
+    gauges = ModelPerformanceMetrics(ModelPerformance(Query(Pipeline(store)), cache_s=0.0))
+    words = "per-model performance gauges"
+    try:
+        assert list(gauges.collect())  # the families, from the database
+        caplog.set_level(logging.WARNING, logger="ett_collector")
+        own_postgres.halt()
+        for _ in range(TRIES):  # scrapes: each answers without the gauges
+            assert list(gauges.collect()) == []
+        said = _said(caplog, words)
+        assert len(said) == 1, [r.getMessage() for r in said]
+        down = said[0].getMessage()
+        assert down.startswith(f"{words} not computed until the database answers again: "), down
+        assert said[0].exc_info is None and "\n" not in down
+        own_postgres.launch()
+        wait_until(lambda: list(gauges.collect()), 60, "the gauges again")
+        assert list(gauges.collect())
+    finally:
+        store.close()
+    assert [r.getMessage() for r in _said(caplog, words)[1:]] == [
+        f"{words}: the database answers again"
+    ], "said once, when the outage ended"
