@@ -45,7 +45,7 @@ def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -
     spans, rows = query.store.load_performance(job_id)
     if not spans and not rows:
         raise NotFound(f"no job {job_id!r}")
-    points = job_points(spans, rows)
+    points = job_points(spans, rows, query.store.compactor.retention_s)
     productive = None
     try:
         productive = float(query.job(job_id)["productive_s"])

@@ -101,7 +101,7 @@ class ModelPerformance:
                 facts = _job_facts(row, kept.figures, kept.rank_samples_per_s, kept.rank_s)
         else:
             spans, rows = self.query.store.load_performance(job_id)
-            points = job_points(spans, rows)
+            points = job_points(spans, rows, self.query.store.compactor.retention_s)
             if points:
                 productive = float(row["wall_s"]) * float(row["ett_pct"]) / 100.0
                 perf = performance(points, spans, productive or None)

@@ -61,8 +61,9 @@ class KeptPerformance:
     rank_s: float
     """``domain._throughput.rank_seconds`` of the job's points."""
     windows: list[Point]
-    """The points of the job's raw windows, after its ``window_series`` points in the views'
-    order (empty once its runs and series are pruned)."""
+    """The points of the job's raw windows (``_series.job_points`` of them alone: those past the
+    retention line as buckets), which its views add to its ``window_series`` points (empty once
+    its runs and series are pruned)."""
 
 
 def _fetch(conn: Connection, sql: str, job_id: str) -> list[Any]:
@@ -83,20 +84,24 @@ def inputs(conn: Connection, job_id: str) -> tuple[list[SpanRecord], list[Any]]:
 
 
 def computed(
-    spans: Sequence[SpanRecord], rows: Sequence[Any], productive_s: float | None
+    spans: Sequence[SpanRecord],
+    rows: Sequence[Any],
+    productive_s: float | None,
+    retention_s: float | None,
 ) -> KeptPerformance:
-    """The kept figures of a job from its :func:`inputs`, as the views compute them."""
-    points = job_points(spans, rows)
+    """The kept figures of a job from its :func:`inputs`, as the views compute them
+    (``retention_s``: the raw window retention, ``_series.job_points``)."""
+    points = job_points(spans, rows, retention_s)
     return KeptPerformance(
         figures=performance(points, spans, productive_s),
         productive_s=productive_s,
         rank_samples_per_s=rank_rate(points),
         rank_s=rank_seconds(points),
-        windows=points[len(rows) :],  # job_points puts the series' points first
+        windows=job_points(spans, (), retention_s),  # what the series rows do not hold
     )
 
 
-def snapshot(conn: Connection, job_id: str) -> KeptPerformance | None:
+def snapshot(conn: Connection, job_id: str, retention_s: float | None) -> KeptPerformance | None:
     """The job's kept figures now, read in ``conn``'s transaction (None when they cannot be
     computed: logged, and the job's views then serve its stored block)."""
     ph = Statements.for_paramstyle(conn.dialect.paramstyle).ph
@@ -106,7 +111,7 @@ def snapshot(conn: Connection, job_id: str) -> KeptPerformance | None:
     try:
         productive = _productive(json.loads(summary)) if summary is not None else None
         spans, rows = inputs(conn, job_id)
-        return computed(spans, rows, productive)
+        return computed(spans, rows, productive, retention_s)
     except Exception:  # a bug here never keeps retention from its work
         log.exception("the performance figures of job %r could not be kept", job_id)
         return None

@@ -44,6 +44,7 @@ from sqlalchemy import Connection, Engine, inspect
 
 from ett_collector.domain.model import JobState
 from ett_collector.storage import _fleet_cells, _kept_performance, _partitions
+from ett_collector.storage._compaction import DEFAULT_RETENTION_S
 from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages
 from ett_collector.storage._retention_policy import (
     _NEVER,
@@ -92,9 +93,13 @@ class Retention:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         pause_s: float = 0.005,
         clock: Callable[[], float] = time.time,
+        raw_window_retention_s: float | None = DEFAULT_RETENTION_S,
     ) -> None:
         self.engine = engine
         self.policy = policy
+        self.raw_window_retention_s = raw_window_retention_s
+        """The collector's raw window retention: kept loop figures read a job's windows as its
+        views do (``_series.job_points``)."""
         self.batch_rows = batch_rows
         self.pause_s = pause_s
         self.clock = clock
@@ -304,7 +309,7 @@ class Retention:
             if stop.is_set():
                 break
             with self.engine.connect() as conn, conn.begin():  # its rows at one instant
-                kept[job_id] = _kept_performance.snapshot(conn, job_id)
+                kept[job_id] = _kept_performance.snapshot(conn, job_id, self.raw_window_retention_s)
         if not kept:
             return set()
         ph = self._ph

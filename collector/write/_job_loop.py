@@ -41,7 +41,7 @@ _lock = threading.Lock()
 def _compute(store: Store, summary: JobSummary) -> dict[str, Any] | None:
     job_id = summary.job_id
     spans, rows = store.load_performance(job_id)
-    points = job_points(spans, rows)
+    points = job_points(spans, rows, store.compactor.retention_s)
     if not points:
         return None
     try:

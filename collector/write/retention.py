@@ -37,7 +37,11 @@ class RetentionLoop:
         disk: Disk | None = None,
     ):
         quiet_s = semconv.PRESUMED_DEAD_WINDOWS * settings.window_s
-        self.retention = Retention(pipeline.store.engine, Policy.of(settings.retain, quiet_s))
+        self.retention = Retention(
+            pipeline.store.engine,
+            Policy.of(settings.retain, quiet_s),
+            raw_window_retention_s=pipeline.store.compactor.retention_s,
+        )
         self.disk_prune: DiskPruneLoop | None = None
         """The prune for space of ``ETT_PRUNE_ON_LOW_DISK`` (SQLite in a file only)."""
         if settings.prune_on_low_disk and disk is not None and disk.free_bytes() is not None:

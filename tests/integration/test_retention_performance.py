@@ -103,7 +103,7 @@ def _left_behind(url: str, jobs: list[str]) -> list[str]:
         spans, rows = store.load_performance(job)
         assert not spans  # the raw spans are gone
         productive = store.get_job(job)["productive_s"]  # type: ignore[index]
-        left = performance(job_points(spans, rows), spans, productive)
+        left = performance(job_points(spans, rows, store.compactor.retention_s), spans, productive)
         if left != store.kept_performance(job).figures:  # type: ignore[union-attr]
             changed.append(job)
     store.close()
