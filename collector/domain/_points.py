@@ -50,7 +50,7 @@ def point_of_window(span: SpanRecord) -> Point | None:
         span.end,
         1,
         steps,
-        samples if type(samples) is int else 0,
+        samples if type(samples) is int and samples >= 0 else 0,  # a count: -640 is none
         seconds,
         steps if timed else 0,
         seconds if timed else 0.0,

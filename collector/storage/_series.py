@@ -105,7 +105,7 @@ def series_rows(job_id: str, windows: Iterable[Run]) -> list[tuple[Any, ...]]:
         bucket = (w.start // SERIES_S) * SERIES_S
         cell = acc.setdefault((w.attempt, w.rank, bucket), [0, 0, 0, 0.0, 0, 0.0, 0.0])
         steps, seconds = _steps(w), max(0.0, w.end - w.start)
-        samples = w.raw[2] if type(w.raw[2]) is int else 0
+        samples = w.raw[2] if type(w.raw[2]) is int and w.raw[2] >= 0 else 0  # as point_of_window
         cell[0] += 1
         cell[1] += steps
         cell[2] += samples

@@ -105,6 +105,19 @@ def test_point_of_a_raw_window() -> None:
     assert point_of_window(span(sc.SPAN_TRAIN_WINDOW, T0, T0 + 1)) is None
 
 
+def test_a_negative_sample_count_counts_no_samples_raw_or_folded() -> None:
+    """``ett.samples`` -640 read -64 samples/s (a time probe); a count below 0 is none, alike
+    for a raw window and for the bucket a fold adds it to."""
+    from ett_collector.storage._runs import Run
+    from ett_collector.storage._series import series_rows
+
+    w = window(T0, T0 + 10, **{sc.STEP_FIRST: 0, sc.STEP_LAST: 99, sc.SAMPLES: -640})
+    p = point_of_window(w)
+    assert p is not None and p.samples == 0 and p.steps == 100
+    [row] = series_rows("j", [Run.of(w)])
+    assert row[6] == 0 and row[5] == 100  # samples, steps
+
+
 def test_intervals_cover_merged_overlaps() -> None:
     iv = Intervals([(0, 2), (1, 3), (5, 6)])
     assert iv.covered(0, 10) == pytest.approx(4.0)
