@@ -26,6 +26,7 @@ from ..storage import Store
 from ..write.pipeline import Pipeline
 from ._app import create_app
 from ._connections import HeadDeadlineProtocol
+from ._parent_watch import watch_parent
 
 
 class LeaderLock:
@@ -116,10 +117,12 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
 
 def app_from_env() -> Starlette:
     """uvicorn's factory for worker processes (settings from ``ETT_*`` variables: the one
-    hand-off through the environment, :meth:`Settings.for_worker`)."""
+    hand-off through the environment, :meth:`Settings.for_worker`). The worker stops when
+    its parent ``ett serve`` is gone (:mod:`._parent_watch`)."""
     from ..logs import show_service_logs
 
     show_service_logs()  # ETT_LOG_LEVEL: checked by `ett serve` before the workers started
+    watch_parent()  # first: a parent killed while the app is built still stops this worker
     settings = Settings.for_worker()
     app = build_app(settings, leader_lock_for(settings.db_url))
     settle_garbage()

@@ -75,6 +75,9 @@ environment:
   ETT_WORKERS         server processes (default 1)
   ETT_HOST, ETT_PORT  not read by `ett serve`: --host and --port set them for its worker
                       processes (ETT_PORT=4396 ett serve still listens on 4318)
+  ETT_SERVE_PARENT_PID
+                      not read by `ett serve`: set for its worker processes, which stop
+                      when that process is gone
   ETT_LOG_LEVEL       the service's log lines on stderr: DEBUG, INFO (default), WARNING, ERROR
 {_serve_security.SECURITY_ENVIRONMENT.rstrip()}
 {_RETENTION.rstrip()}

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from typing import Any
 
+from ..api._parent_watch import PARENT_PID_VARIABLE
 from ..settings import DEFAULT_PORT, ConfigError, Settings
 from . import _serve_security
 from ._runner import ENVIRONMENT, CommandError, Kit
@@ -197,6 +198,7 @@ def _serve_workers(settings: Settings, workers: int, line: str) -> None:
     os.environ["ETT_DB_URL"] = settings.db_url
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
     os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
+    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())  # each worker stops when it is gone
     if settings.token:
         os.environ["ETT_TOKEN"] = settings.token
     if settings.read_only:

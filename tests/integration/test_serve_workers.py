@@ -1,0 +1,70 @@
+"""``ett serve --workers N`` under an operator's hands, with real processes: a ``kill -9`` of the
+parent takes its workers with it (they served the port on, unwatched, and a supervisor's
+restart failed with "port in use")."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.support.collector_process import Collector, start_collector, stop_process
+from tests.support.waits import wait_until
+
+
+def _children(pid: int) -> set[int]:
+    """The worker processes of the ``ett serve`` process ``pid`` (not its resource tracker)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # it ended meanwhile
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"spawn_main" in cmdline and not _ended(int(entry.name)):
+            found.add(int(entry.name))
+    return found
+
+
+def _ended(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie no one reaped has exited too)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _log(c: Collector) -> str:
+    return "".join(p.read_text() for p in c.home.glob("collector-*.log"))
+
+
+def _start(tmp_path: Path, name: str, workers: int) -> Collector:
+    tmp = tmp_path / f"{name}-tmp"  # the collector's TMPDIR: its Prometheus folder goes here
+    tmp.mkdir()
+    return start_collector(tmp_path / name, workers=workers, env={"TMPDIR": str(tmp)})
+
+
+def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+    c = _start(tmp_path, "a", workers=2)
+    try:
+        workers = wait_until(lambda: _children(c.process.pid), what="the worker processes")
+        assert len(workers) == 2
+        c.process.send_signal(signal.SIGKILL)
+        c.process.wait()
+        wait_until(
+            lambda: all(_ended(pid) for pid in workers),
+            what=f"the orphaned workers {sorted(workers)} to stop",
+            detail=lambda: _log(c),
+        )
+        assert "its parent ett serve" in _log(c) and "Traceback" not in _log(c)
+        port = int(c.url.rsplit(":", 1)[1])
+        again = start_collector(tmp_path / "b", port=port)  # the port is free again
+        again.stop()
+    finally:
+        for pid in _children(c.process.pid):  # only should the test fail: ours, by pid
+            os.kill(pid, signal.SIGKILL)
+        stop_process(c.process)
