@@ -3,7 +3,8 @@
 The address is bound first (nothing is created on a busy port), the database is migrated (or,
 ``--read-only``, checked to be at the newest schema), then uvicorn serves the app of
 ``ett_collector.api._factory``; several workers share the socket and the database and receive
-their settings through ``ETT_*`` variables (the one hand-off of the multi-worker factory).
+their settings through ``ETT_*`` variables (the one hand-off of the multi-worker factory); their
+supervision is in :mod:`._serve_workers`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import dataclasses
 import math
 import os
 import sys
-import tempfile
 from typing import Any
 
-from ..api._parent_watch import PARENT_PID_VARIABLE
 from ..settings import DEFAULT_PORT, ConfigError, Settings
 from . import _serve_security
 from ._runner import ENVIRONMENT, CommandError, Kit
+from ._serve_workers import serve_workers
 from ._target import add_db_option as _db_arg
 
 
@@ -63,7 +63,7 @@ def register(sub: Any, kit: Kit) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from ..logs import LogConfigError, level_from_env
+    from ..logs import LogConfigError, level_from_env, show_service_logs
 
     args.workers = _workers(args.workers)
     settings = _settings(args)
@@ -76,15 +76,12 @@ def _serve(args: argparse.Namespace) -> int:
     _prepare_database(settings, args.target)
     where = f"{_serve_security.scheme(settings)}://{settings.host}:{settings.port}"
     where += f" (db: {args.target.shown}"
+    show_service_logs(level)
     if args.workers == 1:
-        from ..logs import show_service_logs
-
-        show_service_logs(level)
         _serve_here(settings, sock, f"ett collector listening on {where}, 1 worker)")
         return 0
-    sock.close()  # uvicorn's supervisor binds it again for its workers
-    _serve_workers(
-        settings, args.workers, f"ett collector starting {args.workers} workers on {where})"
+    serve_workers(
+        settings, sock, args.workers, f"ett collector starting {args.workers} workers on {where})"
     )
     return 0
 
@@ -188,36 +185,6 @@ def _serve_here(settings: Settings, sock: Any, line: str) -> None:
     _announcing_server(config, line).run(sockets=[sock])
 
 
-def _serve_workers(settings: Settings, workers: int, line: str) -> None:
-    """Serve on ``workers`` processes, each building its app from the ``ETT_*`` variables
-    written here (``ett_collector.api._factory.app_from_env``)."""
-    import uvicorn
-
-    from ..api._connections import PROTOCOL
-
-    os.environ["ETT_DB_URL"] = settings.db_url
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
-    os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
-    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())  # each worker stops when it is gone
-    if settings.token:
-        os.environ["ETT_TOKEN"] = settings.token
-    if settings.read_only:
-        os.environ["ETT_READ_ONLY"] = "1"
-    os.environ.update(_serve_security.worker_environment(settings))
-    print(line, flush=True)
-    uvicorn.run(
-        "ett_collector.api._factory:app_from_env",
-        factory=True,
-        workers=workers,
-        http=PROTOCOL,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        timeout_keep_alive=math.ceil(settings.keep_alive_s),
-        **settings.tls.uvicorn_options(),
-    )
-
-
 def _check_replica(store: Any, shown: str) -> None:
     """A read-only collector migrates nothing: its database must be at the newest schema (the
     primary's collector, or ``ett db upgrade`` on the primary, brings it there)."""
@@ -267,6 +234,9 @@ def _bind(host: str, port: int) -> Any:
 
 def _announcing_server(config: Any, line: str) -> Any:
     """A uvicorn server that prints ``line`` once it is listening."""
+    import logging
+    import signal
+
     import uvicorn
 
     class AnnouncingServer(uvicorn.Server):
@@ -278,5 +248,12 @@ def _announcing_server(config: Any, line: str) -> Any:
             await super().startup(sockets=sockets)
             if self.started:
                 print(self._line, flush=True)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            names = [signal.Signals(s).name for s in self._captured_signals[:1]]
+            logging.getLogger("ett_collector.serve").info(
+                "serve: stopping%s", f" on {names[0]}" if names else ""
+            )
+            await super().shutdown(sockets=sockets)
 
     return AnnouncingServer(config, line)

@@ -1,12 +1,15 @@
 """``ett serve --workers N`` under an operator's hands, with real processes: a ``kill -9`` of the
 parent takes its workers with it (they served the port on, unwatched, and a supervisor's
-restart failed with "port in use")."""
+restart failed with "port in use"); a worker that dies is replaced and the log says so (it said
+nothing); SIGTERM logs one line that it stops (it said nothing)."""
 
 from __future__ import annotations
 
 import os
 import signal
 from pathlib import Path
+
+import pytest
 
 from tests.support.collector_process import Collector, start_collector, stop_process
 from tests.support.waits import wait_until
@@ -68,3 +71,30 @@ def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
         for pid in _children(c.process.pid):  # only should the test fail: ours, by pid
             os.kill(pid, signal.SIGKILL)
         stop_process(c.process)
+
+
+def test_a_dead_worker_is_replaced_and_said(tmp_path: Path) -> None:
+    c = _start(tmp_path, "a", workers=2)
+    try:
+        workers = wait_until(lambda: _children(c.process.pid), what="the worker processes")
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)
+        line = f"WARNING serve: worker {victim} died (killed by SIGKILL); started worker "
+        wait_until(lambda: line in _log(c), what="the death in the log", detail=lambda: _log(c))
+        new = int(_log(c).split(line, 1)[1].split()[0])
+        assert new in _children(c.process.pid) and victim not in _children(c.process.pid)
+        wait_until(  # the replacement serves
+            lambda: c.get("/healthz").json()["pid"] == new, what=f"worker {new} to answer"
+        )
+    finally:
+        c.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_says_it_stops(tmp_path: Path, workers: int) -> None:
+    c = _start(tmp_path, "a", workers=workers)
+    c.process.send_signal(signal.SIGTERM)
+    c.process.wait(timeout=60)
+    stops = [line for line in _log(c).splitlines() if "serve: stopping" in line]
+    assert len(stops) == 1, _log(c)
+    assert " INFO serve: stopping on SIGTERM" in stops[0]
