@@ -3,8 +3,9 @@
 uvicorn's supervisor (``uvicorn.supervisors.Multiprocess``) starts the workers on the socket
 ``ett serve`` bound, replaces one that dies and stops them all on SIGINT or SIGTERM. Around it,
 what an operator needs: the death and the replacement of a worker in the log (uvicorn says it
-at INFO, which the collector's uvicorn level hides), one line when it stops, and workers that
-stop with their parent (:mod:`ett_collector.api._parent_watch`).
+at INFO, which the collector's uvicorn level hides), one line when it stops, workers that stop
+with their parent (:mod:`ett_collector.api._parent_watch`), and no Prometheus folder left in
+``/tmp`` after it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import signal
 import tempfile
 from typing import Any
@@ -31,28 +33,32 @@ def serve_workers(settings: Settings, sock: Any, workers: int, line: str) -> Non
 
     from ..api._connections import PROTOCOL
 
-    os.environ["ETT_DB_URL"] = settings.db_url
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ett-metrics-")
-    os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
-    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())  # each worker stops when it is gone
-    if settings.token:
-        os.environ["ETT_TOKEN"] = settings.token
-    if settings.read_only:
-        os.environ["ETT_READ_ONLY"] = "1"
-    os.environ.update(_serve_security.worker_environment(settings))
-    config = uvicorn.Config(
-        "ett_collector.api._factory:app_from_env",
-        factory=True,
-        workers=workers,
-        http=PROTOCOL,  # request heads have a deadline (ETT_HEADER_TIMEOUT_S)
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",  # no access log, no start-up chatter from each worker
-        timeout_keep_alive=math.ceil(settings.keep_alive_s),
-        **settings.tls.uvicorn_options(),
-    )
-    print(line, flush=True)
-    _supervisor(config, sock).run()
+    metrics = tempfile.mkdtemp(prefix="ett-metrics-")  # the workers' Prometheus files
+    try:
+        os.environ["ETT_DB_URL"] = settings.db_url
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics
+        os.environ["ETT_HOST"], os.environ["ETT_PORT"] = settings.host, str(settings.port)
+        os.environ[PARENT_PID_VARIABLE] = str(os.getpid())  # each worker stops when it is gone
+        if settings.token:
+            os.environ["ETT_TOKEN"] = settings.token
+        if settings.read_only:
+            os.environ["ETT_READ_ONLY"] = "1"
+        os.environ.update(_serve_security.worker_environment(settings))
+        config = uvicorn.Config(
+            "ett_collector.api._factory:app_from_env",
+            factory=True,
+            workers=workers,
+            http=PROTOCOL,  # request heads have a deadline (ETT_HEADER_TIMEOUT_S)
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",  # no access log, no start-up chatter from each worker
+            timeout_keep_alive=math.ceil(settings.keep_alive_s),
+            **settings.tls.uvicorn_options(),
+        )
+        print(line, flush=True)
+        _supervisor(config, sock).run()
+    finally:
+        shutil.rmtree(metrics, ignore_errors=True)
 
 
 def _supervisor(config: Any, sock: Any) -> Any:

@@ -1,7 +1,8 @@
 """``ett serve --workers N`` under an operator's hands, with real processes: a ``kill -9`` of the
 parent takes its workers with it (they served the port on, unwatched, and a supervisor's
 restart failed with "port in use"); a worker that dies is replaced and the log says so (it said
-nothing); SIGTERM logs one line that it stops (it said nothing)."""
+nothing); SIGTERM logs one line that it stops and leaves no ``ett-metrics-*`` folder behind
+(one stayed in /tmp per start)."""
 
 from __future__ import annotations
 
@@ -91,10 +92,14 @@ def test_a_dead_worker_is_replaced_and_said(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_sigterm_says_it_stops(tmp_path: Path, workers: int) -> None:
+def test_sigterm_says_it_stops_and_leaves_no_metrics_folder(tmp_path: Path, workers: int) -> None:
     c = _start(tmp_path, "a", workers=workers)
+    tmp = tmp_path / "a-tmp"
+    if workers > 1:
+        assert list(tmp.glob("ett-metrics-*")), list(tmp.iterdir())
     c.process.send_signal(signal.SIGTERM)
     c.process.wait(timeout=60)
     stops = [line for line in _log(c).splitlines() if "serve: stopping" in line]
     assert len(stops) == 1, _log(c)
     assert " INFO serve: stopping on SIGTERM" in stops[0]
+    assert not list(tmp.glob("ett-metrics-*"))
