@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import sys
 from typing import Any
 
 from ..settings import DEFAULT_PORT, ConfigError, Settings
 from . import _serve_security
 from ._runner import ENVIRONMENT, CommandError, Kit
-from ._serve_workers import serve_workers
+from ._serve_workers import serve_workers, worker_count
 from ._target import add_db_option as _db_arg
 
 
@@ -56,8 +55,8 @@ def register(sub: Any, kit: Kit) -> None:
         "--workers",
         type=int,
         default=None,
-        help="server processes sharing the database (default 1, or ETT_WORKERS); more "
-        "processes decode OTLP in parallel",
+        help="server processes sharing the database (default 1, or ETT_WORKERS; at most 8 "
+        "per core and 64); more processes decode OTLP in parallel",
     )
     serve.set_defaults(func=kit.guard(_serve))
 
@@ -65,7 +64,7 @@ def register(sub: Any, kit: Kit) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from ..logs import LogConfigError, level_from_env, show_service_logs
 
-    args.workers = _workers(args.workers)
+    args.workers = worker_count(args.workers)
     settings = _settings(args)
     try:
         level = level_from_env()  # refused before anything starts, like every other setting
@@ -84,20 +83,6 @@ def _serve(args: argparse.Namespace) -> int:
         settings, sock, args.workers, f"ett collector starting {args.workers} workers on {where})"
     )
     return 0
-
-
-def _workers(given: int | None) -> int:
-    """``--workers``, else ``ETT_WORKERS``, else 1; at least 1."""
-    if given is None:
-        raw = os.environ.get("ETT_WORKERS") or "1"
-        if not raw.isdigit():
-            raise CommandError(
-                f"ETT_WORKERS={raw!r} is not a whole number: write e.g. ETT_WORKERS=2"
-            )
-        given = int(raw)
-    if given < 1:
-        raise ConfigError(f"--workers must be at least 1, got {given}")
-    return given
 
 
 def _settings(args: argparse.Namespace) -> Settings:
