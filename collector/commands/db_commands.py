@@ -11,6 +11,7 @@ from typing import Any
 
 from . import _target
 from ._runner import PRUNE_ENVIRONMENT, CommandError, Kit, open_pipeline, settings_for
+from ._upgrades import describe, run_upgrade
 
 
 def register(sub: Any, kit: Kit) -> None:
@@ -98,20 +99,36 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _grant_readonly(args: argparse.Namespace) -> int:
-    from ..storage import Store
-    from ..storage._roles import RoleError, grant_readonly
+    from sqlalchemy.engine import make_url
 
+    from ..storage import Store
+    from ..storage._roles import RoleError, grant_readonly, readonly_statements
+
+    if make_url(args.target.url).get_backend_name() == "sqlite":  # refused before it is touched
+        raise CommandError(
+            f"{args.target.shown} is a SQLite file, and SQLite has no roles: point read-only "
+            "readers at the file with 'file:PATH?mode=ro' (or a copy); `ett db grant-readonly` "
+            "is for PostgreSQL"
+        )
+    try:
+        readonly_statements(args.role, "", "", None)  # the role's name, checked first
+    except RoleError as exc:
+        raise CommandError(str(exc)) from exc
     password = None
     if args.password_env:
         password = os.environ.get(args.password_env)
         if not password:
             raise CommandError(f"--password-env {args.password_env}: that variable is not set")
     store = Store(args.target.url)
-    store.upgrade()
     try:
+        said = describe(*run_upgrade(store))
+        if said is not None:  # it migrated 0010 to 0011 without a word
+            print(f"ett db grant-readonly: {args.target.shown}: {said}", file=sys.stderr)
         views = grant_readonly(store.engine, args.role, password)
     except RoleError as exc:
         raise CommandError(str(exc)) from exc
+    finally:
+        store.close()
     print(f"role {args.role} may log in and read {', '.join(views)} (read-only transactions)")
     return 0
 

@@ -20,6 +20,7 @@ from . import _serve_security
 from ._runner import ENVIRONMENT, CommandError, Kit
 from ._serve_workers import serve_workers, worker_count
 from ._target import add_db_option as _db_arg
+from ._upgrades import describe, run_upgrade
 
 
 def register(sub: Any, kit: Kit) -> None:
@@ -29,7 +30,7 @@ def register(sub: Any, kit: Kit) -> None:
         help="run the collector: OTLP/HTTP in, read API, /metrics",
         description="Run the collector: POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip),\n"
         "the read API under /api/v1/, /healthz and /metrics. Applies database migrations\n"
-        "first.",
+        "first, and says which.",
         epilog=ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -141,7 +142,9 @@ def _prepare_database(settings: Settings, target: Any) -> None:
                 "--read-only, or point --db at the primary"
             )
         else:
-            store.upgrade()
+            before, applied = run_upgrade(store)
+            if (said := describe(before, applied)) is not None:
+                print(f"ett serve: {target.shown}: {said}", file=sys.stderr, flush=True)
     except OSError as exc:  # its folder cannot be made: a file in the way, no permission
         where = f"{target.shown} (from {target.source})"
         if isinstance(exc, FileExistsError):  # mkdir met a file where a folder must be
