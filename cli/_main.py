@@ -97,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"ett {_name(args)}: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: one line, where it exited 130 without a word
+        print(f"ett {_name(args)}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `ett jobs --json | head`: the reader left; exit quietly, as Unix tools do

@@ -86,7 +86,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     created = path is not None and not path.exists()
     store = Store(args.target.url)
     try:
-        applied = store.upgrade()
+        applied = run_upgrade(store, "ett db upgrade")[1]
     finally:
         store.close()
     if created:
@@ -121,7 +121,7 @@ def _grant_readonly(args: argparse.Namespace) -> int:
             raise CommandError(f"--password-env {args.password_env}: that variable is not set")
     store = Store(args.target.url)
     try:
-        said = describe(*run_upgrade(store))
+        said = describe(*run_upgrade(store, "ett db grant-readonly"))
         if said is not None:  # it migrated 0010 to 0011 without a word
             print(f"ett db grant-readonly: {args.target.shown}: {said}", file=sys.stderr)
         views = grant_readonly(store.engine, args.role, password)

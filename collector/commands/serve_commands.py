@@ -20,7 +20,7 @@ from . import _serve_security
 from ._runner import ENVIRONMENT, CommandError, Kit
 from ._serve_workers import serve_workers, worker_count
 from ._target import add_db_option as _db_arg
-from ._upgrades import describe, run_upgrade
+from ._upgrades import INTERRUPTED, describe, run_upgrade
 
 
 def register(sub: Any, kit: Kit) -> None:
@@ -78,7 +78,10 @@ def _serve(args: argparse.Namespace) -> int:
     where += f" (db: {args.target.shown}"
     show_service_logs(level)
     if args.workers == 1:
-        _serve_here(settings, sock, f"ett collector listening on {where}, 1 worker)")
+        try:
+            _serve_here(settings, sock, f"ett collector listening on {where}, 1 worker)")
+        except KeyboardInterrupt:  # Ctrl-C: uvicorn stopped, and the log said so
+            return INTERRUPTED
         return 0
     serve_workers(
         settings, sock, args.workers, f"ett collector starting {args.workers} workers on {where})"
@@ -142,7 +145,7 @@ def _prepare_database(settings: Settings, target: Any) -> None:
                 "--read-only, or point --db at the primary"
             )
         else:
-            before, applied = run_upgrade(store)
+            before, applied = run_upgrade(store, "ett serve")
             if (said := describe(before, applied)) is not None:
                 print(f"ett serve: {target.shown}: {said}", file=sys.stderr, flush=True)
     except OSError as exc:  # its folder cannot be made: a file in the way, no permission

@@ -1,13 +1,19 @@
 """What the commands that migrate say, on real SQLite and PostgreSQL: ``ett serve`` and ``ett db
 grant-readonly`` name the migrations they applied (they migrated silently); ``grant-readonly``
-refuses SQLite before it creates the file."""
+refuses SQLite before it creates the file; Ctrl-C during ``ett db upgrade`` says where it left
+the database (it exited 130 without a word), and a wait on another session's lock is said
+once (a killed upgrade's session held it ~44 s in silence)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from ett_cli import main
 from ett_collector.commands import _target
@@ -15,6 +21,7 @@ from ett_collector.commands.serve_commands import _prepare_database
 from ett_collector.settings import Settings
 from ett_collector.storage import Store, _migrate, head_revision
 from tests.conftest import BACKENDS
+from tests.support.waits import wait_until
 
 
 def _one_line(err: str) -> str:
@@ -79,3 +86,61 @@ def test_grant_readonly_refuses_sqlite_before_creating_it(
     line = _one_line(capsys.readouterr().err)
     assert "SQLite has no roles" in line and "is for PostgreSQL" in line
     assert not db.exists()
+
+
+def test_ctrl_c_of_another_command_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(_raw: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_target, "resolve", interrupted)
+    assert main(["jobs"]) == 130
+    assert capsys.readouterr().err == "ett jobs: interrupted\n"
+
+
+@pytest.mark.postgres
+def test_ctrl_c_of_an_upgrade_waiting_on_a_lock_says_where_it_left_the_database(
+    fresh_postgres_url: str, tmp_path: Path
+) -> None:
+    """From 0009, the upgrade applies 0010 in its transaction, then waits in 0011 (its foreign
+    key on ``jobs``) for a session that holds ``jobs``: the wait is said once, and Ctrl-C leaves
+    the database at 0009, 0010 rolled back with the rest."""
+    _at(fresh_postgres_url, "0009")
+    holder = Store(fresh_postgres_url)
+    err_path = tmp_path / "err"
+    with holder.engine.connect() as other, err_path.open("w") as err:
+        other.execute(text("LOCK TABLE jobs IN SHARE MODE"))  # held until this block ends
+        upgrade = subprocess.Popen(
+            [sys.executable, "-m", "ett_cli", "db", "upgrade", "--db", fresh_postgres_url],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        try:
+            wait_until(
+                lambda: "waiting for another session's lock" in err_path.read_text(),
+                what="the lock note",
+                detail=err_path.read_text,
+            )
+            upgrade.send_signal(signal.SIGINT)
+            assert upgrade.wait(timeout=60) == 130
+        finally:
+            if upgrade.poll() is None:
+                upgrade.kill()
+                upgrade.wait()
+        other.rollback()
+    holder.close()
+    lines = [line for line in err_path.read_text().splitlines() if line]
+    assert "Traceback" not in err_path.read_text() and len(lines) == 2, lines
+    assert lines[0].startswith(
+        "ett db upgrade: waiting for another session's lock on the database (a previous "
+        "upgrade?): PostgreSQL backend "
+    )
+    assert lines[1] == (
+        "ett db upgrade: interrupted; nothing of the unfinished upgrade was applied (the "
+        "database is at schema 0009): run it again"
+    )
+    assert upgrade.stdout is not None and upgrade.stdout.read() == b""
+    assert _revision(fresh_postgres_url) == "0009"
+    assert main(["db", "upgrade", "--db", fresh_postgres_url]) == 0
+    assert _revision(fresh_postgres_url) == head_revision()
