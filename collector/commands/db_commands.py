@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import _target
@@ -84,11 +85,20 @@ def _upgrade(args: argparse.Namespace) -> int:
 
     path = args.target.sqlite_path
     created = path is not None and not path.exists()
-    store = Store(args.target.url)
+    if path is not None:
+        _require_sqlite_place(args.target, path)  # before anything is created
     try:
-        applied = run_upgrade(store, "ett db upgrade")[1]
-    finally:
-        store.close()
+        store = Store(args.target.url)
+        try:
+            applied = run_upgrade(store, "ett db upgrade")[1]
+        finally:
+            store.close()
+    except OSError as exc:  # a folder of the default place that cannot be made
+        raise CommandError(
+            f"cannot create the database {args.target.shown} (from {args.target.source}): "
+            f"{exc.strerror}: {exc.filename}",
+            exit_code=1,
+        ) from None
     if created:
         print(f"created {args.target.shown}")
     elif applied:  # it said "up to date" right after migrating 0009 and 0010
@@ -96,6 +106,38 @@ def _upgrade(args: argparse.Namespace) -> int:
     else:
         print("database schema is up to date")
     return 0
+
+
+def _require_sqlite_place(target: Any, path: Path) -> None:
+    """Refuse, before anything is created, a SQLite file whose folder is missing (exit 2: a
+    typo'd ``--db /tmp/x/nope/x.db`` made the folders and a new database, and "succeeded"),
+    unless it is the default place (``ETT_HOME``), made as ``ett serve`` makes it; and a file
+    or folder this user may not write (exit 1), in the words of ``ett jobs``."""
+    where = f"{target.shown} (from {target.source})"
+    folder = path.parent
+    if not folder.exists():
+        if target.source not in ("--db", "ETT_DB_URL"):
+            return  # the data folder: made on first use
+        raise CommandError(
+            f"the folder {folder} of the database {where} does not exist: check the path, "
+            "or create the folder first to start a new database there"
+        )
+    if not folder.is_dir():
+        raise CommandError(f"cannot create the database {where}: {folder} is not a folder")
+    what = "create" if not path.exists() else "upgrade"
+    if not os.access(folder, os.W_OK):
+        raise CommandError(
+            f"cannot {what} the database {where}: its folder {folder} cannot be written (a "
+            "read-only mount?), and a SQLite database needs its -wal and -shm files beside it: "
+            "pass a --db in a folder you may write",
+            exit_code=1,
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CommandError(
+            f"cannot upgrade the database {where}: {path} cannot be written by this user; run "
+            "`ett db upgrade` as its owner",
+            exit_code=1,
+        )
 
 
 def _grant_readonly(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 grant-readonly`` name the migrations they applied (they migrated silently); ``grant-readonly``
 refuses SQLite before it creates the file; Ctrl-C during ``ett db upgrade`` says where it left
 the database (it exited 130 without a word), and a wait on another session's lock is said
-once (a killed upgrade's session held it ~44 s in silence)."""
+once (a killed upgrade's session held it ~44 s in silence); ``ett db upgrade`` refuses a typo'd
+folder (it created the folders and a database, exit 0) and names a read-only one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ett_collector.commands.serve_commands import _prepare_database
 from ett_collector.settings import Settings
 from ett_collector.storage import Store, _migrate, head_revision
 from tests.conftest import BACKENDS
+from tests.support.tmpfs import mounted_tmpfs
 from tests.support.waits import wait_until
 
 
@@ -144,3 +146,42 @@ def test_ctrl_c_of_an_upgrade_waiting_on_a_lock_says_where_it_left_the_database(
     assert _revision(fresh_postgres_url) == "0009"
     assert main(["db", "upgrade", "--db", fresh_postgres_url]) == 0
     assert _revision(fresh_postgres_url) == head_revision()
+
+
+def test_upgrade_refuses_a_missing_folder_and_creates_in_an_existing_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "nope" / "x.db"
+    assert main(["db", "upgrade", "--db", str(typo)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == (
+        f"ett db upgrade: the folder {typo.parent} of the database sqlite:///{typo} (from --db) "
+        "does not exist: check the path, or create the folder first to start a new database "
+        "there"
+    )
+    assert not typo.parent.exists()
+    monkeypatch.setenv("ETT_DB_URL", f"sqlite:///{typo}")
+    assert main(["db", "upgrade"]) == 2 and "(from ETT_DB_URL) does not exist" in (
+        capsys.readouterr().err
+    )
+    assert not typo.parent.exists()
+    monkeypatch.delenv("ETT_DB_URL")
+    new = tmp_path / "x.db"
+    assert main(["db", "upgrade", "--db", str(new)]) == 0
+    assert capsys.readouterr().out == f"created sqlite:///{new}\n" and new.exists()
+    monkeypatch.setenv("ETT_HOME", str(tmp_path / "home"))  # the data folder: made on first use
+    assert main(["db", "upgrade"]) == 0
+    assert (tmp_path / "home" / "collector.db").exists()
+
+
+def test_upgrade_names_a_read_only_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mounted_tmpfs(tmp_path / "disk", "4m") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        db = disk / "x.db"
+        assert main(["db", "upgrade", "--db", str(db)]) == 1
+        line = _one_line(capsys.readouterr().err)
+        assert line.startswith(f"ett db upgrade: cannot create the database sqlite:///{db} ")
+        assert f"its folder {disk} cannot be written (a read-only mount?)" in line
+        assert "Error" not in line and not db.exists()
