@@ -245,7 +245,7 @@ def open_for_reading(target: Target) -> Any:
             store.close()
             raise TargetError(
                 f"database {target.shown} (from {target.source}) is at schema {revision}, this "
-                f"ett reads {head}: run `ett db upgrade --db URL` against it (on PostgreSQL, "
+                f"ett reads {head}: run `ett db upgrade --db {target.shown}` (on PostgreSQL, "
                 "against the primary; a migration may take minutes on a large database), or "
                 "start `ett serve` on it, which upgrades it",
                 exit_code=1,

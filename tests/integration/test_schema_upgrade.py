@@ -45,7 +45,7 @@ def test_a_read_of_an_older_schema_migrates_nothing_and_says_what_to_run(
     assert main(["jobs", "--db", database_url]) == 1
     err = capsys.readouterr().err
     assert f"is at schema 0008, this ett reads {head_revision()}" in err
-    assert "run `ett db upgrade --db URL` against it" in err and "Traceback" not in err
+    assert f"run `ett db upgrade --db {database_url}`" in err and "Traceback" not in err
     store = Store(database_url)
     assert store.revision() == "0008"  # nothing migrated
     store.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from ett_cli import main
 from ett_collector.commands import _target
@@ -185,3 +186,18 @@ def test_upgrade_names_a_read_only_folder(
         assert line.startswith(f"ett db upgrade: cannot create the database sqlite:///{db} ")
         assert f"its folder {disk} cannot be written (a read-only mount?)" in line
         assert "Error" not in line and not db.exists()
+
+
+@pytest.mark.postgres
+def test_a_read_of_an_older_schema_names_the_database_to_upgrade(
+    fresh_postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "run `ett db upgrade --db URL`", a literal URL; the password stays hidden."""
+    _at(fresh_postgres_url, "0008")
+    with_password = make_url(fresh_postgres_url).set(password="s3cret-pw")
+    url = with_password.render_as_string(hide_password=False)
+    assert main(["jobs", "--db", url]) == 1
+    err = capsys.readouterr().err
+    shown = with_password.render_as_string(hide_password=True)
+    assert f"run `ett db upgrade --db {shown}` (on PostgreSQL" in err
+    assert "s3cret-pw" not in err and ":***@" in err
