@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -158,6 +159,7 @@ def test_bad_input_is_refused_and_the_service_keeps_serving(collector: Collector
 
 
 def test_partial_success_for_spans_without_identity(collector: Collector) -> None:
+    start = time.time_ns() - 60 * 10**9  # a minute ago: spans from 1970 are refused anyway
     body = {
         "resourceSpans": [
             {
@@ -171,15 +173,15 @@ def test_partial_success_for_spans_without_identity(collector: Collector) -> Non
                                 "traceId": "0" * 31 + "1",
                                 "spanId": "0" * 15 + "1",
                                 "name": "ett.eval",
-                                "startTimeUnixNano": "1000000000",
-                                "endTimeUnixNano": "2000000000",
+                                "startTimeUnixNano": str(start),
+                                "endTimeUnixNano": str(start + 10**9),
                             },
                             {
                                 "traceId": "0" * 31 + "1",
                                 "spanId": "0" * 15 + "2",
                                 "name": "ett.eval",
-                                "startTimeUnixNano": "1000000000",
-                                "endTimeUnixNano": "2000000000",
+                                "startTimeUnixNano": str(start),
+                                "endTimeUnixNano": str(start + 10**9),
                                 "attributes": [
                                     {"key": "ett.job.id", "value": {"stringValue": "partial"}},
                                     {"key": "ett.attempt", "value": {"intValue": "0"}},
