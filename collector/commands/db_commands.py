@@ -188,7 +188,11 @@ def _prune(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _target.require_writable(args.target, store, "`ett db prune`")
     quiet_s = sc.PRESUMED_DEAD_WINDOWS * settings.window_s
-    retention = Retention(store.engine, Policy.of(settings.retain, quiet_s))
+    retention = Retention(
+        store.engine,
+        Policy.of(settings.retain, quiet_s),
+        raw_window_retention_s=settings.raw_window_retention_s,  # the kept loop figures' line
+    )
     if args.dry_run:
         print(f"would delete: {retention.plan().describe()}")
         return 0
