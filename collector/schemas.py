@@ -74,6 +74,23 @@ trainer's ``pg_init`` ends within milliseconds) plus clock skew; the spec's figu
 clocks that agree, and skew moves time between start-up, training and checkpoint blocking."""
 
 
+LOOP_COVERAGE_NOTE = 0.5
+"""A job whose loop figures read windows over less than this share of its productive time
+(``loop_s / productive_s``) is said to have partial loop figures, by every reader (``ett
+report``, the Job page). The windows cover training and the saves inside it, so a whole job reads
+1 or a little more; an upgrade probe's job whose windows were folded before migration 0008 (no
+step series) read 0.016, with nothing said."""
+
+
+def loop_coverage(loop_s: float | None, productive_s: float | None) -> float | None:
+    """The share of a job's productive time its loop figures read windows over, when it is
+    below :data:`LOOP_COVERAGE_NOTE` (None otherwise, or without the figures)."""
+    if loop_s is None or not productive_s or productive_s <= 0:
+        return None
+    share = float(loop_s) / float(productive_s)
+    return share if share < LOOP_COVERAGE_NOTE else None
+
+
 def clock_skew_noted(skew_s: float | None) -> bool:
     """Whether a job's ``clock_skew_s`` is large enough to say."""
     return skew_s is not None and skew_s >= CLOCK_SKEW_NOTE_S

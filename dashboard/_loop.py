@@ -9,6 +9,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from ett_collector.schemas import loop_coverage
+
 from . import _format as fmt
 from . import loop_charts
 from .client import ApiError, Client
@@ -98,6 +100,14 @@ def _metrics(perf: dict[str, Any]) -> None:
         f"{perf['straggler_threshold']:.2f}× or more)",
     )
     st.caption(sentence)
+    share = loop_coverage(perf.get("loop_s"), perf.get("productive_s"))
+    if share is not None:
+        st.warning(
+            f"Partial loop figures: they read windows over {fmt.pct(100 * share)} of the job's "
+            "productive time. Its other windows carry no step counts, or were folded before "
+            "migration 0008, which kept no step series.",
+            icon="⚠️",
+        )
 
 
 def _series_frames(series: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

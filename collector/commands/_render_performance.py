@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..schemas import loop_coverage
 from ._render import duration, fine
 
 
@@ -53,6 +54,14 @@ def _straggler(perf: dict[str, Any]) -> str:
     return "not measured (no window carries ett.window.wait_s: see torch_hooks.time_ddp_waits)"
 
 
+def partial_loop(share: float) -> str:
+    """What a job whose loop figures read ``share`` of its productive time is told."""
+    return (
+        f"PARTIAL: {100 * share:.1f}% of the job's productive time (its other windows carry no "
+        "step counts, or were folded before migration 0008, which kept no step series)"
+    )
+
+
 def print_performance(perf: dict[str, Any], console: Console) -> None:
     """Ideal and slow step time, throughput, the straggler and the slowest windows."""
     t = Table(title="Inside the loop (beside ETT)", show_header=False, title_justify="left")
@@ -68,6 +77,9 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
     rate = perf.get("samples_per_s")
     t.add_row("throughput", f"{rate:,.1f} samples/s" if rate is not None else "-")
     t.add_row("steps", f"{perf['steps']:,}  ({perf['windows']:,} windows)")
+    share = loop_coverage(perf.get("loop_s"), perf.get("productive_s"))
+    if share is not None:
+        t.add_row("covers", partial_loop(share))
     t.add_row("straggler", _straggler(perf))
     console.print(t)
     slow = perf.get("slow_windows") or []

@@ -29,6 +29,19 @@ JOBS = {"straggler": ("loop-straggler", "slowpoke"), "flat": ("loop-flat", "stea
 JOBS["wide"] = ("loop-wide", "wide")
 
 
+PARTIAL = "loop-partial"
+
+
+def _stepless(span: SpanRecord) -> SpanRecord:
+    """``span`` without its step counts when it is a window after the job's sixth."""
+    attrs = dict(span.attributes)
+    if span.name != sc.SPAN_TRAIN_WINDOW or attrs.get(sc.STEP_FIRST, 0) < 600:
+        return span
+    attrs.pop(sc.STEP_FIRST, None)
+    attrs.pop(sc.STEP_LAST, None)
+    return replace(span, attributes=attrs)
+
+
 LOST_SPANS = 65
 SKEW_S = 2.5
 """How far apart the flat job's ranks' clocks put their ``pg_init`` barrier's end."""
@@ -58,8 +71,10 @@ def loop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
             phase("pg_init", t0 - 5, t0 - 4 + SKEW_S, rank=1, **flat),
         ]
         spans += perf_job(*JOBS["wide"], t0, windows=12, ranks=20, straggler=False)
+        # a job whose windows after its sixth carry no step counts: partial loop figures
+        spans += [_stepless(s) for s in perf_job(PARTIAL, "steady", t0, straggler=False)]
         assert send_spans(spans, c.url) == len(spans)
-        wait_computed(c, [job for job, _ in JOBS.values()])
+        wait_computed(c, [job for job, _ in JOBS.values()] + [PARTIAL])
         yield c
     finally:
         c.stop()
@@ -158,3 +173,11 @@ def test_job_page_in_chromium(loop_api: Collector, tmp_path: Path) -> None:
             browser.close()
     finally:
         d.stop()
+
+
+def test_a_job_with_partial_loop_figures_says_so(api: Collector) -> None:
+    at = run("views/job.py", job=PARTIAL)
+    (warned,) = [w.value for w in at.warning if "Partial loop figures" in w.value]
+    assert "20.0 %" in warned and "no step counts" in warned
+    at = run("views/job.py", job=JOBS["flat"][0])
+    assert not [w for w in at.warning if "Partial loop figures" in w.value]
