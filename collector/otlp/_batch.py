@@ -160,7 +160,14 @@ class SpanBatch:
         if not ids_ok:
             self._reject(name, trace_id, span_id, "has an invalid trace id or span id")
         elif start_ns <= 0:
-            self._reject(name, trace_id, span_id, "lacks a start time")
+            self._reject(
+                name,
+                trace_id,
+                span_id,
+                "lacks a start time"
+                if start_ns == 0
+                else f"has a negative start time ({start_ns} ns)",
+            )
         elif end_ns < start_ns:
             self._reject(
                 name, trace_id, span_id, f"ends before it starts ({end_ns} < {start_ns} ns)"

@@ -497,6 +497,15 @@ def test_invalid_ids_and_missing_start_are_rejected(span: dict[str, Any], needle
     assert len(result.records) == 1 and result.rejected == 1 and needle in result.rejected_message
 
 
+def test_a_json_span_with_a_negative_start_is_said_so() -> None:
+    """JSON can carry a negative time (protobuf's fixed64 cannot): it was called "lacks a start
+    time" (a time probe)."""
+    doc = json.loads(json_body(request([{}, {}])))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = "-5"
+    result = decode(json.dumps(doc).encode(), JSON)
+    assert result.rejected == 1 and "negative start time (-5 ns)" in result.rejected_message
+
+
 def test_json_non_hex_ids_are_rejected_per_span() -> None:
     body = json_body(request([{}, {}]))
     doc = json.loads(body)
