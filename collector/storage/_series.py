@@ -15,7 +15,7 @@ target of 100 bytes per ingested span (``tests/performance/bench_step_series.py`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ett import semconv as sc
 from ett_collector.domain._points import Point, point_of_window
@@ -123,15 +123,33 @@ def series_rows(job_id: str, windows: Iterable[Run]) -> list[tuple[Any, ...]]:
 
 def not_replays(stored: Sequence[Run], fresh: Iterable[Run]) -> list[Run]:
     """The ``fresh`` windows that do not lie inside a ``stored`` run of their rank (those are
-    replays, which the fold drops)."""
+    replays, which the fold drops), each interval of a rank once (:func:`distinct`)."""
     by_rank: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for r in stored:
         by_rank.setdefault((r.attempt, r.rank), []).append((r.start, r.end))
-    return [
+    return distinct(
         w
         for w in fresh
         if not any(s <= w.start and w.end <= e for s, e in by_rank.get((w.attempt, w.rank), ()))
-    ]
+    )
+
+
+_W = TypeVar("_W", Run, SpanRecord)
+
+
+def distinct(windows: Iterable[_W]) -> list[_W]:
+    """``windows`` with each (attempt, rank, start, end) once, the first kept: a window sent
+    again under new span ids (an emitter that rebuilds its spans to retry them) is the same
+    window. Counted twice while raw and once when folded after its first, the loop figures of
+    a job depended on when it came (a time probe: 161 windows and 1,610 s for 100 of 1,000 s)."""
+    seen: set[tuple[int, int, float, float]] = set()
+    out: list[_W] = []
+    for w in windows:
+        key = (w.attempt, w.rank, w.start, w.end)
+        if key not in seen:
+            seen.add(key)
+            out.append(w)
+    return out
 
 
 def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
@@ -190,7 +208,7 @@ def job_points(
     their own made the loop figures differ (an operator probe: 32 of 428 jobs between a one- and
     a two-worker collector fed the same spans, one job's slow time 53.2 s against 0.07 s).
     ``retention_s`` None (raw windows kept): every raw window is a point."""
-    raw = [s for s in spans if s.name == sc.SPAN_TRAIN_WINDOW]
+    raw = distinct(s for s in spans if s.name == sc.SPAN_TRAIN_WINDOW)
     if raw and retention_s is not None:
         line = max(s.end for s in raw) - retention_s
         due = [Run.of(s) for s in raw if s.end < line]

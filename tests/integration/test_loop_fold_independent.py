@@ -8,9 +8,13 @@ into its bucket, as compaction will fold it, so every history gives the same blo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ett import semconv as sc
 from ett_collector.read.performance import job_performance
 from ett_collector.read.query import Query
 from ett_collector.storage import Store
@@ -28,14 +32,18 @@ def _spans() -> list[Any]:
     return spans
 
 
-def _block(tmp_path: Path, name: str, retention: float | None, chunks: int) -> dict[str, Any]:
+def _block(
+    tmp_path: Path, name: str, retention: float | None, chunks: int, again: bool = False
+) -> dict[str, Any]:
     store = Store(f"sqlite:///{tmp_path / name}.db", raw_window_retention_s=retention)
     store.upgrade()
     pipeline = Pipeline(store)
-    spans = _spans()
+    spans = sorted(_spans(), key=lambda s: s.end)
     size = -(-len(spans) // chunks)
     for i in range(0, len(spans), size):  # in time order, as a live job sends them
-        pipeline.ingest(sorted(spans, key=lambda s: s.end)[i : i + size])
+        pipeline.ingest(spans[i : i + size])
+    if again:  # then the windows once more under new ids: the folded ones and the raw ones
+        pipeline.ingest(_with_new_ids(spans))
     while pipeline.recompute_dirty():
         pass
     try:
@@ -63,3 +71,21 @@ def _rounded(value: Any) -> Any:
     if isinstance(value, list):
         return [_rounded(v) for v in value]
     return value
+
+
+def _with_new_ids(spans: list[Any]) -> list[Any]:
+    """The job's windows again, under new span ids (an emitter that rebuilds them to retry)."""
+    return [
+        replace(s, span_id=f"{int(s.span_id, 16) ^ 0xFFFF:016x}")
+        for s in spans
+        if s.name == sc.SPAN_TRAIN_WINDOW
+    ]
+
+
+@pytest.mark.parametrize("retention", [600.0, 0.0])
+def test_windows_sent_again_under_new_ids_count_once(tmp_path: Path, retention: float) -> None:
+    """A time probe sent a job's 100 windows twice under new span ids: 161 windows and 1,610 s
+    of loop for 1,000 s (the raw ones twice, the folded ones once)."""
+    once = _block(tmp_path, f"once{retention:g}", retention, 1)
+    twice = _block(tmp_path, f"twice{retention:g}", retention, 1, again=True)
+    assert _rounded(twice) == _rounded(once)
