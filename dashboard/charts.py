@@ -232,10 +232,17 @@ def _spaced(starts: pd.DataFrame, span: pd.Timedelta) -> pd.DataFrame:
     return starts.iloc[keep]
 
 
+SECONDS_SHOWN_UP_TO = pd.Timedelta(minutes=20)
+"""An axis over at most this long reads seconds: Vega-Lite puts its ticks 10 to 30 s apart
+there, which ``%H:%M`` labelled "16:33 16:33 16:33 16:34" (a 5-minute job's timeline)."""
+
+
 def clock_format(times: pd.Series) -> str:
-    """A time axis's labels for ``times``: the clock within a day, the date too past one
-    (Vega-Lite's own mixed "03 AM" with "03:30")."""
+    """A time axis's labels for ``times``: the clock with seconds over a short span, the clock
+    within a day, the date too past one (Vega-Lite's own mixed "03 AM" with "03:30")."""
     span = times.max() - times.min() if len(times) else pd.Timedelta(0)
+    if span <= SECONDS_SHOWN_UP_TO:
+        return "%H:%M:%S"
     return "%H:%M" if span <= pd.Timedelta(days=1) else "%b %d %H:%M"
 
 

@@ -112,7 +112,9 @@ def test_timeline_labels_only_attempts_with_room() -> None:
     assert any(t.get("field") == "label" for t in rules["encoding"]["tooltip"])
 
 
-@pytest.mark.parametrize(("hours", "fmt"), [(8.5, "%H:%M"), (30.0, "%b %d %H:%M")])
+@pytest.mark.parametrize(
+    ("hours", "fmt"), [(0.09, "%H:%M:%S"), (8.5, "%H:%M"), (30.0, "%b %d %H:%M")]
+)
 def test_timeline_axis_reads_one_clock(hours: float, fmt: str) -> None:
     spec = _spec(charts.timeline(_attempts(hours, [])))
     assert spec["layer"][0]["encoding"]["x"]["axis"]["format"] == fmt
