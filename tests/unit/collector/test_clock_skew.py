@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from ett import semconv as sc
-from ett_cli import main
 from ett_collector.domain import summarize
 from ett_collector.schemas import CLOCK_SKEW_NOTE_S, clock_skew_noted, job_json
-from ett_collector.storage import Store
-from ett_collector.write.pipeline import Pipeline
+from tests.support.reports import computed_sqlite, report_text
 from tests.support.spans import attempt_end, first_batch, phase, save, window
 
 DONE = sc.EndReasonValues.COMPLETED.value
@@ -83,22 +81,13 @@ def test_no_barrier_on_two_ranks_says_nothing() -> None:
 def test_report_says_the_clocks_disagree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    store = Store(url)
-    store.upgrade()
-    pipeline = Pipeline(store)
     base = 1_790_000_000.0
     shifted = [replace(s, start=s.start + base, end=s.end + base) for s in _job(30.0)]
     agreeing = [
         replace(s, job_id="agree", start=s.start + base, end=s.end + base) for s in _job(0.0)
     ]
-    pipeline.ingest(shifted + agreeing)
-    while pipeline.recompute_dirty():
-        pass
-    store.close()
-    assert main(["report", "j", "--db", url]) == 0
-    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    url = computed_sqlite(tmp_path, shifted + agreeing)
+    text = report_text(url, "j", capsys)
     assert "clocks DISAGREE: the ranks put one barrier's end 30" in text, text
     assert "NTP" in text
-    assert main(["report", "agree", "--db", url]) == 0
-    assert "DISAGREE" not in capsys.readouterr().out
+    assert "DISAGREE" not in report_text(url, "agree", capsys)

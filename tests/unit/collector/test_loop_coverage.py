@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from ett import semconv as sc
-from ett_cli import main
 from ett_collector.schemas import LOOP_COVERAGE_NOTE, loop_coverage
-from ett_collector.storage import Store
-from ett_collector.write.pipeline import Pipeline
+from tests.support.reports import computed_sqlite, report_text
 from tests.support.spans import attempt_end, first_batch, window
 
 BASE = 1_790_000_000.0
@@ -41,17 +39,8 @@ def _job(job: str, counted: int) -> list:  # type: ignore[type-arg]
 def test_report_says_partial_loop_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    store = Store(url)
-    store.upgrade()
-    pipeline = Pipeline(store)
-    pipeline.ingest(_job("partial", counted=6) + _job("whole", counted=30))
-    while pipeline.recompute_dirty():
-        pass
-    store.close()
-    assert main(["report", "partial", "--db", url]) == 0
-    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    url = computed_sqlite(tmp_path, _job("partial", counted=6) + _job("whole", counted=30))
+    text = report_text(url, "partial", capsys)
     assert "covers PARTIAL: 20.0% of the job's productive time" in text, text
     assert "no step counts" in text
-    assert main(["report", "whole", "--db", url]) == 0
-    assert "PARTIAL" not in capsys.readouterr().out
+    assert "PARTIAL" not in report_text(url, "whole", capsys)

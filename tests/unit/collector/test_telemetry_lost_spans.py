@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from ett import semconv as sc
-from ett_cli import main
 from ett_collector.domain import summarize
 from ett_collector.schemas import job_json
-from ett_collector.storage import Store
-from ett_collector.write.pipeline import Pipeline
+from tests.support.reports import computed_sqlite, report_text
 from tests.support.spans import attempt_end, first_batch, window
 
 DONE = sc.EndReasonValues.COMPLETED.value
@@ -59,17 +57,8 @@ def test_a_count_that_is_not_a_count_is_no_loss(value: object) -> None:
 def test_report_flags_incomplete_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    store = Store(url)
-    store.upgrade()
-    pipeline = Pipeline(store)
-    pipeline.ingest(_job("lossy") + _job("clean", lossy=False))
-    while pipeline.recompute_dirty():
-        pass
-    store.close()
-    assert main(["report", "lossy", "--db", url]) == 0
-    text = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the cell's lines joined
+    url = computed_sqlite(tmp_path, _job("lossy") + _job("clean", lossy=False))
+    text = report_text(url, "lossy", capsys)
     assert "INCOMPLETE: the job's emitters lost 14 span(s)" in text
     assert "the figures miss what they said" in text and "lower bound" not in text
-    assert main(["report", "clean", "--db", url]) == 0
-    assert "INCOMPLETE" not in capsys.readouterr().out
+    assert "INCOMPLETE" not in report_text(url, "clean", capsys)
