@@ -175,25 +175,6 @@ def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
     ]
 
 
-def rows_of_points(points: Iterable[Point]) -> list[tuple[Any, ...]]:
-    """``window_series``-shaped rows of bucket points (:func:`points_of_rows` undone; no job)."""
-    return [
-        (
-            *("", p.attempt, p.rank, p.start, p.windows, p.steps, p.samples, p.seconds),
-            *(p.timed_steps, p.timed_s, p.wait_s),
-        )
-        for p in points
-    ]
-
-
-def points_of_merged(rows: Sequence[Sequence[Any]]) -> list[Point]:
-    """The points of ``window_series``-shaped rows, those of one (attempt, rank, bucket) summed,
-    in (attempt, rank, bucket) order."""
-    both = merged(rows)
-    both.sort(key=lambda r: (r[1], r[2], r[3]))
-    return points_of_rows(both)
-
-
 def job_points(
     spans: Sequence[SpanRecord], rows: Sequence[Sequence[Any]], retention_s: float | None
 ) -> list[Point]:
@@ -212,12 +193,11 @@ def job_points(
     if raw and retention_s is not None:
         line = max(s.end for s in raw) - retention_s
         due = [Run.of(s) for s in raw if s.end < line]
-        if due:
-            rows = [*rows, *series_rows(due[0].job_id, due)]
+        if due:  # into their buckets, stored or not: (attempt, rank, bucket) order kept
+            rows = merged([*rows, *series_rows(due[0].job_id, due)])
+            rows.sort(key=lambda r: (r[1], r[2], r[3]))
             raw = [s for s in raw if s.end >= line]
-        points = points_of_merged(rows)
-    else:
-        points = points_of_rows(rows)
+    points = points_of_rows(rows)
     for s in raw:
         p = point_of_window(s)
         if p is not None:
