@@ -79,9 +79,32 @@ def _name(args: argparse.Namespace) -> str:
     return f"{args.command} {action}" if isinstance(action, str) else str(args.command)
 
 
+_TIME_OPTIONS = ("--since", "--until")
+"""Options whose value may start with a dash (``--since -3d``, a duration before now)."""
+
+
+def _join_dashed_values(argv: list[str]) -> list[str]:
+    """``--since -3d`` as ``--since=-3d``: argparse would take ``-3d`` for an option of its
+    own and stop with "expected one argument"."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if word in _TIME_OPTIONS and nxt[:1] == "-" and nxt[1:2].isdigit():
+            out.append(f"{word}={nxt}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ett`` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _join_dashed_values(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "passthrough", False):

@@ -33,7 +33,7 @@ def add_filters(parser: Any, *, attributes: bool = False) -> None:
     parser.add_argument("--team", help=f"only this team{team} (default: every team)")
 
 
-WHEN = "ISO 8601 (without a zone: UTC), unix seconds"
+WHEN = "now-7d, ISO 8601 (without a zone: UTC), unix seconds"
 """The absolute forms every ``--since`` takes, beside a duration before now (``7d``, ``12h``)."""
 
 

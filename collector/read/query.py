@@ -34,7 +34,8 @@ from ..settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
 from ..write.pipeline import Pipeline
 from .answers import JobAnswers
 
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_RELATIVE = re.compile(r"^\s*(?:now\s*-\s*|-\s*)?(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+"""A duration before now: ``7d``, also written ``-7d`` or ``now-7d`` (Grafana's form)."""
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -69,15 +70,18 @@ def _looks_like_a_date(text: str) -> bool:
 
 
 def parse_instant(text: str | None, now: float) -> float | None:
-    """``7d``/``12h``/``30m`` before ``now``, ISO 8601, or unix seconds; None if empty."""
+    """``7d``/``12h``/``30m`` before ``now`` (also ``-7d``, ``now-7d``), ``now``, ISO 8601, or
+    unix seconds; None if empty."""
     if text is None or text.strip() == "":
         return None
+    if text.strip() == "now":
+        return now
     m = _RELATIVE.match(text)
     if m:
         return now - float(m.group(1)) * _UNIT_S[m.group(2)]
     unreadable = QueryError(
         f"cannot read time {text!r}: use ISO 8601 (2026-11-29T08:00:00Z), unix seconds, "
-        "or a duration before now such as 7d, 12h, 30m"
+        "now, or a duration before now such as 7d, 12h, 30m (or -7d, now-7d)"
     )
     try:
         seconds = float(text)

@@ -108,6 +108,24 @@ def test_parse_instant() -> None:
         parse_instant("20261201", now)
     assert parse_instant("99999999", now) == 99999999.0  # no date: seconds still
     assert parse_instant("1795910400", now) == 1795910400.0
+    # a duration before now, as shells and Grafana write it
+    assert parse_instant("-3d", now) == parse_instant("now-3d", now) == now - 3 * 86400
+    assert parse_instant("now", now) == now
+    with pytest.raises(QueryError):
+        parse_instant("now3d", now)
+
+
+def test_a_dashed_duration_reaches_the_option(tmp_path: Path, capsys) -> None:
+    """``--since -3d`` was taken by argparse for an option and stopped the command."""
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["lost-time", "--db", url, "--since", "-3d"]) == 1
+    err = capsys.readouterr().err
+    assert "expected one argument" not in err and "does not exist" in err
+    # a real option after --since is still an option
+    with pytest.raises(SystemExit) as stop:
+        main(["lost-time", "--since", "--json"])
+    assert stop.value.code == 2
+    assert "expected one argument" in capsys.readouterr().err
 
 
 def test_reads_of_a_dirty_database(tmp_path: Path, capsys) -> None:
