@@ -15,7 +15,7 @@ import re
 from typing import Any, Final
 
 from ett_collector.otlp._batch import Attributes, SpanBatch
-from ett_collector.otlp._limits import HexBytes
+from ett_collector.otlp._limits import INTEGER_KEYS, HexBytes, conformed
 from ett_collector.otlp._result import OtlpError
 
 _INT: Final = re.compile(r"-?[0-9]+")
@@ -193,6 +193,8 @@ def attributes(values: Any) -> Attributes:
                     out[key] = None if convert is None or item is None else convert(item)
         else:
             out[key] = any_value(value)
+        if key in INTEGER_KEYS and type(out[key]) is not int:
+            out[key] = conformed(key, out[key])
     return out
 
 

@@ -7,9 +7,13 @@ through OTLP partial success; the rest of the request is stored.
 
 An attribute of the vocabulary (``semconv.ATTRIBUTE_TYPES``) holds one value: sent as an array, a
 key-value list or bytes, it rejects its span (an ``ett.checkpoint.step`` array was stored and then
-failed every recompute of its job). A scalar of another type than the vocabulary's passes: the
-domain reads each attribute defensively (a decimal string rank is a rank, a string step names no
-checkpoint), and refusing it would drop spans that compute today. A double that is NaN or
+failed every recompute of its job). A scalar of another type than the vocabulary's passes: an
+integer attribute sent as a whole double (``100.0``, what a Python emitter sends for a step it
+computed by division) or a decimal string (``"100"``) is read as the integer it means
+(:func:`conformed`: before, such a window fell out of the loop figures without a word, and such
+a checkpoint step named no checkpoint); anything else is kept as sent, and the domain reads each
+attribute defensively (a string ``"ten"`` step names no checkpoint). Refusing them would drop
+spans that compute today. A double that is NaN or
 infinite rejects its span too: SQLite's JSON text took it and PostgreSQL's jsonb (the Grafana
 views) refused it, and an infinite count failed its job's every recompute.
 """
@@ -49,6 +53,26 @@ class HexBytes(str):
 
 
 _VOCABULARY: Final = semconv.ATTRIBUTE_TYPES
+INTEGER_KEYS: Final = frozenset(key for key, kind in _VOCABULARY.items() if kind is int)
+"""The vocabulary's integer attributes (steps, counts, ranks): :func:`conformed` reads them."""
+_LARGEST_WHOLE: Final = 2**63
+"""Past int64 a whole double is no count or step any database column holds."""
+
+
+def conformed(key: str, value: Any) -> Any:
+    """``value`` of attribute ``key`` as the vocabulary's integer where it means one: a whole
+    double (``100.0``) or a string of at most 18 decimal digits (``"100"``) under an integer
+    key; every other value as it is (module docstring)."""
+    if key not in INTEGER_KEYS:
+        return value
+    kind = type(value)
+    if kind is float and value.is_integer() and abs(value) < _LARGEST_WHOLE:
+        return int(value)
+    if kind is str and len(value) <= 18 and value.isascii() and value.isdigit():
+        return int(value)
+    return value
+
+
 _TYPE_WORDS: Final[dict[type, str]] = {
     str: "a string",
     int: "an integer",

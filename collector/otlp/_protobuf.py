@@ -17,7 +17,12 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ett_collector.otlp._batch import Attributes, ResourceContext, SpanBatch
-from ett_collector.otlp._limits import MAX_ATTRIBUTES, HexBytes, within_identity_limits
+from ett_collector.otlp._limits import (
+    MAX_ATTRIBUTES,
+    HexBytes,
+    conformed,
+    within_identity_limits,
+)
 from ett_collector.otlp._result import OtlpError
 
 _PACKAGE: Final = "ett_otlp_lazy"
@@ -113,7 +118,7 @@ class _AttributeCache(dict[bytes, tuple[str, Any]]):
         kind = value.WhichOneof("value")
         if kind not in _SCALARS:
             return kv.key, any_value(value)
-        result = (kv.key, getattr(value, kind))
+        result = (kv.key, conformed(kv.key, getattr(value, kind)))
         if len(raw) > _CACHE_MAX_ENTRY_BYTES:
             return result
         if len(self) >= _CACHE_LIMIT:

@@ -154,6 +154,36 @@ def test_protobuf_spans_decode_to_records() -> None:
     assert second.name == semconv.SPAN_PUBLISH and dict(second.attributes) == IDENTITY
 
 
+@pytest.mark.parametrize("encode", ["protobuf", "json"])
+def test_integer_attributes_sent_as_whole_doubles_or_digits_read_as_integers(encode: str) -> None:
+    """A Python emitter's ``step = samples / batch`` arrives as ``100.0``: read as before, that
+    window fell out of the loop figures and such a checkpoint step named no checkpoint."""
+    attrs = {
+        semconv.STEP_FIRST: 100.0,
+        semconv.STEP_LAST: "109",
+        semconv.SAMPLES: 640.0,
+        semconv.CHECKPOINT_STEP: 2.5,  # not whole: kept as sent
+        semconv.STEP: "ten",  # not digits: kept as sent
+        "user.count": 3.0,  # not the vocabulary's: kept as sent
+    }
+    req = request([{"name": semconv.SPAN_TRAIN_WINDOW, "attrs": attrs}])
+    body, ctype = (pb_of(req), PB) if encode == "protobuf" else (json_body(req), "application/json")
+
+    (record,) = decode(body, ctype).records
+
+    got = record.attributes
+    assert (got[semconv.STEP_FIRST], got[semconv.STEP_LAST], got[semconv.SAMPLES]) == (
+        100,
+        109,
+        640,
+    )
+    assert all(
+        type(got[k]) is int for k in (semconv.STEP_FIRST, semconv.STEP_LAST, semconv.SAMPLES)
+    )
+    assert got[semconv.CHECKPOINT_STEP] == 2.5 and got[semconv.STEP] == "ten"
+    assert type(got["user.count"]) is float
+
+
 def test_scope_attributes_are_not_merged() -> None:
     body = pb_body([{}], scope_attrs={semconv.RANK: 9, "scope.only": "x"})
 
@@ -394,7 +424,7 @@ def test_partial_rejection_keeps_the_good_spans_and_names_the_problems() -> None
             {"name": "good", "attrs": IDENTITY},
             {"name": semconv.SPAN_EVAL, "attrs": {semconv.ATTEMPT: 0, semconv.RANK: 1}},
             {"name": "bad-attempt", "attrs": {**IDENTITY, semconv.ATTEMPT: "x"}},
-            {"name": "bad-rank", "attrs": {**IDENTITY, semconv.RANK: 1.0}},
+            {"name": "bad-rank", "attrs": {**IDENTITY, semconv.RANK: 1.5}},
             {"name": "backwards", "attrs": IDENTITY, "start": T0 + 10, "end": T0},
             {"name": "also-good", "attrs": {**IDENTITY, semconv.RANK: "7"}},
         ],
@@ -410,7 +440,7 @@ def test_partial_rejection_keeps_the_good_spans_and_names_the_problems() -> None
     assert msg.startswith("4 spans rejected: ")
     assert f"span {semconv.SPAN_EVAL!r} (trace {TRACE.hex()}, span 0000000000000002)" in msg
     assert f"lacks {semconv.JOB_ID}" in msg
-    assert f"{semconv.ATTEMPT} 'x'" in msg and f"{semconv.RANK} 1.0" in msg
+    assert f"{semconv.ATTEMPT} 'x'" in msg and f"{semconv.RANK} 1.5" in msg
     assert msg.endswith("; ...")  # the fourth problem is not spelled out
 
 
