@@ -273,6 +273,25 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         s.close()
 
 
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """The URL of a SQLite file in ``tmp_path`` (not created)."""
+    return f"sqlite:///{tmp_path / 'c.db'}"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[Store]:
+    """An upgraded, empty collector ``Store`` at :func:`sqlite_url`, for tests of one backend."""
+    from ett_collector.storage import Store
+
+    s = Store(sqlite_url)
+    s.upgrade()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture(autouse=True)
 def _private_spool(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

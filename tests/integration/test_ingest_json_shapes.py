@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from pathlib import Path
 
 import httpx
 import pytest
@@ -31,12 +30,9 @@ JSON = {"Content-Type": "application/json"}
     ],
 )
 def test_a_json_request_must_be_an_object(
-    tmp_path: Path, body: bytes, gzipped: bool, status: int
+    sqlite_url: str, sqlite_store: Store, body: bytes, gzipped: bool, status: int
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    store = Store(url)
-    store.upgrade()
-    app = create_app(Settings(db_url=url), Pipeline(store, settle_s=0))
+    app = create_app(Settings(db_url=sqlite_url), Pipeline(sqlite_store, settle_s=0))
     headers = {**JSON, "Content-Encoding": "gzip"} if gzipped else JSON
     content = gzip.compress(body) if gzipped else body
 
@@ -45,10 +41,7 @@ def test_a_json_request_must_be_an_object(
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             return await client.post("/v1/traces", content=content, headers=headers)
 
-    try:
-        r = asyncio.run(post())
-    finally:
-        store.close()
+    r = asyncio.run(post())
     assert r.status_code == status, r.text
     if status == 400:
         assert r.json()["code"] == 3, r.json()  # INVALID_ARGUMENT, in OTLP's status format

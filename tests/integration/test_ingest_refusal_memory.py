@@ -14,8 +14,6 @@ import asyncio
 import gc
 import gzip
 import tracemalloc
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -33,19 +31,6 @@ MALFORMED = b'{"resourceSpans": [' + b" " * (MAX_BODY - 100)
 REQUESTS = 40
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'c.db'}"
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    store = Store(db_url)
-    store.upgrade()
-    yield store
-    store.close()
-
-
 @pytest.mark.parametrize(
     ("body", "headers", "status"),
     [
@@ -55,10 +40,10 @@ def store(db_url: str) -> Iterator[Store]:
     ids=["gzip-bomb", "malformed-json"],
 )
 def test_refused_bodies_are_freed_without_the_cyclic_collector(
-    db_url: str, store: Store, body: bytes, headers: dict[str, str], status: int
+    sqlite_url: str, sqlite_store: Store, body: bytes, headers: dict[str, str], status: int
 ) -> None:
-    settings = Settings(db_url=db_url, max_body_bytes=MAX_BODY)
-    app = create_app(settings, Pipeline(store, settle_s=0))
+    settings = Settings(db_url=sqlite_url, max_body_bytes=MAX_BODY)
+    app = create_app(settings, Pipeline(sqlite_store, settle_s=0))
     headers = {"Content-Type": "application/json", **headers}
 
     async def send(client: httpx.AsyncClient, times: int) -> None:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -69,22 +67,11 @@ def _budget(app: Any) -> InflightBudget:
     return budget
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'c.db'}"
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    store = Store(db_url)
-    store.upgrade()
-    yield store
-    store.close()
-
-
-def test_stalled_bodies_hold_no_budget_and_are_answered_408(db_url: str, store: Store) -> None:
-    settings = Settings(db_url=db_url, token=TOKEN, body_timeout_s=3.0)
-    app = create_app(settings, Pipeline(store, settle_s=0))
+def test_stalled_bodies_hold_no_budget_and_are_answered_408(
+    sqlite_url: str, sqlite_store: Store
+) -> None:
+    settings = Settings(db_url=sqlite_url, token=TOKEN, body_timeout_s=3.0)
+    app = create_app(settings, Pipeline(sqlite_store, settle_s=0))
     entered, budget = Entered(app), _budget(app)
     with served(entered) as (host, port):
         stalled = [raw_request(host, port, STALLED_HEAD) for _ in range(2)]
@@ -101,7 +88,7 @@ def test_stalled_bodies_hold_no_budget_and_are_answered_408(db_url: str, store: 
                 timeout=30,
             )
             assert r.status_code == 200, r.text
-            assert store.span_counts()["spans"] == 3
+            assert sqlite_store.span_counts()["spans"] == 3
             for conn in stalled:  # answered once ETT_BODY_TIMEOUT_S passed, then closed
                 answer = read_answer(conn, timeout=60)
                 assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
@@ -113,9 +100,9 @@ def test_stalled_bodies_hold_no_budget_and_are_answered_408(db_url: str, store: 
 
 
 def test_a_client_gone_mid_body_is_counted_with_one_line_and_no_traceback(
-    db_url: str, store: Store, caplog: pytest.LogCaptureFixture
+    sqlite_url: str, sqlite_store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    app = create_app(Settings(db_url=sqlite_url, token=TOKEN), Pipeline(sqlite_store, settle_s=0))
     entered = Entered(app)
     caplog.set_level(logging.INFO)
     with served(entered) as (host, port):
@@ -163,9 +150,9 @@ def _closed_within(conn: socket.socket, bound_s: float, trickle: bytes | None) -
 
 
 def test_slow_or_silent_heads_are_closed_at_the_deadline(
-    db_url: str, store: Store, head_deadline: type[HeadDeadlineProtocol]
+    sqlite_url: str, sqlite_store: Store, head_deadline: type[HeadDeadlineProtocol]
 ) -> None:
-    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    app = create_app(Settings(db_url=sqlite_url, token=TOKEN), Pipeline(sqlite_store, settle_s=0))
     with served(app, http=head_deadline) as (host, port):
         trickling = raw_request(host, port, b"POST /v1/traces HTTP/1.1\r\nHost: t\r\n")
         silent = socket.create_connection((host, port), timeout=30)
@@ -197,9 +184,9 @@ def _get_healthz(conn: socket.socket) -> bytes:
 
 
 def test_a_kept_alive_connection_may_pause_between_requests(
-    db_url: str, store: Store, head_deadline: type[HeadDeadlineProtocol]
+    sqlite_url: str, sqlite_store: Store, head_deadline: type[HeadDeadlineProtocol]
 ) -> None:
-    app = create_app(Settings(db_url=db_url, token=TOKEN), Pipeline(store, settle_s=0))
+    app = create_app(Settings(db_url=sqlite_url, token=TOKEN), Pipeline(sqlite_store, settle_s=0))
     with served(app, http=head_deadline, timeout_keep_alive=75) as (host, port):
         conn = socket.create_connection((host, port), timeout=30)
         try:
