@@ -55,6 +55,12 @@ class AttemptJSON(TypedDict):
     ranks: list[int]
 
 
+NO_LABEL = "(none)"
+"""How a job without a model or team is named wherever a name must stand: ``/metrics`` labels,
+alerts, Grafana's variables and legends, the dashboard and the command tables (the read API
+keeps ``null``). One word everywhere, so a model's figures agree between them (``/metrics``
+said ``unknown`` and Grafana ``(none)``, and a model really named ``unknown`` was merged)."""
+
 MIN_ADVICE_FAILURES = 3
 """Fewer failures than this give too rough a failure rate to state an optimal interval. The one
 rule of every reader: ``ett report``, ``ett checkpoint-advice``, the API (``min_failures``,

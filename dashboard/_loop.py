@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ett_collector.schemas import loop_coverage
+from ett_collector.schemas import NO_LABEL, loop_coverage
 
 from . import _format as fmt
 from . import loop_charts
@@ -191,7 +191,7 @@ def fleet_section(c: Client, since: str, model: str, team: str) -> None:
         st.caption("No job with training windows in this window.")
         return
     df = pd.DataFrame(rows)
-    df["model"] = df["model"].fillna("(none)")
+    df["model"] = df["model"].fillna(NO_LABEL)
     df["slow_h"] = df["slow_s"] / 3600.0
     # the chart above its table, each the page's full width (beside it, columns were cut off)
     st.altair_chart(loop_charts.slow_by_model(df), width="stretch")

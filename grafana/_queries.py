@@ -16,6 +16,8 @@ from grafana_foundation_sdk.cog import runtime
 from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.models import dashboard as models
 
+from ett_collector.schemas import NO_LABEL
+
 POSTGRES_TYPE = "grafana-postgresql-datasource"
 """The core PostgreSQL data source plugin of Grafana 10.2 and later."""
 
@@ -32,7 +34,7 @@ PROMETHEUS = models.DataSourceRef(type_val=PROMETHEUS_TYPE, uid=PROMETHEUS_UID)
 
 Format = Literal["time_series", "table"]
 
-NONE = "(none)"
+NONE = NO_LABEL
 """How a job without a model or team shows in variables and legends."""
 
 FILTER = f"COALESCE(model, '{NONE}') IN ($model) AND COALESCE(team, '{NONE}') IN ($team)"

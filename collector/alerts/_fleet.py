@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ett_collector.domain.model import JobState
+from ett_collector.schemas import NO_LABEL
 
 from .rules import COMPONENTS, GroupKey
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-UNKNOWN = "unknown"
+UNKNOWN = NO_LABEL
 """The label value of a job without a model or team."""
 
 SUMMED = ("wall", "productive", "idle", "failure", "blocking", "unsaved", "tts_sum", "tts_n")

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
 
+from ..schemas import NO_LABEL
 from ._options import WHEN, add_filters, add_json, add_state, add_window
 from ._runner import Kit, read
 
@@ -162,7 +163,7 @@ def _series_table(data: dict[str, Any]) -> Any:
     rows = [
         (
             _day(r["t"], bucket_s),
-            "fleet" if by == "fleet" else str(r["key"] or "(none)"),
+            "fleet" if by == "fleet" else str(r["key"] or NO_LABEL),
             _pct(r["productive_s"], r["wall_s"]),
             _pct(r["idle_s"], r["wall_s"]),
             _pct(r["failure_s"], r["wall_s"]),
@@ -242,7 +243,7 @@ def _models_table(data: dict[str, Any]) -> Any:
         per_day = m.get("failures_per_day")
         rows.append(
             (
-                str(m["model"] or "(none)"),
+                str(m["model"] or NO_LABEL),
                 str(m["jobs"]),
                 str(m["failures"]),
                 "—" if per_day is None else f"{per_day:.2f}",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from ett_collector.schemas import NO_LABEL
 from ett_dashboard import _format as fmt
 from ett_dashboard import _page, charts
 from ett_dashboard.client import ApiError
@@ -68,7 +69,7 @@ models = pd.DataFrame(data["models"])
 if models.empty:
     _page.empty_state()
     st.stop()
-models["model"] = models["model"].fillna("(none)")
+models["model"] = models["model"].fillna(NO_LABEL)
 needed = int(data.get("min_failures", 0))
 model = _page.url_select(
     "Model", "model", list(models["model"]), default=str(models["model"].iloc[0])
@@ -141,7 +142,7 @@ st.altair_chart(charts.whatif_curve(curve, marks), width="stretch")
 st.subheader(f"Per job: {model}")
 jobs = pd.DataFrame(data["jobs"])
 if not jobs.empty:
-    jobs["model"] = jobs["model"].fillna("(none)")
+    jobs["model"] = jobs["model"].fillna(NO_LABEL)
     jobs = jobs[jobs["model"] == model]
     jobs["job"] = [_page.job_url(j) for j in jobs["job_id"]]
     st.dataframe(

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from ett_collector.schemas import NO_LABEL
 from ett_dashboard import _format as fmt
 from ett_dashboard import _loop, _page, charts
 from ett_dashboard.client import ApiError
@@ -57,7 +58,7 @@ def _headline(series: pd.DataFrame, data: dict[str, Any]) -> None:
 def _trends(series: pd.DataFrame, data: dict[str, Any], by: str) -> None:
     """ETT, idle and failure % per bucket, then lost GPU-hours by component."""
     step = "hour" if data["bucket_s"] == 3600 else "day"
-    series["key"] = series["key"].fillna("fleet" if by == "fleet" else "(none)")
+    series["key"] = series["key"].fillna("fleet" if by == "fleet" else NO_LABEL)
     c = st.columns(3)
     c[0].altair_chart(charts.pct_lines(series, "ett_pct", f"ETT % per {step}"), width="stretch")
     c[1].altair_chart(charts.pct_lines(series, "idle_pct", f"Idle % per {step}"), width="stretch")

@@ -16,6 +16,7 @@ from ett_collector.alerts import FleetMetrics
 from ett_collector.alerts._metrics import OTHER
 from ett_collector.alerts.settings import AlertConfigError, AlertSettings
 from ett_collector.read.metrics import CollectorMetrics
+from ett_collector.schemas import NO_LABEL
 from ett_collector.storage import Store
 
 HOUR = 3600.0
@@ -73,3 +74,21 @@ def test_a_bad_bound_is_refused(raw: str) -> None:
 def test_a_cache_time_that_is_not_finite_is_refused(raw: str) -> None:
     with pytest.raises(AlertConfigError, match="ETT_METRICS_CACHE_S"):
         AlertSettings.from_env({"ETT_METRICS_CACHE_S": raw})
+
+
+def test_a_job_without_a_model_is_named_as_everywhere_else(tmp_path: Path) -> None:
+    """``/metrics`` named a job without a model ``unknown`` (Grafana, the dashboard and the
+    commands say ``(none)``) and so merged it with a model really named ``unknown``."""
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store.upgrade()
+    load(store, list(fleet(time.time() - 14 * HOUR, 12, models=("unknown", ""))))
+    metrics = CollectorMetrics()
+    metrics.register_shared(FleetMetrics(store.engine, ttl_s=0))
+    families = _scrape(metrics)
+    store.close()
+    jobs = {
+        labels["model"]: value
+        for labels, value in families["ett_fleet_jobs"]
+        if labels["window"] == "7d"
+    }
+    assert set(jobs) == {"unknown", NO_LABEL} and jobs["unknown"] == jobs[NO_LABEL] > 0
