@@ -6,7 +6,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as dash
 
 from ._panels import fleet_dashboard, series_panel, stat_panel, table_panel
-from ._queries import BY, FILTER, IN_RANGE, Sql, clip
+from ._queries import BUCKET_IN_RANGE, BY, FILTER, IN_RANGE, Sql, clip
 
 UID = "ett-checkpoints"
 
@@ -24,7 +24,7 @@ COMPILE = "component = 'compile' AND category IN ('idle', 'failure')"
 def _over_time(where: str) -> Sql:
     return Sql(
         f"""SELECT $__timeGroupAlias(bucket, $bucket), {BY} AS metric, SUM(seconds) / 3600 AS h
-        FROM ett_v1_time_hourly WHERE $__timeFilter(bucket) AND {where} AND {FILTER}
+        FROM ett_v1_time_hourly WHERE {BUCKET_IN_RANGE} AND {where} AND {FILTER}
         GROUP BY 1, 2 ORDER BY 1, 2""",
         ("time", "metric", "h"),
         fmt="time_series",

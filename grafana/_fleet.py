@@ -7,7 +7,7 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import dashboard as models
 
 from ._panels import bar_panel, fleet_dashboard, series_panel, stat_panel, table_panel
-from ._queries import BY, FILTER, IN_RANGE, Sql, clip
+from ._queries import BUCKET_IN_RANGE, BY, FILTER, IN_RANGE, Sql, clip
 
 UID = "ett-fleet"
 
@@ -51,7 +51,7 @@ def _share_over_time(category: str, alias: str) -> str:
 ETT_OVER_TIME = Sql(
     f"""SELECT $__timeGroupAlias(bucket, $bucket), {BY} AS metric,
        {_share_over_time("productive", "ett_pct")}
-    FROM ett_v1_time_hourly WHERE $__timeFilter(bucket) AND {FILTER}
+    FROM ett_v1_time_hourly WHERE {BUCKET_IN_RANGE} AND {FILTER}
     GROUP BY 1, 2 ORDER BY 1, 2""",
     ("time", "metric", "ett_pct"),
     fmt="time_series",
@@ -60,7 +60,7 @@ ETT_OVER_TIME = Sql(
 LOSS_OVER_TIME = Sql(
     f"""SELECT $__timeGroupAlias(bucket, $bucket), {BY} AS metric,
        {_share_over_time("idle", "idle_pct")}, {_share_over_time("failure", "failure_pct")}
-    FROM ett_v1_time_hourly WHERE $__timeFilter(bucket) AND {FILTER}
+    FROM ett_v1_time_hourly WHERE {BUCKET_IN_RANGE} AND {FILTER}
     GROUP BY 1, 2 ORDER BY 1, 2""",
     ("time", "metric", "idle_pct", "failure_pct"),
     fmt="time_series",
@@ -70,7 +70,7 @@ LOST_BY_COMPONENT_OVER_TIME = Sql(
     f"""SELECT $__timeGroupAlias(bucket, $bucket), COALESCE(component, 'other') AS metric,
        SUM(seconds) / 3600 AS lost_h
     FROM ett_v1_time_hourly
-    WHERE $__timeFilter(bucket) AND category IN ('idle', 'failure') AND {FILTER}
+    WHERE {BUCKET_IN_RANGE} AND category IN ('idle', 'failure') AND {FILTER}
     GROUP BY 1, 2 ORDER BY 1, 2""",
     ("time", "metric", "lost_h"),
     fmt="time_series",

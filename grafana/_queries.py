@@ -43,6 +43,11 @@ FILTER = f"COALESCE(model, '{NONE}') IN ($model) AND COALESCE(team, '{NONE}') IN
 BY = f"COALESCE($by, '{NONE}')"
 """The series key chosen by the ``by`` variable (model or team)."""
 
+BUCKET_IN_RANGE = "bucket >= $__timeFrom() AND bucket < $__timeTo()"
+"""An hourly or daily bucket belongs to the dashboard's range when its start lies in
+``[from, to)``: ``$__timeFilter`` is ``BETWEEN from AND to``, which also took the bucket that
+starts at the range's end, so a day from midnight to midnight summed 25 hours."""
+
 IN_RANGE = "end_s > $__unixEpochFrom() AND start_s < $__unixEpochTo()"
 """Segment rows that overlap the time range."""
 

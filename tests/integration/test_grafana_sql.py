@@ -229,6 +229,23 @@ def test_lost_hours_equal_the_read_api(fleet: Any, window: tuple[int, int], by: 
             assert _close(row[3] * 3600, a["lost_s"]), a
 
 
+def test_an_hourly_panel_over_whole_hours_sums_to_the_read_api(fleet: Any) -> None:
+    """The hour 23:00 to 00:00 holds dlrm-b's losses, and the next hour anon's: with
+    ``$__timeFilter`` (a ``BETWEEN``) the panel also summed the bucket that starts at the
+    range's end, anon's."""
+    query, ro = fleet
+    lo = int(BASE + 3500) // 3600 * 3600
+    hi = lo + 3600
+    with ro.connect() as conn:
+        sql = expand(_fleet.LOST_BY_COMPONENT_OVER_TIME.build().sql, lo, hi, _variables(""))
+        rows = conn.exec_driver_sql(sql.replace("%", "%%")).fetchall()
+    api = query.lost_time("component", str(lo), str(hi))
+    next_hour = query.lost_time("component", str(hi), str(hi + 3600))
+    assert api and next_hour, "the fleet has losses in both hours"
+    assert {float(r[0]) for r in rows} == {float(lo)}  # one bucket: the range's own hour
+    assert _close(sum(r[2] for r in rows) * 3600, sum(a["lost_s"] for a in api))
+
+
 def test_fleet_ett_of_a_model_over_a_day_equals_the_read_api(fleet: Any) -> None:
     """ETT % of model dlrm over the first day: the segments API, clipped, against the panel."""
     query, ro = fleet
