@@ -70,7 +70,9 @@ def read_token_file(path: Path) -> list[str]:
             :data:`MIN_TOKEN_CHARS` (the message never holds a token)."""
     try:
         mode = path.stat().st_mode
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Notepad, PowerShell's Out-File) is no part of the first
+        # token, which would otherwise never match and nothing would say why
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SecurityConfigError(f"cannot read the token file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -156,3 +156,14 @@ def test_the_collector_docs_never_put_a_token_on_the_command_line() -> None:
     assert "ett serve" in in_examples
     for line in in_examples.splitlines():
         assert not ("ett serve" in line and "--token " in line), line
+
+
+def test_a_byte_order_mark_is_no_part_of_a_token_file_s_first_token(tmp_path: Path) -> None:
+    """A file saved with a UTF-8 BOM (Notepad, PowerShell): its first token still opens."""
+    tokens = tmp_path / "read.tokens"
+    tokens.write_bytes(b"\xef\xbb\xbf" + f"{TOKEN}\n# a comment\n{TOKEN[::-1]}\n".encode())
+    os.chmod(tokens, 0o600)
+    keyring = Keyring(None, AuthSettings({Scope.READ: ScopeTokens((), tokens)}), check_s=0.0)
+    assert keyring.scopes(TOKEN) == {Scope.READ}
+    assert keyring.scopes(TOKEN[::-1]) == {Scope.READ}
+    assert keyring.scopes("\ufeff" + TOKEN) == set()
