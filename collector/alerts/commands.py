@@ -332,10 +332,13 @@ def _backtest(args: argparse.Namespace) -> int:
     window = f"between {_when(since)} and {_when(until)}"
     not_replayed = f" (not replayed: {', '.join(skipped)})" if skipped else ""
     print(f"{len(firings)} alert(s) would have fired {window}{not_replayed}")
+    from ett_collector.commands._render import visible
+
     for f in firings:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k != "rule")
         ended = _when(f.resolved_at) if f.resolved_at else "firing"
-        print(f"  {_when(f.fired_at)} .. {ended}  {f.rule}  {labels}\n      {f.description}")
+        print(visible(f"  {_when(f.fired_at)} .. {ended}  {f.rule}  {labels}"))
+        print(visible(f"      {f.description}"))
     if quality is not None:
         _print_quality(quality, args.truth, since, until)
     return 0

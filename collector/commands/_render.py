@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..schemas import (
     LIVE_STATES,
@@ -19,6 +20,31 @@ from ..schemas import (
     advice_ok,
     clock_skew_noted,
 )
+
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on instead of showing: escape sequences (colours, a window
+title, a cleared screen), bell, carriage return, line feed, tab, line and paragraph separators,
+and the bidirectional overrides that reorder what follows them."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every character of :data:`_UNSEEN` written as its escape (``\\x1b`` for
+    ESC, ``\\n`` for a line feed): a job id, model or team is whatever a sender wrote, and
+    printed raw it could colour or clear a terminal, or forge a row of ``ett jobs``."""
+    return _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text) if _UNSEEN.search(text) else text
+
+
+class VisibleConsole(Console):
+    """A rich console that shows text as it is: no markup (``[red]`` in a job id is text, and
+    ``a[/]b`` stopped ``ett jobs`` with a MarkupError) and :func:`visible` characters only,
+    line feeds included (a job id ``two\\nlines`` in a table cell read as two ids; what the
+    commands print of their own has no line feed inside one string)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(markup=False, **kwargs)  # type: ignore[arg-type]
+
+    def render_str(self, text: str, **kwargs: object) -> Text:
+        return super().render_str(visible(text), **kwargs)  # type: ignore[arg-type]
 
 
 def duration(seconds: float | None) -> str:
@@ -270,11 +296,12 @@ def _whole(table: Table, width: int) -> bool:
     and cells, and its right border. Rich otherwise crops the columns on the right off (it cut
     "cause" and "rank" at 60 columns), ends cells with "…", or shrinks a column to nothing."""
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None, force_terminal=False).print(table)
+    VisibleConsole(file=out, width=width, color_system=None, force_terminal=False).print(table)
     texts = [str(table.title or "")]
     for column in table.columns:
         texts.append(str(column.header))
         texts.extend(str(cell) for cell in column.cells)
+    texts = [visible(t) for t in texts]
     expected = sum(len(_DRAWN.sub("", t)) for t in texts)
     top = next((ln for ln in out.getvalue().splitlines() if ln.startswith("┏")), "┓")
     return len(_DRAWN.sub("", out.getvalue())) == expected and top.rstrip().endswith("┓")
@@ -341,6 +368,7 @@ def _job_cells(r: JobRowJSON) -> dict[str, str]:
 
 def plain_table(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
     """Columns aligned with spaces, nothing cut, no box drawing: for pipes and files."""
+    rows = [{c: visible(r[c]) for c in columns} for r in rows]
     widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
 
     def line(cells: dict[str, str]) -> str:
