@@ -103,6 +103,7 @@ def serve_workers(settings: Settings, sock: Any, workers: int, line: str) -> Non
             port=settings.port,
             log_level="warning",  # no access log, no start-up chatter from each worker
             timeout_keep_alive=math.ceil(settings.keep_alive_s),
+            proxy_headers=False,  # X-Forwarded-For is the client's say: never its address
             **settings.tls.uvicorn_options(),
         )
         print(line, flush=True)

@@ -171,6 +171,7 @@ def _serve_here(settings: Settings, sock: Any, line: str) -> None:
         http=PROTOCOL,  # request heads have a deadline (ETT_HEADER_TIMEOUT_S)
         log_level="warning",
         timeout_keep_alive=math.ceil(settings.keep_alive_s),
+        proxy_headers=False,  # X-Forwarded-For is the client's say: never its address
         **settings.tls.uvicorn_options(),
     )
     _announcing_server(config, line).run(sockets=[sock])
