@@ -26,9 +26,13 @@ def _report(console: Callable[[], Any], args: argparse.Namespace) -> int:
     from ..read.performance import with_performance
     from . import _render
 
+    # --json: the API's object exactly; the table also shows "Inside the loop" of a job whose
+    # stored figures hold no performance block yet
     return read(
         args,
-        lambda q: with_performance(q, q.job(args.job_id)),
+        (lambda q: q.job(args.job_id))
+        if args.json
+        else (lambda q: with_performance(q, q.job(args.job_id))),
         lambda d: _render.print_report(d, console()),
     )
 

@@ -113,6 +113,15 @@ def test_report_prints_the_performance_section(db: str, capsys: pytest.CaptureFi
     assert job["ett_pct"] > 0  # the ETT figures are still all there
 
 
+def test_report_json_is_the_api_object(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ett report --json`` printed the view's block (with ``job_id``, ``productive_s`` and
+    every rank's ``stragglers``) where the API's job object has its own, smaller one."""
+    assert main(["report", "perf-job", "--json", "--db", db]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (api,) = (r.json() for r in _get(db, ["/api/v1/jobs/perf-job"]))
+    assert report == api and "stragglers" not in report["performance"]
+
+
 def test_report_of_a_job_without_windows_has_no_performance_section(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
