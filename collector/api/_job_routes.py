@@ -5,7 +5,9 @@ Job ids may hold any character, ``/`` included, so the decoded path cannot tell 
 is a literal ``/segments`` or ``/activity`` at its end, and the id is everything before it,
 percent-decoded. A client writes a job id with ``quote(job_id, safe="")`` (``/`` as ``%2F``),
 as the dashboard's client does; an id holding a plain ``/`` that does not end in a view's name
-works unencoded too.
+works unencoded too. An id may hold a line break (``a%0Ab``): the route's convertor matches
+any characters, where Starlette's ``path`` (``.*``) stops at a newline and the router answered
+its own plain-text 404.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import unquote_to_bytes
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -20,6 +23,22 @@ from starlette.routing import Route
 Handler = Callable[[Request], Awaitable[Response]]
 
 PREFIX = "/api/v1/jobs/"
+
+
+class AnyCharacters(Convertor[str]):
+    """A path parameter of any characters, line breaks included (``path`` without its stop
+    at ``\n``)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("any_characters", AnyCharacters())
 
 
 def job_address(request: Request, views: frozenset[str]) -> tuple[str, str] | None:
@@ -55,4 +74,4 @@ def job_route(handlers: dict[str, Handler]) -> Route:
         request.scope["path_params"] = {"job_id": job_id}
         return await handlers[view](request)
 
-    return Route(PREFIX + "{rest:path}", dispatch)
+    return Route(PREFIX + "{rest:any_characters}", dispatch)

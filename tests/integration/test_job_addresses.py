@@ -17,6 +17,13 @@ from tests.conftest import BACKENDS
 from tests.support.worked_example import worked_example
 
 IDS = ["a", "a/segments", "a/segments/segments", "x/activity", "team/run 1", "ünï%2F?#"]
+IDS += [
+    "a\nb",
+    "job-lf\n",
+    "a\r\nb",
+    "job-crlf\r\n",
+    "\n/segments",
+]  # the router's `.*` stops at \n
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)
@@ -45,6 +52,9 @@ def test_every_job_id_is_addressable(database_url: str) -> None:
             assert segments.status_code == 200, (job_id, segments.text)
             assert isinstance(segments.json(), list) and segments.json()
             assert activity.status_code == 200, (job_id, activity.text)
+            performance = asyncio.run(read([base + "/performance"]))[0]
+            assert performance.status_code == 200, (job_id, performance.text)
+            assert performance.json()["job_id"] == job_id
         # unencoded: a trailing view name is the view; other slashes belong to the id
         plain_segments, plain_job, empty = asyncio.run(
             read(["/api/v1/jobs/a/segments", "/api/v1/jobs/team/run%201", "/api/v1/jobs/"])
