@@ -210,7 +210,8 @@ def _pieces(lo: float, hi: float, grains: list[int]) -> list[tuple[int, float, f
 def _worst(
     cells: CellScan, edges: list[FleetScan], since: float, until: float, size: int, limit: int
 ) -> list[dict[str, Any]]:
-    """The ``limit`` jobs that lost the most GPU-seconds in the window (ties: by job id): the
+    """The ``limit`` jobs that lost the most GPU-seconds in the window (ties: by job id; none
+    that lost nothing there, which a probe found listed among the "worst"): the
     jobs wholly inside it from their totals, the few across its edges summed from their cells
     and the edges' segments."""
     sums: dict[str, list[float]] = {
@@ -231,7 +232,8 @@ def _worst(
             acc[1] += float(lo)
             acc[2] += float(g)
         sums |= part
-    top = sorted(sums.items(), key=lambda kv: (-kv[1][2], kv[0]))[:limit]
+    lost = (kv for kv in sums.items() if kv[1][2] > 0)  # a job that lost nothing is not worst
+    top = sorted(lost, key=lambda kv: (-kv[1][2], kv[0]))[:limit]
     figures = cells.figures([j for j, _ in top], since, until) if top else {}
     out = []
     for job_id, (window_s, lost_s, gpu_s) in top:

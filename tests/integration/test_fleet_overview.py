@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from sqlalchemy import create_engine, text
 from ett_collector.storage._timeseries import _split, bucket_seconds, fleet_overview
 from ett_simulator import simulate_into_db
 from tests.conftest import BACKENDS
+from tests.support.reports import computed_sqlite
+from tests.support.worked_example import worked_example
 
 START = 1_790_000_000.0  # a fixed fleet start, so the buckets are the same on every run
 DAYS = 2.0
@@ -78,7 +81,9 @@ def _reference(
                 cell = lost.setdefault((t, component or "other"), [0.0, 0.0, 0.0])
                 cell[0 if category == "idle" else 1] += part
                 cell[2] += part * ranks
-    worst = sorted(per_job.items(), key=lambda kv: (-kv[1][2], kv[0]))
+    worst = sorted(
+        ((j, v) for j, v in per_job.items() if v[2] > 0), key=lambda kv: (-kv[1][2], kv[0])
+    )
     return {"series": series, "lost": lost, "worst": worst, "jobs": jobs}
 
 
@@ -136,3 +141,15 @@ def test_sql_fleet_answer_equals_the_row_by_row_reference(
             job.get("model"),
             job.get("ett_pct"),
         )
+
+
+def test_a_job_that_lost_nothing_in_the_window_is_not_among_the_worst(tmp_path: Path) -> None:
+    """Two runs of the worked example 40 s apart, seen over [60, 140] of the first: it only
+    trained then, the second was still starting (30 s lost). The first was listed as a worst
+    job with 0 s lost."""
+    base = 1_790_000_000.0
+    url = computed_sqlite(
+        tmp_path, worked_example("trains", base) + worked_example("starts", base + 40)
+    )
+    got = fleet_overview(create_engine(url), base + 60, base + 140, "fleet", None, limit=10)
+    assert [(w["job_id"], w["lost_s"]) for w in got["worst_jobs"]] == [("starts", 30.0)]
