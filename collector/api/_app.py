@@ -35,6 +35,7 @@ from ._job_routes import PREFIX as JOB_PREFIX
 from ._job_routes import job_route
 from ._overview_routes import Handler, overview_routes
 from ._performance_routes import model_performance_route, performance_view
+from ._query_text import NulParameterRefusal
 from ._read_routes import ReadRoutes
 from ._readiness import DiskWatch, min_free_bytes_from_env, sqlite_path
 
@@ -81,6 +82,7 @@ def create_app(
         # an outage no route answered itself (/metrics, the alerts, a job's cache check): 503
         exception_handlers=dict.fromkeys(_DATABASE_ERRORS, outage_answer),
     )
+    app.add_middleware(NulParameterRefusal)  # inside the token check: outsiders get 401
     guard = guard_for(
         settings.token, settings.auth, lambda reason: metrics.auth_refusals.labels(reason).inc()
     )

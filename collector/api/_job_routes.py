@@ -71,6 +71,8 @@ def job_route(handlers: dict[str, Handler]) -> Route:
                 status_code=404,
             )
         job_id, view = address
+        if "\x00" in job_id:  # ingest refuses NUL, and PostgreSQL's text cannot hold one
+            return JSONResponse({"error": f"no job {job_id!r}", "status": 404}, status_code=404)
         request.scope["path_params"] = {"job_id": job_id}
         return await handlers[view](request)
 
