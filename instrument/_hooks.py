@@ -5,10 +5,15 @@ so the user's program behaves exactly as without the library:
 
 - ``sys.excepthook``: the previous hook runs with the same exception (it prints the traceback);
 - ``threading.excepthook``: likewise, for exceptions that end a non-main thread;
-- ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured; otherwise, when the
-  program asked for it (``init(raise_on_sigterm=True)``), :class:`Preempted` is raised in the main
-  thread, so its ``finally`` blocks run; else the default action is restored and the signal
-  re-raised, so the exit status stays "killed by SIGTERM" (143 under a shell). A SIGTERM that
+- ``SIGTERM``: a previous Python handler is called; ``SIG_IGN`` is honoured (nothing is
+  recorded); otherwise, when the program asked for it (``init(raise_on_sigterm=True)``),
+  :class:`Preempted` is raised in the main thread, so its ``finally`` blocks run; else the
+  default action is restored and the signal re-raised, so the exit status stays "killed by
+  SIGTERM" (143 under a shell). A program that handles the signal (its own handler, or
+  :class:`Preempted`) goes on recording: ``on_sigterm(True)``, and the attempt ends at its real
+  exit (the ``atexit`` hook, an ``os._exit`` the program calls, or its own ``end()``), so a
+  checkpoint saved after the signal is part of it; one that does not is ended at once
+  (``on_sigterm(False)``) and dies by the signal. A SIGTERM that
   arrives while the attempt's end is being recorded and flushed (a rank failing on its own gets
   torchrun's SIGTERM just then: its peer died first) takes that action once the end returns,
   not in the middle of its flush, which would lose the spans the end records;
@@ -26,7 +31,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from ._errors import log_once
 
@@ -37,7 +42,8 @@ class Preempted(SystemExit):
     """Raised in the main thread on SIGTERM, once the preemption is recorded, by a session
     started with ``raise_on_sigterm=True``. A ``SystemExit``: ``except Exception`` does not catch
     it, ``finally`` blocks run, and uncaught it ends the interpreter quietly with
-    :attr:`exit_status` (128 + the signal: 143)."""
+    :attr:`exit_status` (128 + the signal: 143). The session records on until the exit (a
+    checkpoint saved in ``except Preempted``), where the attempt ends ``preempted``."""
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         self.signum = int(signum)
@@ -58,7 +64,7 @@ class ProcessHooks:
         *,
         on_exception: ExceptionCallback,
         on_thread_exception: ExceptionCallback,
-        on_sigterm: Callable[[], None],
+        on_sigterm: Callable[[bool], None],
         on_exit: Callable[[], None],
         raise_on_sigterm: bool = False,
         defer: Callable[[Callable[[], None]], bool] | None = None,
@@ -70,6 +76,8 @@ class ProcessHooks:
         self._on_exception = on_exception
         self._on_thread_exception = on_thread_exception
         self._on_sigterm = on_sigterm
+        """``on_sigterm(handled)``: ``handled`` when the program stops by itself (its own
+        handler, or :class:`Preempted`): the attempt then ends at the exit, not now."""
         self._on_exit = on_exit
         self._pid = os.getpid()
         self._prev_excepthook = sys.excepthook
@@ -128,18 +136,38 @@ class ProcessHooks:
         self._on_signal(signum, frame)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._guarded(self._on_sigterm, "sigterm")
         prev = self._prev_sigterm
+        if prev == signal.SIG_IGN:  # the program ignores SIGTERM: so does its telemetry
+            log_once("hooks.sigterm_ignored", "SIGTERM ignored (SIG_IGN, as the program set)")
+            return
+        raising = self._raise_on_sigterm and self._mine()
+        handled = callable(prev) or raising
+        self._guarded(lambda: self._on_sigterm(handled), "sigterm")
+        if handled and self._mine():
+            self._end_at_os_exit()
         if callable(prev):
             prev(signum, frame)
             return
-        if prev == signal.SIG_IGN:
-            return
-        if self._raise_on_sigterm and self._mine():
+        if raising:
             raise Preempted(signum)
         # SIG_DFL, or a handler installed outside Python: die by the signal, as without us.
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+    def _end_at_os_exit(self) -> None:
+        """After a SIGTERM the program handles, the attempt ends at the exit: the ``atexit`` hook,
+        or ``os._exit`` (which skips it: a trainer that leaves a failed rank at once, past the
+        process groups' destructors), so the latter ends it first while a session is open."""
+        real = os._exit
+        if getattr(real, "_ett_hooks", None) is self:
+            return
+
+        def _exit(status: int) -> NoReturn:
+            self._guarded(self._on_exit, "os._exit")
+            real(status)
+
+        _exit._ett_hooks = self  # type: ignore[attr-defined]
+        os._exit = _exit
 
     def _atexit(self) -> None:
         self._guarded(self._on_exit, "atexit")

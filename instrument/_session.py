@@ -109,6 +109,8 @@ class Session:
         self._persist_wait_s = resolve_persist_wait(persist_wait_s)
         self._ended = False
         self._ending = False
+        self._preempted = False
+        """A SIGTERM the program handles came (:meth:`preempt`): the end is ``preempted``."""
         self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
         self._end_thread: int | None = None
         """The thread running :meth:`end`, while it runs."""
@@ -370,12 +372,30 @@ class Session:
 
     # --- the end of the attempt ------------------------------------------------------------------
 
+    @never_raises("Session.preempt", None)
+    def preempt(self) -> None:
+        """A stop from outside (SIGTERM) that the program handles itself (its own handler, or
+        ``except ett.Preempted``): an ``ett.failure`` (``preemption``) now, once; the session
+        goes on recording (the checkpoint the program saves on its way out) and the attempt ends
+        ``preempted`` at :meth:`end`, whichever reason that is given, unless it is a worse one
+        (``failed``). The SIGTERM hook calls it; a program that learns of a preemption another
+        way (a scheduler's notice) may too."""
+        if self._preempted or self._ending:
+            return
+        self._preempted = True
+        self.failure(semconv.FailureCauseValues.PREEMPTION)
+
     @never_raises("Session.fail", None)
     def fail(self, exc: BaseException) -> None:
         """The attempt dies of ``exc``: an ``ett.failure`` span, then :meth:`end` as ``failed``
         with the classified cause (``KeyboardInterrupt``: ``preempted``, cause ``preemption``,
-        as for SIGTERM). Does not raise; the caller re-raises ``exc``."""
+        as for SIGTERM; after :meth:`preempt`, a ``SystemExit`` or ``KeyboardInterrupt`` is the
+        preemption's own way out: ``preempted``, no second failure). Does not raise; the caller
+        re-raises ``exc``."""
         if self._ending:
+            return
+        if self._preempted and isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            self.end(_PREEMPTED, semconv.FailureCauseValues.PREEMPTION)
             return
         if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or a scheduler's SIGINT: stopped from
             cause = semconv.FailureCauseValues.PREEMPTION  # outside, as by SIGTERM, not a fault
@@ -403,13 +423,16 @@ class Session:
         timed as ``ett.shutdown.exporter_flush``, the ``ett.attempt`` span with its end reason
         (and cause when not completed: default ``preemption`` for ``preempted``, else
         ``unknown``), then flush within ``flush_timeout_s``. Only the first call counts. When
-        not completed, the exit watchdog then gives the process its time to exit."""
+        not completed, the exit watchdog then gives the process its time to exit. After
+        :meth:`preempt`, ``completed`` is recorded as ``preempted``."""
         with self._end_lock:
             if self._ending:
                 return
             self._end_thread = threading.get_ident()
             self._ending = True
         try:
+            if self._preempted and reason == _COMPLETED:
+                reason, cause = _PREEMPTED, cause or semconv.FailureCauseValues.PREEMPTION
             if reason not in _END_REASONS:
                 log_once(
                     "Session.end_reason",

@@ -34,7 +34,10 @@ _PREEMPTION = semconv.FailureCauseValues.PREEMPTION.value
 
 
 def _install_hooks(session: Session, raise_on_sigterm: bool) -> None:
-    def on_sigterm() -> None:
+    def on_sigterm(handled: bool) -> None:
+        if handled:  # the program stops by itself: record on, the end comes at its exit
+            session.preempt()
+            return
         session.failure(_PREEMPTION)
         session.end(semconv.EndReasonValues.PREEMPTED.value, _PREEMPTION)
 
@@ -79,9 +82,11 @@ def init(
     program's global provider. ``flush_timeout_s`` (else ``ETT_FLUSH_TIMEOUT_S``, default 5):
     how long ``end()`` waits for the export; at most 0.5 s while the collector does not answer.
     ``install_handlers`` installs the exception, SIGTERM and exit hooks; on SIGTERM the attempt
-    ends ``preempted``, then the process dies by the signal, or, with ``raise_on_sigterm``,
-    :class:`ett.Preempted` is raised in the main thread (also when the session records
-    nothing, so the program behaves the same with telemetry off). ``exit_timeout_s`` (else
+    ends ``preempted``, then the process dies by the signal; with ``raise_on_sigterm``,
+    :class:`ett.Preempted` is raised in the main thread instead (also when the session records
+    nothing, so the program behaves the same with telemetry off), and, as for a SIGTERM
+    handler of the program's own, the session records on (the checkpoint saved on the way out)
+    and the attempt ends ``preempted`` at the exit or at ``end()``. ``exit_timeout_s`` (else
     ``ETT_EXIT_TIMEOUT_S``, default 5; 0 disables): once a failed end is flushed, the process
     has that long to exit before the exit watchdog records the hang and ends it.
     A second call while a session is active returns that session (its arguments are ignored).

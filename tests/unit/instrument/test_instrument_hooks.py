@@ -223,3 +223,103 @@ def test_sys_exit_inside_guard(tmp_path: Path, code: int, reason: str) -> None:
     if code:
         (failure,) = named(spans, semconv.SPAN_FAILURE)
         assert failure["attributes"][semconv.ERROR_TYPE] == "SystemExit"
+
+
+def _one_save_inside_the_attempt(spans: list[dict[str, Any]]) -> None:
+    """The checkpoint saved after the SIGTERM reached the exporter, inside the attempt, and the
+    attempt ended preempted with one failure (the preemption, at the signal)."""
+    (save,) = named(spans, semconv.SPAN_CHECKPOINT_SAVE)
+    (attempt,) = named(spans, semconv.SPAN_ATTEMPT)
+    assert save["end"] <= attempt["end"]
+    assert attempt["attributes"][semconv.ATTEMPT_END_REASON] == "preempted"
+    assert attempt["attributes"][semconv.FAILURE_CAUSE] == "preemption"
+    (failure,) = named(spans, semconv.SPAN_FAILURE)
+    assert failure["attributes"][semconv.FAILURE_CAUSE] == "preemption"
+    assert failure["start"] <= save["start"]
+
+
+def test_a_program_handling_sigterm_records_its_checkpoint_then_ends_preempted(
+    tmp_path: Path,
+) -> None:
+    """Graceful shutdown: the program's own handler (installed before init) sets a flag, the
+    loop stops and saves a checkpoint. The attempt is not ended in the handler (it was, and
+    the save was dropped: all training counted unsaved); it ends at the exit."""
+    setup = textwrap.dedent(
+        """
+        STOP = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: STOP.append(signum))
+        """
+    )
+    body = textwrap.dedent(
+        """
+        print("ready", flush=True)
+        while not STOP:
+            time.sleep(0.01)
+        with sess.checkpoint_save(10):
+            time.sleep(0.05)
+        print("ended", sess.ended, flush=True)
+        """
+    )
+    done, spans = run_child(tmp_path, body, setup=setup, sigterm_when_ready=True)
+    assert done.returncode == 0, done.stderr
+    assert "ended False" in done.stdout
+    _one_save_inside_the_attempt(spans)
+
+
+@pytest.mark.parametrize("leave", ["sys.exit(exc.exit_status)", "os._exit(exc.exit_status)"])
+def test_preempted_caught_then_a_checkpoint_saved_is_part_of_the_attempt(
+    tmp_path: Path, leave: str
+) -> None:
+    """``except ett.Preempted``: save, then leave, through the interpreter's exit or at once
+    with ``os._exit`` (as a failed rank of trainer/ does, past gloo's destructors): the attempt
+    ends then, with the save in it."""
+    setup = "INIT_KWARGS = {'raise_on_sigterm': True}"
+    body = textwrap.dedent(
+        f"""
+        try:
+            print("ready", flush=True)
+            time.sleep(30)
+        except ett.Preempted as exc:
+            with sess.checkpoint_save(10):
+                time.sleep(0.05)
+            print("ended", sess.ended, flush=True)
+            {leave}
+        """
+    )
+    done, spans = run_child(tmp_path, body, setup=setup, sigterm_when_ready=True)
+    assert done.returncode == 143, done.stderr
+    assert "ended False" in done.stdout
+    assert "Traceback" not in done.stderr
+    _one_save_inside_the_attempt(spans)
+
+
+def test_an_ignored_sigterm_is_not_a_preemption(tmp_path: Path) -> None:
+    """SIG_IGN before init: the program lives on as without the library, and so does its
+    attempt (it ended preempted at the signal, and dropped every later span)."""
+    setup = textwrap.dedent(
+        """
+        import logging
+        SAID = []
+        class Said(logging.Handler):
+            def emit(self, record):
+                SAID.append(record.getMessage())
+        logging.getLogger("ett_instrument").addHandler(Said())
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        """
+    )
+    body = textwrap.dedent(
+        """
+        print("ready", flush=True)
+        while not any("SIGTERM ignored" in line for line in SAID):
+            time.sleep(0.01)
+        sess.step()
+        """
+    )
+    done, spans = run_child(tmp_path, body, setup=setup, sigterm_when_ready=True)
+    assert done.returncode == 0, done.stderr
+    assert attempt_attrs(spans)[semconv.ATTEMPT_END_REASON] == "completed"
+    assert named(spans, semconv.SPAN_FAILURE) == []
+    assert (
+        max(w["attributes"][semconv.STEP_LAST] for w in named(spans, semconv.SPAN_TRAIN_WINDOW))
+        == 10
+    )
