@@ -6,7 +6,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as dash
 
 from ._panels import bar_panel, dashboard, sql_variable, stat_panel, table_panel, timeline_panel
-from ._queries import Sql
+from ._queries import SAVE_TIMES, Sql
 
 UID = "ett-job"
 
@@ -65,8 +65,7 @@ LOST = Sql(
     ("component", "idle_s", "failure_s"),
 )
 CHECKPOINTS = Sql(
-    f"""SELECT attempt, step, mode, MIN(start_at) AS started_at,
-       MAX(end_s) - MIN(start_s) AS blocking_s, MAX(persisted_s) - MIN(start_s) AS durable_after_s,
+    f"""SELECT attempt, step, mode, MIN(start_at) AS started_at, {SAVE_TIMES},
        MAX(bytes) AS bytes, COUNT(*) AS ranks
     FROM ett_v1_checkpoints WHERE {JOB} GROUP BY attempt, step, mode ORDER BY attempt, step""",
     ("attempt", "step", "mode", "started_at", "blocking_s", "durable_after_s", "bytes", "ranks"),

@@ -48,6 +48,13 @@ BUCKET_IN_RANGE = "bucket >= $__timeFrom() AND bucket < $__timeTo()"
 ``[from, to)``: ``$__timeFilter`` is ``BETWEEN from AND to``, which also took the bucket that
 starts at the range's end, so a day from midnight to midnight summed 25 hours."""
 
+SAVE_TIMES = (
+    "MAX(end_s) - MIN(start_s) AS blocking_s, MAX(persisted_s) - MIN(start_s) AS durable_after_s"
+)
+"""Of the ``ett_v1_checkpoints`` rows of one save (one job, attempt and step, every rank): its
+blocking, ``[earliest start, latest end]`` over ranks as the spec cuts it, and how long after
+its start it was durable (the latest persist's end; NULL for a sync save)."""
+
 IN_RANGE = "end_s > $__unixEpochFrom() AND start_s < $__unixEpochTo()"
 """Segment rows that overlap the time range."""
 

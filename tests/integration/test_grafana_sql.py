@@ -27,7 +27,7 @@ from ett_collector.read.query import Query
 from ett_collector.storage import Store
 from ett_collector.storage._roles import GRAFANA_VIEWS, grant_readonly
 from ett_collector.write.pipeline import Pipeline
-from ett_grafana import _fleet, _job
+from ett_grafana import _checkpoints, _fleet, _job
 from ett_grafana._macros import expand
 from ett_grafana._provisioning import dashboard_models
 from ett_grafana._queries import SqlQuery
@@ -315,6 +315,12 @@ def test_checkpoints_and_compiles_of_a_job(fleet: Any) -> None:
     ((attempt, step, mode, _, blocking, durable, size, ranks),) = rows
     assert (attempt, step, mode, ranks, size) == (0, 500, "async", 2, 1e6)
     assert blocking == pytest.approx(3.0) and durable == pytest.approx(11.0)
+    # the fleet's panel counts that one save once, blocking over its ranks as the API does
+    _, saves = _run(ro, _checkpoints.CHECKPOINT_SAVES.build().sql, model=["twotower"])
+    ((key, mode, count, mean_blocking, max_blocking, mean_durable),) = saves
+    assert (key, mode, count) == ("twotower", "async", 1)
+    assert mean_blocking == max_blocking == pytest.approx(3.0)
+    assert mean_durable == pytest.approx(11.0)
     _, compiles = _run(ro, _job.COMPILES.build().sql, job_id="tt-a")
     assert [(r[1], r[3], r[4], r[6]) for r in compiles] == [
         (0, "miss", 3, 24.0),
