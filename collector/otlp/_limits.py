@@ -13,9 +13,9 @@ computed by division) or a decimal string (``"100"``) is read as the integer it 
 (:func:`conformed`: before, such a window fell out of the loop figures without a word, and such
 a checkpoint step named no checkpoint); anything else is kept as sent, and the domain reads each
 attribute defensively (a string ``"ten"`` step names no checkpoint). Refusing them would drop
-spans that compute today. A double that is NaN or
-infinite rejects its span too: SQLite's JSON text took it and PostgreSQL's jsonb (the Grafana
-views) refused it, and an infinite count failed its job's every recompute.
+spans that compute today. A double that is NaN or infinite rejects its span too: SQLite's JSON
+text took it and PostgreSQL's jsonb (the Grafana views) refused it, and an infinite count failed
+its job's every recompute.
 """
 
 from __future__ import annotations
