@@ -7,6 +7,12 @@ headers) must be complete within ``ETT_HEADER_TIMEOUT_S`` of its first byte, and
 connection's first request within as long of the connection; otherwise the connection is closed.
 Between requests of a kept-alive connection uvicorn's own ``ETT_KEEP_ALIVE_S`` applies.
 
+It also ends quietly the answer of a pipelined request whose client hung up: uvicorn marks only
+the request it parsed last as disconnected, so the one being answered (the second of four
+pipelined ``GET /metrics``, waiting for the first's bytes to drain) wrote to the closed
+transport and the log got a 50-line ``Exception in ASGI application ... RuntimeError: unable
+to perform operation on <TCPTransport closed=True>``.
+
 This leans on uvicorn's httptools protocol (pinned in ``pyproject.toml``):
 ``tests/integration/test_ingest_stalls.py`` checks the behaviour over real sockets.
 """
@@ -16,7 +22,8 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from ..settings import DEFAULT_HEADER_TIMEOUT_S
 
@@ -34,6 +41,8 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
     (``_factory.build_app``)."""
 
     _head_timer: asyncio.TimerHandle | None = None
+    _answering: RequestResponseCycle | None = None
+    """The request whose app runs now (uvicorn's ``cycle`` is the one parsed last)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -48,8 +57,15 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_headers_complete()
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        self._answering = cycle
+        super()._start_asgi_task(cycle, app)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        answering = self._answering
+        if answering is not None and not answering.response_complete:
+            answering.disconnected = True  # its send() returns, as for the last one parsed
         super().connection_lost(exc)
 
     def _between_requests(self) -> bool:
