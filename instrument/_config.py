@@ -34,10 +34,12 @@ exporter and protocol conventions are in ``ett._conventions``):
 ``OTEL_SDK_DISABLED``                     ``true``: the same (the OpenTelemetry convention)
 ``ETT_FLUSH_TIMEOUT_S``                   seconds ``end()`` and the hooks wait for the export
                                           (default 5; at most 0.5 while the collector was
-                                          unreachable at the last attempt)
+                                          unreachable at the last attempt; 0 or less is
+                                          refused, the default used)
 ``ETT_EXIT_TIMEOUT_S``                    exit watchdog: seconds a failed rank may take to exit
                                           after its failure is flushed before it is ended with
-                                          ``os._exit(124)`` (default 5; ``0`` disables it)
+                                          ``os._exit(124)`` (default 5; ``0`` disables it; a
+                                          negative value is refused, the default used)
 ``ETT_PERSIST_WAIT_S``                    seconds the end of an attempt, however it ends,
                                           waits for checkpoint persists in flight, emitting
                                           each with its real end (default 5; ``0``: no wait;
@@ -349,15 +351,44 @@ def given_seconds(value: float | None, name: str) -> float | None:
     return None
 
 
+def _at_least(value: float | None, least: float, given: str, rule: str, default: float) -> float:
+    """``value``; ``default`` when it is None, or (said once per ``given``, with ``rule``) below
+    ``least``."""
+    if value is None:
+        return default
+    if value < least:
+        log_once(
+            "config.least." + given,
+            "ignoring %s: %s; using the default, %g s",
+            given,
+            rule,
+            default,
+        )
+        return default
+    return value
+
+
+def _seconds_setting(
+    timeout_s: float | None, name: str, var: str, env: Mapping[str, str] | None
+) -> tuple[float | None, str]:
+    """``timeout_s`` (argument ``name``), else variable ``var``; and how the value was given,
+    for a message (``init(name=0)``, ``VAR='0'``)."""
+    value = given_seconds(timeout_s, name)
+    if value is not None:
+        return value, f"init({name}={timeout_s!r})"
+    env = os.environ if env is None else env
+    return _float(env, var), f"{var}={env.get(var)!r}"
+
+
 def resolve_exit_timeout(
     timeout_s: float | None = None, env: Mapping[str, str] | None = None
 ) -> float:
     """The exit watchdog's timeout: ``timeout_s``, else ``ETT_EXIT_TIMEOUT_S``, else
-    :data:`DEFAULT_EXIT_TIMEOUT_S`; 0 (or less) disables the watchdog."""
-    value = given_seconds(timeout_s, "exit_timeout_s")
-    if value is None:
-        value = _float(os.environ if env is None else env, "ETT_EXIT_TIMEOUT_S")
-    return DEFAULT_EXIT_TIMEOUT_S if value is None else value
+    :data:`DEFAULT_EXIT_TIMEOUT_S`; 0 disables the watchdog. A negative value is refused (said
+    once; the default is used): it was taken silently as "off"."""
+    value, given = _seconds_setting(timeout_s, "exit_timeout_s", "ETT_EXIT_TIMEOUT_S", env)
+    rule = "a time cannot be negative (0 turns the exit watchdog off)"
+    return _at_least(value, 0.0, given, rule, DEFAULT_EXIT_TIMEOUT_S)
 
 
 DEFAULT_FLUSH_TIMEOUT_S = 5.0
@@ -368,11 +399,15 @@ def resolve_flush_timeout(
     timeout_s: float | None = None, env: Mapping[str, str] | None = None
 ) -> float:
     """How long ``end()`` and the hooks wait for the export: ``timeout_s``, else
-    ``ETT_FLUSH_TIMEOUT_S``, else :data:`DEFAULT_FLUSH_TIMEOUT_S` (never negative)."""
-    value = given_seconds(timeout_s, "flush_timeout_s")
-    if value is None:
-        value = _float(os.environ if env is None else env, "ETT_FLUSH_TIMEOUT_S")
-    return DEFAULT_FLUSH_TIMEOUT_S if value is None else max(0.0, value)
+    ``ETT_FLUSH_TIMEOUT_S``, else :data:`DEFAULT_FLUSH_TIMEOUT_S`. A value of 0 or less is
+    refused (said once; the default is used): the exit then shut the exporter down without
+    waiting for it, which lost the attempt's end (``Exporter already shutdown``) even with a
+    healthy collector, and said the collector was unreachable."""
+    value, given = _seconds_setting(timeout_s, "flush_timeout_s", "ETT_FLUSH_TIMEOUT_S", env)
+    if value is not None and value <= 0:
+        value = -1.0  # refused below, as a negative one
+    rule = "the end of an attempt needs time to send its last spans: it must be above 0"
+    return _at_least(value, 0.0, given, rule, DEFAULT_FLUSH_TIMEOUT_S)
 
 
 def env_seconds(name: str, env: Mapping[str, str] | None = None) -> float | None:

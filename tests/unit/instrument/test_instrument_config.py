@@ -233,3 +233,51 @@ def test_a_negative_spool_bound_is_said(caplog: pytest.LogCaptureFixture) -> Non
     assert resolve_spool({"ETT_SPOOL_MAX_MB": "-5"})[1] == DEFAULT_SPOOL_MAX_MB * (1 << 20)
     assert "ETT_SPOOL_MAX_MB='-5'" in caplog.text
     assert resolve_spool({"ETT_SPOOL_MAX_MB": "0"}) == ("", 0)  # 0 still turns it off
+
+
+@pytest.mark.parametrize("raw", ["0", "-2.5"])
+def test_a_flush_timeout_of_zero_or_less_is_said_and_the_default_used(
+    raw: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ETT_FLUSH_TIMEOUT_S=0 (a negative value was clamped to it) shut the exporter down at the
+    exit without waiting: the attempt's end was lost with a healthy collector ("Exporter
+    already shutdown, ignoring batch") and the log blamed the collector."""
+    monkeypatch.setattr(_errors, "_seen", set())
+    assert resolve_flush_timeout(env={"ETT_FLUSH_TIMEOUT_S": raw}) == DEFAULT_FLUSH_TIMEOUT_S
+    assert resolve_flush_timeout(float(raw), env={}) == DEFAULT_FLUSH_TIMEOUT_S
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        f"ignoring ETT_FLUSH_TIMEOUT_S={raw!r}: the end of an attempt needs time to send its "
+        "last spans: it must be above 0; using the default, 5 s",
+        f"ignoring init(flush_timeout_s={float(raw)!r}): the end of an attempt needs time to "
+        "send its last spans: it must be above 0; using the default, 5 s",
+    ]
+    assert resolve_flush_timeout(env={"ETT_FLUSH_TIMEOUT_S": "0.2"}) == 0.2
+
+
+def test_a_negative_exit_timeout_is_said_and_the_default_used(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ETT_EXIT_TIMEOUT_S=-5 turned the exit watchdog off without a word; 0 still does."""
+    monkeypatch.setattr(_errors, "_seen", set())
+    assert resolve_exit_timeout(env={"ETT_EXIT_TIMEOUT_S": "-5"}) == DEFAULT_EXIT_TIMEOUT_S
+    assert "ignoring ETT_EXIT_TIMEOUT_S='-5': a time cannot be negative" in caplog.text
+    assert resolve_exit_timeout(env={"ETT_EXIT_TIMEOUT_S": "0"}) == 0.0
+
+
+def test_a_session_told_to_flush_for_zero_seconds_still_delivers_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The end of the job through the library's own pipeline, ETT_FLUSH_TIMEOUT_S=0: the
+    attempt span reaches the exporter."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import ett
+
+    monkeypatch.setenv("ETT_FLUSH_TIMEOUT_S", "0")
+    exporter = InMemorySpanExporter()
+    sess = ett.init(job_id="j", exporter=exporter, install_handlers=False)
+    sess.step()
+    sess.end()
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert semconv.SPAN_ATTEMPT in names, names
