@@ -37,11 +37,28 @@ MAX_VALUE_CHARS: Final = 16_384
 MAX_ATTRIBUTES: Final = 256
 """Most attribute values of one resource, and of one span's own attributes (nested values count)."""
 
+MAX_DEPTH: Final = 32
+"""Deepest nesting of arrays and key-value lists in one attribute value (a list in a list is 2):
+one nested deeper rejects its span, in both encodings. upb, which decodes the protobuf one,
+stops at 33 key-value lists (its depth limit of 100 messages) and failed the whole request
+there, where JSON took 40 and more."""
+
 MAX_INDEX: Final = 2**31 - 1
 """Largest ``ett.attempt`` and ``ett.rank``: the 32-bit integer columns of both databases (a
 larger one passed SQLite and failed PostgreSQL, and past 2**63 failed SQLite too)."""
 
 _IDENTITY_KEYS: Final = (semconv.JOB_ID, semconv.MODEL, semconv.TEAM, semconv.COMPONENT)
+
+
+class TooDeep:
+    """An attribute value nested deeper than :data:`MAX_DEPTH`, which the protobuf decoder
+    could not decode (``_nesting.py``): it rejects its span, as such a value decoded from
+    JSON does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<nested deeper than {MAX_DEPTH}>"
 
 
 class HexBytes(str):
@@ -103,12 +120,20 @@ def _one_value_problem(key: str, kind: str) -> str | None:
     return f"has {key} as {kind}, expected {_TYPE_WORDS[expected]}"
 
 
-def _value_problem(key: str, value: Any, budget: list[int], top: bool) -> str | None:
+def _value_problem(
+    key: str, value: Any, budget: list[int], top: bool, depth: int = 0, outer: str = ""
+) -> str | None:
     """Why ``value`` breaks a limit; ``top``: it is an attribute's own value, not an item of an
-    array or a key-value list (only those are held to the vocabulary's one value)."""
+    array or a key-value list (only those are held to the vocabulary's one value); ``depth``:
+    the arrays and key-value lists around it; ``outer``: the attribute it is in (nested)."""
     budget[0] -= 1
     if budget[0] < 0:
         return f"has more than {MAX_ATTRIBUTES} attribute values"
+    if type(value) is TooDeep or (depth >= MAX_DEPTH and isinstance(value, list | dict)):
+        return (
+            f"has attribute {(outer or key)[:64]!r} nested deeper than {MAX_DEPTH} levels "
+            "(arrays and key-value lists in one another)"
+        )
     if isinstance(value, str):
         problem = _text_problem(value, MAX_VALUE_CHARS, f"attribute {key[:64]!r}")
         if problem is None and top and type(value) is HexBytes:
@@ -116,12 +141,12 @@ def _value_problem(key: str, value: Any, budget: list[int], top: bool) -> str | 
         return problem
     if isinstance(value, list):
         for item in value:
-            problem = _value_problem(key, item, budget, top=False)
+            problem = _value_problem(key, item, budget, False, depth + 1, outer or key)
             if problem is not None:
                 return problem
         return _one_value_problem(key, "an array") if top else None
     if isinstance(value, dict):
-        problem = _pairs_problem(value, budget, vocabulary=False)
+        problem = _pairs_problem(value, budget, False, depth + 1, outer or key)
         if problem is None and top:
             return _one_value_problem(key, "a key-value list")
         return problem
@@ -136,11 +161,13 @@ _NON_FINITE: Final = (
 )
 
 
-def _pairs_problem(attrs: dict[str, Any], budget: list[int], vocabulary: bool) -> str | None:
+def _pairs_problem(
+    attrs: dict[str, Any], budget: list[int], vocabulary: bool, depth: int = 0, outer: str = ""
+) -> str | None:
     for key, value in attrs.items():
         problem = _text_problem(key, MAX_KEY_CHARS, "an attribute key")
         if problem is None:
-            problem = _value_problem(key, value, budget, vocabulary)
+            problem = _value_problem(key, value, budget, vocabulary, depth, outer)
         if problem is not None:
             return problem
     return None

@@ -19,10 +19,13 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from ett_collector.otlp._batch import Attributes, ResourceContext, SpanBatch
 from ett_collector.otlp._limits import (
     MAX_ATTRIBUTES,
+    MAX_DEPTH,
     HexBytes,
+    TooDeep,
     conformed,
     within_identity_limits,
 )
+from ett_collector.otlp._nesting import too_deep_key
 from ett_collector.otlp._result import OtlpError
 
 _PACKAGE: Final = "ett_otlp_lazy"
@@ -113,6 +116,9 @@ class _AttributeCache(dict[bytes, tuple[str, Any]]):
         try:
             kv = KeyValue.FromString(raw)
         except DecodeError as exc:
+            key = too_deep_key(raw, MAX_DEPTH)  # upb's depth limit: this span alone, as JSON
+            if key is not None:
+                return key, TooDeep()
             raise OtlpError(400, f"malformed OTLP protobuf attribute: {exc}") from None
         value = kv.value
         kind = value.WhichOneof("value")
