@@ -125,7 +125,7 @@ def rejected_in(response: Any) -> int:
         content, ctype = response.content, response.headers.get("content-type", "")
     except Exception:
         return 0
-    return report_partial_success(content, ctype, str(response.url))
+    return report_partial_success(content, ctype, str(response.url), response.status_code)
 
 
 def partial_success(content: bytes, content_type: str) -> tuple[int, str]:
@@ -151,9 +151,55 @@ def partial_success(content: bytes, content_type: str) -> tuple[int, str]:
         return 0, ""
 
 
-def report_partial_success(content: bytes, content_type: str, url: str) -> int:
+def not_otlp(content: bytes, content_type: str) -> str:
+    """Why a success answer does not look like an OTLP collector's (``""`` when it does): an
+    HTML page, or a body that does not parse as an ``ExportTraceServiceResponse`` (protobuf,
+    or a JSON object). An empty body passes (a minimal receiver)."""
+    ctype = content_type.split(";", 1)[0].strip().lower()
+    if "html" in ctype:
+        return f"an HTML page (Content-Type {ctype})"
+    if not content:
+        return ""
+    try:
+        if "json" in ctype:
+            import json
+
+            if isinstance(json.loads(content), dict):
+                return ""
+        elif "protobuf" in ctype or not ctype:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+                ExportTraceServiceResponse,
+            )
+
+            ExportTraceServiceResponse.FromString(content)
+            return ""
+    except Exception:
+        pass
+    return f"a body that is not an OTLP answer (Content-Type {ctype or 'none'})"
+
+
+def report_not_otlp(content: bytes, content_type: str, url: str, status: int = 200) -> None:
+    """Warn once when a success answer from ``url`` is not an OTLP collector's
+    (:func:`not_otlp`): a web server or proxy there takes the spans and stores nothing."""
+    why = not_otlp(content, content_type)
+    if why:
+        log_once(
+            "answers.not_otlp",
+            "ETT endpoint %s answered HTTP %d with %s: it does not look like an OTLP "
+            "collector, so the spans it takes are likely lost; set OTEL_EXPORTER_OTLP_ENDPOINT "
+            "to the collector's base URL (http://host:4318) or OTEL_EXPORTER_OTLP_TRACES_"
+            "ENDPOINT to its full .../v1/traces URL",
+            url,
+            status,
+            why,
+        )
+
+
+def report_partial_success(content: bytes, content_type: str, url: str, status: int = 200) -> int:
     """Warn, once per distinct reason, that the collector at ``url`` rejected spans of a batch
-    it took (OTLP partial success: the rest were stored, these are lost); returns how many."""
+    it took (OTLP partial success: the rest were stored, these are lost); returns how many.
+    An answer that is not an OTLP collector's is said once (:func:`report_not_otlp`)."""
+    report_not_otlp(content, content_type, url, status)
     rejected, message = partial_success(content, content_type)
     if rejected > 0:
         log_once(

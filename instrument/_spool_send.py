@@ -119,7 +119,7 @@ class Sender:
                 answer = r.read()
                 code = int(r.status)
             ctype = r.headers.get("content-type", "")
-            rejected = report_partial_success(answer, ctype, self.endpoint)
+            rejected = report_partial_success(answer, ctype, self.endpoint, code)
         except urllib.error.HTTPError as exc:
             code = int(exc.code)
             reason = _reason(exc)

@@ -94,3 +94,60 @@ def test_flush_with_a_read_token_prints_the_collectors_reason(
     assert "HTTP 403" in err and READ in err and "the token from ETT_TOKEN" in err
     assert "wrong or missing token" not in err and "r-0123456789abcdef" not in err
     assert list(root.glob("left/*.spool"))  # kept for a flush with a write token
+
+
+def test_a_success_that_is_not_an_otlp_answer_is_recognised() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    from ett._answers import not_otlp
+
+    answer = ExportTraceServiceResponse().SerializeToString()
+    assert not_otlp(answer, "application/x-protobuf") == ""
+    assert not_otlp(b"", "application/x-protobuf") == ""
+    assert not_otlp(b'{"partialSuccess": {}}', "application/json") == ""
+    assert not_otlp(b"{}", "application/json; charset=utf-8") == ""
+    html = b"<html><body>hello</body></html>"
+    assert "HTML page" in not_otlp(html, "text/html; charset=utf-8")
+    assert "HTML page" in not_otlp(b"", "text/html")
+    assert "not an OTLP answer" in not_otlp(html, "application/x-protobuf")
+    assert "not an OTLP answer" in not_otlp(b"ok", "text/plain")
+    assert "not an OTLP answer" in not_otlp(b"[1]", "application/json")
+
+
+@pytest.mark.parametrize("spool", ["on", "off"])
+def test_an_endpoint_answering_200_with_html_is_said_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    spool: str,
+) -> None:
+    """A web server at the endpoint (a proxy's page, a wrong port) answered 200 with HTML: the
+    spans counted as delivered, without a word, and were lost."""
+    monkeypatch.setenv("ETT_SPOOL_DIR", str(tmp_path / "spool") if spool == "on" else "off")
+    caplog.set_level(logging.WARNING)
+    page = b"<html><body>hello</body></html>"
+    with OtlpReceiver(status=200, body=page, content_type="text/html") as rx:
+        sess = ett.init(job_id="j", endpoint=rx.url, install_handlers=False)
+        sess.flush(5.0)
+        with sess.eval():
+            pass
+        sess.end()
+        assert len(rx.requests) >= 2
+    said = [r.getMessage() for r in caplog.records if "OTLP collector" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "answered HTTP 200 with an HTML page (Content-Type text/html)" in said[0]
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" in said[0]
+
+
+def test_an_otlp_answer_is_not_said(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("ETT_SPOOL_DIR", "off")
+    caplog.set_level(logging.WARNING)
+    with OtlpReceiver(status=200) as rx:
+        sess = ett.init(job_id="j", endpoint=rx.url, install_handlers=False)
+        sess.end()
+        assert rx.requests
+    assert "OTLP collector" not in caplog.text
