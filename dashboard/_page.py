@@ -145,14 +145,18 @@ def alert_line(a: dict[str, Any]) -> str:
     """One alert as Markdown: its rule, summary, component, scope and its jobs, each a link to
     the job's page (the Alerts page's lines, and the Fleet page's alerts firing now)."""
     notes, labels = a.get("annotations") or {}, a.get("labels") or {}
-    parts = [f"**{a.get('rule') or a.get('name') or 'alert'}**"]
+    # every word here is the fleet's (model and team names, a rules file's rule names): shown
+    # as text, never as Markdown (a model "[x](http://evil)" was a working link)
+    parts = [f"**{literal(a.get('rule') or a.get('name') or 'alert')}**"]
     summary = notes.get("summary") or a.get("summary")
     if summary:
-        parts.append(str(summary))
+        parts.append(literal(summary, 400))
     component = labels.get("component") or a.get("component")
     if component:
-        parts.append(f"component `{component}`")
-    scope = ", ".join(f"{k} `{v}`" for k, v in sorted(labels.items()) if k != "component")
+        parts.append(f"component {literal(component)}")
+    scope = ", ".join(
+        f"{literal(k)} {literal(v)}" for k, v in sorted(labels.items()) if k != "component"
+    )
     if scope:
         parts.append(scope)
     jobs = a.get("jobs") or ([a["job_id"]] if a.get("job_id") else [])

@@ -101,14 +101,15 @@ st.dataframe(
     width="stretch",
 )
 
-st.subheader(f"What if: {model}")
+st.subheader(f"What if: {_page.literal(model)}")
 c = st.columns(4)
 in_use = float(row["interval_s"]) if pd.notna(row["interval_s"]) else 600.0
 trusted = bool(row["advice_ok"]) and pd.notna(row["failures_per_day"])
 rate = float(row["failures_per_day"]) if trusted else 1.0
 if not trusted:
     st.info(
-        f"Not enough failures yet ({int(row['failures'])} of {needed}) to measure {model}'s "
+        f"Not enough failures yet ({int(row['failures'])} of {needed}) to measure "
+        f"{_page.literal(model)}'s "
         "failure rate: the what-if starts from 1 failure per training day; enter your own."
     )
 block = float(row["mean_blocking_s"]) if pd.notna(row["mean_blocking_s"]) else 10.0
@@ -139,7 +140,7 @@ marks = pd.DataFrame(
 )
 st.altair_chart(charts.whatif_curve(curve, marks), width="stretch")
 
-st.subheader(f"Per job: {model}")
+st.subheader(f"Per job: {_page.literal(model)}")
 jobs = pd.DataFrame(data["jobs"])
 if not jobs.empty:
     jobs["model"] = jobs["model"].fillna(NO_LABEL)

@@ -239,8 +239,9 @@ def job_view(job_id: str, c: Client) -> None:
         return
     st.title(f"Job {_page.literal(job['job_id'], 200)}")
     st.markdown(
-        f"**{STATE_BADGE.get(job['state'], job['state'])}** · model `{job.get('model') or '—'}` "
-        f"· team `{job.get('team') or '—'}` · started {fmt.instant(job['alloc'])}"
+        f"**{STATE_BADGE.get(job['state'], job['state'])}** · model "
+        f"**{_page.literal(job.get('model') or '—')}** · team "
+        f"**{_page.literal(job.get('team') or '—')}** · started {fmt.instant(job['alloc'])}"
         + (" · updates live" if job["state"] in LIVE else "")
     )
     lost_spans = job.get("telemetry_lost_spans") or 0

@@ -362,6 +362,27 @@ def test_fleet_lists_firing_alerts_with_links_to_their_jobs(
     monkeypatch.setattr(Client, "alerts", lambda self: [firing, resolved])
     at = run()
     (shown,) = [w.value for w in at.warning]
-    assert "checkpoint of model dlrm-small: 4.6×" in shown and "component `checkpoint`" in shown
+    assert "checkpoint of model dlrm-small\\: 4.6×" in shown and "component checkpoint" in shown
     assert "[sim0-00081](/job?job=sim0-00081)" in shown and "sim0-00001" not in shown
     assert any("(/alerts)" in m.value for m in at.markdown)
+
+
+def test_an_alert_line_shows_the_fleets_words_as_text() -> None:
+    """Model, team, component, rule and summary are the fleet's words: a model named as a
+    Markdown link was a working link on the Fleet and Alerts pages, a backtick left its code
+    span."""
+    from ett_dashboard import _page
+
+    evil = "[click](http://evil.example)"
+    line = _page.alert_line(
+        {
+            "rule": "**loud**",
+            "labels": {"model": evil, "team": "a`b` <img src=x>", "component": "_x_"},
+            "annotations": {"summary": f"checkpoint of {evil} +4.1x"},
+            "jobs": ["job-1"],
+        }
+    )
+    assert "](http" not in line.replace("\\](http", "")  # no link but the job's own
+    assert "<img" not in line.replace("\\<", "") and "`" not in line.replace("\\`", "")
+    assert "\\*\\*loud\\*\\*" in line and "\\_x\\_" in line
+    assert "[job-1](" in line  # the job link still works
