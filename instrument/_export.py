@@ -440,13 +440,21 @@ class ExportQueue(SpanProcessor):
             self._thread.join(slice_s)
             return not self._thread.is_alive()
 
-        self._wait(joined, max(0, timeout_millis) / 1000)
-        self._closed = True
-        try:
-            self._exporter.shutdown()  # aborts the exporter's retry back-off, if any
-        except Exception:
-            log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
-        self._thread.join(0.1 if self.unreachable else 0.5)
+        try:  # a Ctrl-C in these waits still leaves what is left in the spool (below)
+            self._wait(joined, max(0, timeout_millis) / 1000)
+            self._closed = True
+            try:
+                self._exporter.shutdown()  # aborts the exporter's retry back-off, if any
+            except Exception:
+                log_once("export.shutdown", "ETT exporter shutdown raised", exc_info=True)
+            self._thread.join(0.1 if self.unreachable else 0.5)
+        finally:
+            self._closed = True
+            self._keep_the_rest()
+
+    def _keep_the_rest(self) -> None:
+        """At shutdown: a batch still stuck in export, and what is queued, go to the spool; what
+        cannot is counted as lost."""
         backlog = self._spooling()
         if backlog is not None:  # a batch still stuck in export, and what is queued: on disk
             if self._in_flight and backlog.store(self._flight):

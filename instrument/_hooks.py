@@ -163,11 +163,26 @@ class ProcessHooks:
             return
 
         def _exit(status: int) -> NoReturn:
-            self._guarded(self._on_exit, "os._exit")
-            real(status)
+            try:
+                self._guarded(self._on_exit, "os._exit")
+            except KeyboardInterrupt:
+                pass
+            finally:
+                real(status)
 
         _exit._ett_hooks = self  # type: ignore[attr-defined]
         os._exit = _exit
 
     def _atexit(self) -> None:
-        self._guarded(self._on_exit, "atexit")
+        """The end at the interpreter's exit. A Ctrl-C during its flush is said in one line
+        (the session's), not as a traceback; the exit status stays the program's: an ``atexit``
+        hook can change it only with ``os._exit``, which would skip the exit handlers registered
+        before the library's (logging's flush, multiprocessing's clean-up)."""
+        try:
+            self._guarded(self._on_exit, "atexit")
+        except KeyboardInterrupt as exc:
+            if not getattr(exc, "_ett_said", False):
+                log_once(
+                    "hooks.atexit_interrupted",
+                    "ETT: the attempt's end at exit was interrupted (KeyboardInterrupt)",
+                )

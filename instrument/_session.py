@@ -110,6 +110,8 @@ class Session:
         self._ended = False
         self._ending = False
         self._preempted = False
+        self._interrupted: KeyboardInterrupt | None = None
+        """A Ctrl-C that cut one of the end's waits short (:meth:`_unless_interrupted`)."""
         """A SIGTERM the program handles came (:meth:`preempt`): the end is ``preempted``."""
         self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
         self._end_thread: int | None = None
@@ -470,9 +472,45 @@ class Session:
         """The most :meth:`end` waits in all (persists in flight, then the flushes)."""
         return self._persist_wait_s + self._flush_timeout_s + 0.5
 
+    def _unless_interrupted(self, wait: Callable[[], object]) -> None:
+        """One of the end's waits (a flush); a ``KeyboardInterrupt`` (Ctrl-C, at the exit's
+        flush say) cuts it short, and the end goes on without waiting again
+        (:meth:`_leave_interrupted`)."""
+        if self._interrupted is not None:
+            return
+        try:
+            wait()
+        except KeyboardInterrupt as exc:
+            self._interrupted = exc
+
+    def _leave_interrupted(self, exc: KeyboardInterrupt) -> None:
+        """After a Ctrl-C during the end: shut the pipeline down at once (what was not sent goes
+        to the spool, when there is one), say so in one line, and raise the interrupt again
+        (marked as said, so the exit hook prints no traceback)."""
+        before = self.dropped_spans
+        try:
+            self.flush(0.0)
+        except KeyboardInterrupt:
+            pass
+        lost = self.dropped_spans - before
+        log_once(
+            "Session.interrupted",
+            "ETT: the export at the attempt's end was interrupted (KeyboardInterrupt): %s",
+            f"{lost} span(s) not sent were dropped (counted; no spool took them)"
+            if lost > 0
+            else "no span was lost (any not sent yet wait in the spool for the job's next "
+            "process or `ett-instrument flush`)",
+        )
+        exc._ett_said = True  # type: ignore[attr-defined]
+        raise exc
+
     def _end(self, reason: str, cause: str | None) -> None:
         wait_start = time.time_ns()
-        if self._persists.finish(self._persist_wait_s):
+        try:
+            waited = self._persists.finish(self._persist_wait_s)
+        except KeyboardInterrupt as exc:
+            self._interrupted, waited = exc, self._persists.finish(0.0)
+        if waited:
             self._spans.instant(
                 semconv.shutdown_span_name(semconv.ShutdownStepValues.PERSIST_WAIT),
                 {semconv.COMPONENT: semconv.ComponentValues.CHECKPOINT.value},
@@ -492,7 +530,7 @@ class Session:
         deadline = time.monotonic() + self._flush_timeout_s
         if reason == _COMPLETED and self._flusher is not None:
             flush_start = time.time_ns()
-            self.flush()
+            self._unless_interrupted(self.flush)
             self._spans.instant(
                 semconv.shutdown_span_name(semconv.ShutdownStepValues.EXPORTER_FLUSH),
                 {semconv.COMPONENT: semconv.ComponentValues.RUNTIME.value},
@@ -511,12 +549,17 @@ class Session:
         self._spans.close()
         self._ended = True
         left = max(0.0, deadline - time.monotonic())
-        if reason != _COMPLETED:  # the process should now exit: the watchdog sees that it does
-            self.exit_watchdog.expect()
-            self.flush(left)
-            self.exit_watchdog.arm(str(attrs[semconv.FAILURE_CAUSE]))
+        if reason != _COMPLETED and self._interrupted is None:  # the process should now exit:
+            self.exit_watchdog.expect()  # the watchdog sees that it does
+            self._unless_interrupted(lambda: self.flush(left))
+            if self._interrupted is None:
+                self.exit_watchdog.arm(str(attrs[semconv.FAILURE_CAUSE]))
+            else:  # stopped by hand: no watchdog, and the pipeline shuts down below
+                self.exit_watchdog.disarm()
         else:
-            self.flush(left)
+            self._unless_interrupted(lambda: self.flush(left))
+        if self._interrupted is not None:
+            self._leave_interrupted(self._interrupted)
 
     def _record_hang(self, cause: str, phase: str, stack: str, waited_s: float) -> None:
         """The exit watchdog's ``ett.failure``: still alive ``waited_s`` after the failed end, in
