@@ -28,15 +28,16 @@ def decode_traces(
     after decompression raises 413; a malformed one 400. Spans without a valid identity are
     counted as rejected in the result, and the others are still returned.
 
-    ``on_payload`` is told the size of the payload once decompressed, before it is parsed (the
-    ingest route charges it to its in-flight budget, which may refuse by raising).
+    ``on_payload`` is told the size of the payload as it is inflated and once decompressed,
+    before it is parsed (the ingest route charges it to its in-flight budget, which may refuse
+    by raising).
 
     ``received_ns``: when given (the collector's clock), a span that ends more than ``ahead_ns``
     after it, or starts before 2000 (:data:`~ett_collector.otlp._batch.EARLIEST_START_NS`), is
     rejected as implausible.
     """
     as_json = request_is_json(content_type)
-    payload = read_body(body, content_encoding, max_bytes)
+    payload = read_body(body, content_encoding, max_bytes, on_payload)
     if on_payload is not None:
         on_payload(len(payload))
     batch = SpanBatch(received_ns, ahead_ns)

@@ -30,6 +30,7 @@ from ett_collector.otlp import (
     encode_status,
     response_content_type,
 )
+from ett_collector.otlp._transport import INFLATE_STEP, gunzip
 from tests.support.bodies import window_body
 
 PB = "application/x-protobuf"
@@ -318,6 +319,26 @@ def test_gzip_bomb_is_refused_without_inflating_it() -> None:
 
     assert err.status == 413
     assert peak < 8 * limit, f"peak {peak} bytes: the bomb was inflated"
+
+
+def test_inflating_tells_its_size_as_it_grows_and_can_be_stopped() -> None:
+    """The in-flight budget learned a gzip body's size only once all of it was inflated: 30
+    clients' bombs at once each took 32 MiB before the first refusal (1.1 GB, no 429)."""
+    body = gzip.compress(b"\0" * (5 * INFLATE_STEP + 7))
+    seen: list[int] = []
+    assert len(gunzip(body, 8 * INFLATE_STEP, seen.append)) == 5 * INFLATE_STEP + 7
+    assert seen == sorted(seen) and len(seen) >= 5 and seen[-1] == 5 * INFLATE_STEP + 7
+
+    class Full(Exception):
+        pass
+
+    def budget(size: int) -> None:
+        if size > 2 * INFLATE_STEP:
+            raise Full(size)
+
+    with pytest.raises(Full) as stopped:
+        gunzip(gzip.compress(b"\0" * (64 * INFLATE_STEP)), 128 * INFLATE_STEP, budget)
+    assert stopped.value.args[0] <= 3 * INFLATE_STEP  # stopped within a step of the refusal
 
 
 def test_gzip_limit_counts_decompressed_bytes() -> None:
