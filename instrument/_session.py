@@ -62,6 +62,20 @@ def _no_wait() -> DataWait:
     return DataWait(NO_SINK)
 
 
+def _failure_step(step: object) -> int | None:
+    """``failure(step=)`` as an integer; None (said once: the failure is recorded without a
+    step) when it is not one. ``int(step)`` raised, and the failure was lost."""
+    try:
+        return int(step)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError, OverflowError):
+        log_once(
+            "Session.failure.step",
+            "failure(step=%r): not an integer step; the failure is recorded without one",
+            step,
+        )
+        return None
+
+
 _END_REASONS = frozenset(r.value for r in semconv.EndReasonValues)
 _MAX_INT64 = 2**63 - 1
 """The largest integer an OTLP attribute holds."""
@@ -365,9 +379,9 @@ class Session:
             error_type = error_type or _error_type(cause)
             cause = classify(cause)
         attrs[semconv.FAILURE_CAUSE] = str(cause)
-        step = self.current_step if step is None else step
+        step = self.current_step if step is None else _failure_step(step)
         if step is not None:
-            attrs[semconv.STEP] = int(step)
+            attrs[semconv.STEP] = step
         if error_type:
             attrs[semconv.ERROR_TYPE] = error_type
         self._spans.instant(semconv.SPAN_FAILURE, attrs)

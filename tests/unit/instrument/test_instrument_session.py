@@ -229,6 +229,26 @@ def test_checkpoint_load_compile_eval_publish(recorder: Recorder) -> None:
     assert sorted(attrs(s)[semconv.PUBLISH_STANDALONE] for s in publishes) == [False, True]
 
 
+def test_a_failure_with_a_step_that_is_not_a_number_is_still_recorded(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``failure(cause, step="x")`` printed a library traceback and dropped the failure."""
+    from ett import _errors
+
+    monkeypatch.setattr(_errors, "_seen", set())
+    sess = recorder.start()
+    sess.failure("exception", step="x", error_type="ValueError")  # type: ignore[arg-type]
+    sess.end()
+    failure = recorder.one(semconv.SPAN_FAILURE)
+    assert dict(failure.attributes or {}) == {
+        semconv.FAILURE_CAUSE: "exception",
+        semconv.ERROR_TYPE: "ValueError",
+    }
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["failure(step='x'): not an integer step; the failure is recorded without one"]
+    assert "Traceback" not in caplog.text
+
+
 def test_failure_span_is_zero_length(recorder: Recorder) -> None:
     sess = recorder.start()
     sess.first_batch(step=10)
