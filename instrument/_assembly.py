@@ -30,6 +30,7 @@ from ._config import (
     resolve_exit_timeout,
     resolve_flush_timeout,
     resolve_spool,
+    resolve_window,
 )
 from ._conventions import check_protocol, keeps_every_span, traces_exporter
 from ._credentials import Credentials
@@ -73,7 +74,7 @@ class InitOptions:
 
 @dataclass(frozen=True)
 class _Timing:
-    """A recording session's timings, resolved (``window_s`` as given)."""
+    """A recording session's timings, resolved."""
 
     window_s: float
     flush_timeout_s: float
@@ -86,7 +87,7 @@ def build(options: InitOptions) -> Session:
     if not _enabled(options):
         return _disabled(identity)
     timing = _Timing(
-        window_s=options.window_s,
+        window_s=resolve_window(options.window_s),
         flush_timeout_s=resolve_flush_timeout(options.flush_timeout_s),
         exit_timeout_s=resolve_exit_timeout(options.exit_timeout_s),
     )

@@ -227,7 +227,7 @@ class IdentityArgs:
         attempt = _given(self.attempt, "attempt")
         if attempt is None:
             attempt = env_attempt if env_attempt is not None else (restart or 0)
-        allocated_at = self.allocated_at
+        allocated_at = _given_instant(self.allocated_at)
         if allocated_at is None:
             elastic_restart = env_attempt is None and (restart or 0) > 0
             env_alloc = None if elastic_restart else _allocated_at(env)
@@ -250,12 +250,37 @@ class IdentityArgs:
 
 def _given(value: int | None, name: str, least: int = 0) -> int | None:
     """An identity number passed to :func:`ett.init`, or None (said once, and the environment
-    or the default used instead) outside ``least`` to :data:`MAX_IDENTITY_NUMBER`: the
-    collector rejects every span of such an attempt or rank, which the training side would
-    not see."""
-    return _identity_number(
-        value, least, f"init({name}={value!r})", "; using the environment or the default"
-    )
+    or the default used instead) when it is not an integer (an integral float such as ``2.0``
+    is taken as one) or is outside ``least`` to :data:`MAX_IDENTITY_NUMBER`: the collector
+    rejects every span of such an attempt or rank, which the training side would not see
+    (``rank=1.5``), and a string (``attempt="abc"``) failed ``init`` (nothing recorded)."""
+    then = "; using the environment or the default"
+    given = f"init({name}={value!r})"
+    if value is None:
+        return None
+    number: object = value
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int):
+        log_once("config.type." + given, "ignoring %s: not an integer%s", given, then)
+        return None
+    return _identity_number(number, least, given, then)
+
+
+def _given_instant(value: float | None) -> float | None:
+    """``init(allocated_at=)``: unix seconds, or None (said once; the environment or the process
+    start is used) when it is not a finite positive number (a string failed ``init``)."""
+    if value is None:
+        return None
+    seconds = given_seconds(value, "allocated_at")
+    if seconds is not None and seconds <= 0:
+        log_once(
+            "config.given.allocated_at.range",
+            "ignoring allocated_at=%r: not unix seconds",
+            value,
+        )
+        return None
+    return seconds
 
 
 def _identity_number(value: int | None, least: int, given: str, then: str) -> int | None:
@@ -378,6 +403,26 @@ def _seconds_setting(
         return value, f"init({name}={timeout_s!r})"
     env = os.environ if env is None else env
     return _float(env, var), f"{var}={env.get(var)!r}"
+
+
+def resolve_window(window_s: object) -> float:
+    """``init(window_s=)``: a positive, finite number of seconds; else (said once)
+    :data:`~ett.semconv.DEFAULT_WINDOW_S`. A string or ``None`` failed ``init`` (nothing
+    recorded), and 0 or less emitted a window at every poll of the window thread."""
+    try:
+        seconds = float(window_s)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(window_s, bool) or not (math.isfinite(seconds) and seconds > 0):
+        log_once(
+            "config.window_s." + repr(window_s)[:40],
+            "ignoring init(window_s=%r): a window is a positive number of seconds; using the "
+            "default, %g s",
+            window_s,
+            semconv.DEFAULT_WINDOW_S,
+        )
+        return semconv.DEFAULT_WINDOW_S
+    return seconds
 
 
 def resolve_exit_timeout(

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 import ett
-from ett import semconv
+from ett import _errors, semconv
 from ett._assembly import InitOptions
 from ett._config import IdentityArgs
+
+if TYPE_CHECKING:
+    from conftest import Recorder
 
 POSITIONAL = [
     "job_id",
@@ -78,3 +84,45 @@ def test_identity_args_resolve_like_the_keyword_form() -> None:
     assert (resolved.job_id, resolved.rank, resolved.world_size) == ("env-job", 1, 4)
     assert (resolved.model, resolved.allocated_at) == ("m", 9.5)
     assert ett._config.resolve_identity(rank=1, model="m", env=env) == resolved
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"window_s": "ten"}, "ignoring init(window_s='ten'): a window is a positive number"),
+        ({"window_s": None}, "ignoring init(window_s=None): a window is a positive number"),
+        ({"window_s": 0}, "ignoring init(window_s=0): a window is a positive number"),
+        ({"window_s": -1.0}, "ignoring init(window_s=-1.0): a window is a positive number"),
+        ({"attempt": "abc"}, "ignoring init(attempt='abc'): not an integer"),
+        ({"rank": 1.5}, "ignoring init(rank=1.5): not an integer"),
+        ({"world_size": "2"}, "ignoring init(world_size='2'): not an integer"),
+        ({"allocated_at": "soon"}, "ignoring allocated_at='soon': not a finite number"),
+    ],
+)
+def test_a_bad_init_argument_is_one_line_and_the_session_records(
+    kwargs: dict[str, Any],
+    said: str,
+    recorder: Recorder,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A string or None where a number goes failed init (a traceback, nothing recorded for
+    the run); rank=1.5 was sent and every span rejected by the collector; window_s=0 emitted
+    a window at every poll. Each is now one line, and the default (or the environment) used."""
+    monkeypatch.setattr(_errors, "_seen", set())
+    sess = recorder.start(**kwargs)
+    assert sess.enabled
+    assert (sess.identity.attempt, sess.identity.rank, sess.identity.world_size) == (0, 0, 1)
+    assert sess._clock._window_ns == int(semconv.DEFAULT_WINDOW_S * 1e9)
+    sess.step()
+    sess.end()
+    assert recorder.one(semconv.SPAN_ATTEMPT)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith(said), lines
+    assert "Traceback" not in caplog.text
+
+
+def test_an_integral_float_rank_is_taken_as_an_integer(recorder: Recorder) -> None:
+    sess = recorder.start(rank=2.0, world_size=4.0)
+    assert (sess.identity.rank, sess.identity.world_size) == (2, 4)
+    assert isinstance(sess.identity.rank, int)
