@@ -598,9 +598,10 @@ def first_token(text: str) -> str | None:
 
 def read_token_file(path: str) -> tuple[str | None, str]:
     """``(the first token of the file at path, "")``, or ``(None, why)`` when it cannot be read
-    or holds no token (:func:`first_token`). Never raises; ``why`` never holds the token."""
+    or holds no token (:func:`first_token`). Never raises; ``why`` never holds the token. A
+    UTF-8 byte-order mark (a file saved by a Windows editor) is not part of the token."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             text = f.read(1 << 16)
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"cannot read it ({type(exc).__name__})"

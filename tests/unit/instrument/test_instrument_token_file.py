@@ -60,3 +60,19 @@ def test_a_token_file_of_comments_only_sends_no_token_and_says_so(
     f.write_text("# nothing yet\n\n")
     assert resolve_headers(env={"ETT_TOKEN_FILE": str(f)}) == {}
     assert str(f) in caplog.text and "no token in it" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "text", ["\ufeffw-0123456789abcdef\n", "\ufeff# write token\nw-0123456789abcdef"]
+)
+def test_a_byte_order_mark_is_not_part_of_the_token(tmp_path: Path, text: str) -> None:
+    """A token file saved with a UTF-8 byte-order mark (a Windows editor) sent the mark as part
+    of the token (or, before a comment, made the comment the token): the collector refused it."""
+    from ett._config import read_token_file
+
+    f = tmp_path / "write.token"
+    f.write_bytes(text.encode("utf-8"))
+    assert read_token_file(str(f)) == ("w-0123456789abcdef", "")
+    assert resolve_headers(env={"ETT_TOKEN_FILE": str(f)}) == {
+        "authorization": "Bearer w-0123456789abcdef"
+    }
