@@ -74,9 +74,10 @@ def end_failed(
     )
     if abort_first:
         teardown(sess, log, groups, True, cfg.failure_teardown)
-    if isinstance(exc, ett.Preempted):  # the library recorded it and ended the attempt
-        cause = FailureCauseValues.PREEMPTION.value
+    if isinstance(exc, ett.Preempted):  # the library recorded the preemption; the attempt
+        cause = FailureCauseValues.PREEMPTION.value  # ends here, as preempted
         log_failure(sess, log, cause, type(exc).__name__, EndReasonValues.PREEMPTED.value)
+        sess.end(EndReasonValues.PREEMPTED.value)
         status = exc.exit_status
     else:
         # The library's cause; a rank whose collective failed because a peer vanished says

@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         train(args, sess, clock)
     except BaseException as exc:  # the library's account first, then leave at once
         clock.log("ending", error=type(exc).__name__)
-        if not isinstance(exc, ett.Preempted):
+        if isinstance(exc, ett.Preempted):  # recorded by the library; the attempt ends here
+            sess.end("preempted")
+        else:
             sess.fail(exc)
         clock.log("exit")
         sys.stderr.write(f"rank {sess.identity.rank}: {exc!r}\n")
