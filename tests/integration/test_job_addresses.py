@@ -3,10 +3,8 @@ HTTP API when written percent-encoded (``quote(job_id, safe="")``), on both stor
 
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import quote
 
-import httpx
 import pytest
 
 from ett_collector.api import create_app
@@ -14,6 +12,7 @@ from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
+from tests.support.served_app import get_all
 from tests.support.worked_example import worked_example
 
 IDS = ["a", "a/segments", "a/segments/segments", "x/activity", "team/run 1", "ünï%2F?#"]
@@ -36,30 +35,23 @@ def test_every_job_id_is_addressable(database_url: str) -> None:
     pipeline.recompute_dirty()
     app = create_app(Settings(db_url=database_url), pipeline)
 
-    async def read(paths: list[str]) -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            return [await client.get(path) for path in paths]
-
     try:
         for job_id in IDS:
             base = f"/api/v1/jobs/{quote(job_id, safe='')}"
-            job, segments, activity = asyncio.run(
-                read([base, base + "/segments", base + "/activity"])
-            )
+            job, segments, activity = get_all(app, [base, base + "/segments", base + "/activity"])
             assert job.status_code == 200, (job_id, job.text)
             assert job.json()["job_id"] == job_id
             assert segments.status_code == 200, (job_id, segments.text)
             assert isinstance(segments.json(), list) and segments.json()
             assert activity.status_code == 200, (job_id, activity.text)
-            performance = asyncio.run(read([base + "/performance"]))[0]
+            performance = get_all(app, [base + "/performance"])[0]
             assert performance.status_code == 200, (job_id, performance.text)
             assert performance.json()["job_id"] == job_id
         # unencoded: a trailing view name is the view; other slashes belong to the id
-        plain_segments, plain_job, empty = asyncio.run(
-            read(["/api/v1/jobs/a/segments", "/api/v1/jobs/team/run%201", "/api/v1/jobs/"])
+        plain_segments, plain_job, empty = get_all(
+            app, ["/api/v1/jobs/a/segments", "/api/v1/jobs/team/run%201", "/api/v1/jobs/"]
         )
-        direct = asyncio.run(read([f"/api/v1/jobs/{quote('a', safe='')}/segments"]))[0]
+        direct = get_all(app, [f"/api/v1/jobs/{quote('a', safe='')}/segments"])[0]
         assert plain_segments.json() == direct.json()
         assert plain_job.json()["job_id"] == "team/run 1"
         assert empty.status_code == 404

@@ -7,10 +7,8 @@ query parameter with one 400 naming it, on both (docs/collector.md, "Routes").""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-import httpx
 import pytest
 
 from ett_collector.api import create_app
@@ -18,6 +16,7 @@ from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
+from tests.support.served_app import get_all
 from tests.support.worked_example import worked_example
 
 JOB_PATHS = [
@@ -54,14 +53,9 @@ def test_a_nul_in_a_job_id_or_a_filter_is_404_or_400_on_both_databases(
     pipeline.recompute_dirty()
     app = create_app(Settings(db_url=database_url), pipeline)
 
-    async def read(paths: list[str]) -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            return [await client.get(path) for path in paths]
-
     try:
         with caplog.at_level(logging.WARNING):
-            answers = asyncio.run(read(JOB_PATHS + [path for path, _ in FILTERS]))
+            answers = get_all(app, JOB_PATHS + [path for path, _ in FILTERS])
         for path, answer in zip(JOB_PATHS, answers, strict=False):
             assert answer.status_code == 404, (path, answer.text)
             assert answer.json()["error"].startswith("no job"), (path, answer.text)
@@ -73,7 +67,7 @@ def test_a_nul_in_a_job_id_or_a_filter_is_404_or_400_on_both_databases(
                 "status": 400,
             }, path
         # without a NUL the same reads still answer
-        fine = asyncio.run(read(["/api/v1/jobs?model=", "/api/v1/jobs/job-1/segments"]))
+        fine = get_all(app, ["/api/v1/jobs?model=", "/api/v1/jobs/job-1/segments"])
         assert [r.status_code for r in fine] == [200, 200]
         assert "Traceback" not in caplog.text and "DataError" not in caplog.text
     finally:

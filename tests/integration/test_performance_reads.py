@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ett_collector.api import create_app
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.served_app import get_all
 from tests.support.spans import attempt_end, first_batch, window
 
 T0 = 1_790_000_040.0
@@ -50,15 +50,8 @@ def db(tmp_path: Path) -> str:
 
 def _get(url: str, paths: list[str]) -> list[httpx.Response]:
     store = Store(url)
-    app = create_app(Settings(db_url=url), Pipeline(store))
-
-    async def read() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            return [await client.get(p) for p in paths]
-
     try:
-        return asyncio.run(read())
+        return get_all(create_app(Settings(db_url=url), Pipeline(store)), paths)
     finally:
         store.close()
 

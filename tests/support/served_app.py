@@ -1,5 +1,6 @@
 """An ASGI app served by uvicorn on a thread of the test process, on a free port of 127.0.0.1:
-real sockets in front, and the app's objects (its ingest budget, say) within the test's reach.
+real sockets in front, and the app's objects (its ingest budget, say) within the test's reach;
+or read in process, through httpx's ASGI transport (:func:`get_all`).
 
 ``ett serve`` runs the same uvicorn server in its own process; tests that need only the wire
 use ``collector_process.start_collector`` instead.
@@ -7,12 +8,14 @@ use ``collector_process.start_collector`` instead.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 
 from tests.support.waits import wait_until
@@ -56,3 +59,14 @@ def read_answer(conn: socket.socket, timeout: float) -> bytes:
     while chunk := conn.recv(65536):
         data += chunk
     return data
+
+
+def get_all(app: Any, paths: Sequence[str]) -> list[httpx.Response]:
+    """``GET`` each of ``paths`` from ``app`` in process, in order, on one client."""
+
+    async def read() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return [await client.get(path) for path in paths]
+
+    return asyncio.run(read())
