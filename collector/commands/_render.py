@@ -21,30 +21,35 @@ from ..schemas import (
     clock_skew_noted,
 )
 
-_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSEEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 """Characters a terminal acts on instead of showing: escape sequences (colours, a window
-title, a cleared screen), bell, carriage return, line feed, tab, line and paragraph separators,
-and the bidirectional overrides that reorder what follows them."""
+title, a cleared screen), bell, carriage return, tab, line and paragraph separators, and the
+bidirectional overrides that reorder what follows them."""
+
+_UNSEEN_OR_LINE = re.compile(_UNSEEN.pattern[:-1] + "\n]")
+"""The same and the line feed."""
 
 
-def visible(text: str) -> str:
-    """``text`` with every character of :data:`_UNSEEN` written as its escape (``\\x1b`` for
-    ESC, ``\\n`` for a line feed): a job id, model or team is whatever a sender wrote, and
-    printed raw it could colour or clear a terminal, or forge a row of ``ett jobs``."""
-    return _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text) if _UNSEEN.search(text) else text
+def visible(text: str, lines: bool = False) -> str:
+    """``text`` with every character of :data:`_UNSEEN`, and its line feeds unless ``lines``,
+    written as its escape (``\\x1b`` for ESC, ``\\n`` for a line feed): a job id, model or
+    team is whatever a sender wrote, and printed raw it could colour or clear a terminal, or
+    forge a row of piped ``ett jobs``."""
+    unseen = _UNSEEN if lines else _UNSEEN_OR_LINE
+    return unseen.sub(lambda m: ascii(m.group())[1:-1], text) if unseen.search(text) else text
 
 
 class VisibleConsole(Console):
     """A rich console that shows text as it is: no markup (``[red]`` in a job id is text, and
-    ``a[/]b`` stopped ``ett jobs`` with a MarkupError) and :func:`visible` characters only,
-    line feeds included (a job id ``two\\nlines`` in a table cell read as two ids; what the
-    commands print of their own has no line feed inside one string)."""
+    ``a[/]b`` stopped ``ett jobs`` with a MarkupError) and :func:`visible` characters only.
+    Line feeds stay: the commands' own cells have lines (an alert's expression), and a job id
+    of two lines stays inside its cell's frame."""
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(markup=False, **kwargs)  # type: ignore[arg-type]
 
     def render_str(self, text: str, **kwargs: object) -> Text:
-        return super().render_str(visible(text), **kwargs)  # type: ignore[arg-type]
+        return super().render_str(visible(text, lines=True), **kwargs)  # type: ignore[arg-type]
 
 
 def duration(seconds: float | None) -> str:
@@ -301,7 +306,7 @@ def _whole(table: Table, width: int) -> bool:
     for column in table.columns:
         texts.append(str(column.header))
         texts.extend(str(cell) for cell in column.cells)
-    texts = [visible(t) for t in texts]
+    texts = [visible(t, lines=True) for t in texts]
     expected = sum(len(_DRAWN.sub("", t)) for t in texts)
     top = next((ln for ln in out.getvalue().splitlines() if ln.startswith("┏")), "┓")
     return len(_DRAWN.sub("", out.getvalue())) == expected and top.rstrip().endswith("┓")
