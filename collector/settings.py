@@ -44,6 +44,11 @@ can take up to this long to show."""
 DEFAULT_KEEP_ALIVE_S = 75.0
 """How long an idle HTTP connection stays open: longer than the 10 s export window, so a rank's
 exporter keeps one connection instead of reconnecting for every export."""
+DEFAULT_SEND_TIMEOUT_S = 30.0
+"""How long an answer may wait for a client that reads none of it (the server's send buffer full
+the whole time); past it the connection is dropped (``api/_connections.py``). A client that
+asked for a 14 MB ``/metrics`` and never read held about twice that until it closed: 20 such
+connections held 526 MB."""
 DEFAULT_HEADER_TIMEOUT_S = 30.0
 """How long a request's head (request line and headers) may take to arrive from its first byte,
 and a new connection's first request from the connection; past it the connection is closed
@@ -366,6 +371,7 @@ class Settings:
     ``ETT_KEEP_ALIVE_S`` (how long an idle HTTP keep-alive connection stays open),
     ``ETT_HEADER_TIMEOUT_S`` (:data:`DEFAULT_HEADER_TIMEOUT_S`),
     ``ETT_BODY_TIMEOUT_S`` (:data:`DEFAULT_BODY_TIMEOUT_S`),
+    ``ETT_SEND_TIMEOUT_S`` (:data:`DEFAULT_SEND_TIMEOUT_S`),
     ``ETT_MAX_CLOCK_AHEAD_S`` (:data:`DEFAULT_MAX_CLOCK_AHEAD_S`),
     ``ETT_RAW_WINDOW_RETENTION_S`` (:func:`raw_window_retention_s`), ``ETT_RETAIN_SPANS``,
     ``ETT_RETAIN_RUNS``, ``ETT_RETAIN_FIGURES``, ``ETT_RETAIN_ALERTS``
@@ -414,6 +420,11 @@ class Settings:
     body_timeout_s: float = field(
         default_factory=lambda: _float_env("ETT_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S)
     )
+    send_timeout_s: float = field(
+        default_factory=lambda: _float_env("ETT_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S)
+    )
+    """How long an answer may wait on a client that reads none of it
+    (:data:`DEFAULT_SEND_TIMEOUT_S`)."""
     """How long a trace request's body may take to arrive (:data:`DEFAULT_BODY_TIMEOUT_S`)."""
     max_clock_ahead_s: float = field(
         default_factory=lambda: _float_env("ETT_MAX_CLOCK_AHEAD_S", DEFAULT_MAX_CLOCK_AHEAD_S)
@@ -476,6 +487,7 @@ class Settings:
         for name, seconds in (
             ("ETT_HEADER_TIMEOUT_S", self.header_timeout_s),
             ("ETT_BODY_TIMEOUT_S", self.body_timeout_s),
+            ("ETT_SEND_TIMEOUT_S", self.send_timeout_s),
         ):
             if not 0 < seconds < float("inf"):
                 raise ConfigError(

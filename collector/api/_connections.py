@@ -13,6 +13,12 @@ pipelined ``GET /metrics``, waiting for the first's bytes to drain) wrote to the
 transport and the log got a 50-line ``Exception in ASGI application ... RuntimeError: unable
 to perform operation on <TCPTransport closed=True>``.
 
+And it drops a connection whose client reads nothing of its answer for ``ETT_SEND_TIMEOUT_S``
+(the transport's send buffer full, and not one byte of it taken, the whole time; a slow reader
+is kept): uvicorn waits on such a client for good,
+holding the answer twice (the app's bytes and the buffer's copy). A client that asked for a
+14 MB ``/metrics`` and never read held it until it closed: 20 of them, 526 MB.
+
 This leans on uvicorn's httptools protocol (pinned in ``pyproject.toml``):
 ``tests/integration/test_ingest_stalls.py`` checks the behaviour over real sockets.
 """
@@ -20,12 +26,15 @@ This leans on uvicorn's httptools protocol (pinned in ``pyproject.toml``):
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
 from typing import ClassVar
 
 from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from ..settings import DEFAULT_HEADER_TIMEOUT_S
+from ..settings import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_SEND_TIMEOUT_S
 
 PROTOCOL = "ett_collector.api._connections:HeadDeadlineProtocol"
 """The import string of :class:`HeadDeadlineProtocol`, for uvicorn's ``http`` option (worker
@@ -40,7 +49,16 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
     """Seconds a request head may take; set from the settings when the app is built
     (``_factory.build_app``)."""
 
+    send_timeout_s: ClassVar[float] = DEFAULT_SEND_TIMEOUT_S
+    """Seconds an answer may wait on a client that reads none of it; set as :attr:`head_timeout_s`
+    is."""
+
     _head_timer: asyncio.TimerHandle | None = None
+    _send_timer: asyncio.TimerHandle | None = None
+    _send_left: int = 0
+    """Bytes of answers the client had not taken at the last look (:meth:`_unsent`)."""
+    _send_moved_at: float = 0.0
+    """When the client was last seen taking some, however slowly (the loop's clock)."""
     _answering: RequestResponseCycle | None = None
     """The request whose app runs now (uvicorn's ``cycle`` is the one parsed last)."""
 
@@ -61,8 +79,55 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         self._answering = cycle
         super()._start_asgi_task(cycle, app)
 
+    def pause_writing(self) -> None:
+        super().pause_writing()  # the send buffer is full: the answer waits on the client
+        if self._send_timer is None:
+            self._send_left, self._send_moved_at = self._unsent(), self.loop.time()
+            self._look_again()
+
+    def _look_again(self) -> None:
+        """Look at the client's progress four times a deadline: it is dropped within a quarter
+        deadline of having taken nothing for a whole one."""
+        self._send_timer = self.loop.call_later(self.send_timeout_s / 4, self._look)
+
+    def resume_writing(self) -> None:
+        self._stop_send_timer()  # the buffer drained: the client is reading
+        super().resume_writing()
+
+    def _stop_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _look(self) -> None:
+        self._send_timer = None
+        if self.transport.is_closing():
+            return
+        unsent, now = self._unsent(), self.loop.time()
+        if unsent < self._send_left:  # it took some: a slow reader, not a gone one
+            self._send_left, self._send_moved_at = unsent, now
+        elif now - self._send_moved_at >= self.send_timeout_s:
+            self.transport.abort()  # what it never read is dropped with the connection
+            return
+        self._look_again()
+
+    def _unsent(self) -> int:
+        """Bytes of answers the client has not taken: the transport's buffer and the kernel's
+        send queue (``SIOCOUTQ``, Linux). The buffer alone moves only when the kernel's queue
+        frees a third of itself: a reader of 16 KiB/s showed no progress for seconds."""
+        unsent = int(self.transport.get_write_buffer_size())
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+                unsent += struct.unpack("i", queued)[0]
+            except (OSError, ValueError):
+                pass  # no such ioctl here: the buffer alone
+        return unsent
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_send_timer()
         answering = self._answering
         if answering is not None and not answering.response_complete:
             answering.disconnected = True  # its send() returns, as for the last one parsed

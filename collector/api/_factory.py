@@ -98,6 +98,7 @@ def build_app(settings: Settings, leader: LeaderLock | None = None) -> Starlette
     process's connections (``ETT_HEADER_TIMEOUT_S``, ``_connections.py``)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     HeadDeadlineProtocol.head_timeout_s = settings.header_timeout_s  # one server per process
+    HeadDeadlineProtocol.send_timeout_s = settings.send_timeout_s
     if settings.read_only:
         leader = Follower()  # no recompute, alert evaluation or retention: they write
     store = Store(settings.db_url, raw_window_retention_s=settings.raw_window_retention_s)

@@ -4,6 +4,7 @@ database take a write now: 503 with ``Retry-After`` when not) and ``GET /metrics
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from starlette.concurrency import run_in_threadpool
@@ -34,6 +35,8 @@ class Health:
     ) -> None:
         self.settings, self.pipeline, self.metrics = settings, pipeline, metrics
         self.disk, self.retention = disk, retention
+        self._exposing: asyncio.Future[bytes] | None = None
+        """The exposition being made now, which every scrape that arrives meanwhile shares."""
 
     def routes(self) -> list[Route]:
         """``/healthz``, ``/readyz``, ``/metrics``."""
@@ -86,5 +89,18 @@ class Health:
         return JSONResponse({"status": "ready"})
 
     async def metrics_route(self, request: Request) -> Response:
-        """The Prometheus exposition of this process (or of every worker's, multiprocess)."""
-        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+        """The Prometheus exposition of this process (or of every worker's, multiprocess), made
+        on a worker thread, once for all the scrapes that ask while it is made. Made on the
+        event loop, a 42 MB exposition (1,000 model/team pairs) held every other request for
+        about a second per scrape (20 scrapes at once: an ingest POST waited 16 s); made per
+        scrape on threads, 20 at once took the process to 2.4 GB."""
+        exposing = self._exposing
+        if exposing is None:
+            exposing = asyncio.ensure_future(run_in_threadpool(self.metrics.exposition))
+            self._exposing = exposing
+            exposing.add_done_callback(self._exposed)
+        return Response(await asyncio.shield(exposing), media_type=CONTENT_TYPE)
+
+    def _exposed(self, done: asyncio.Future[bytes]) -> None:
+        if self._exposing is done:
+            self._exposing = None

@@ -69,6 +69,8 @@ environment:
                       first request), then the connection is closed (default 30 s)
   ETT_BODY_TIMEOUT_S  how long a trace request's body may take to arrive, then 408 and the
                       connection closed (default 30 s)
+  ETT_SEND_TIMEOUT_S  how long an answer may wait on a client that reads none of it, then the
+                      connection is dropped (default 30 s)
   ETT_MAX_CLOCK_AHEAD_S
                       how far past the collector's clock a span may end; a later one (a
                       sender's clock ahead, a bad time) is refused alone (default 600 s)
