@@ -99,7 +99,7 @@ class AlertService:
         since = self._late_since
         if since is not None and (not late or t - since >= REWALK_EVERY_S):
             # the history stopped arriving (or has streamed in for minutes): replay it once
-            if self._adopt_replay(jobs, t, active, self._late_jobs):
+            if self._adopt_replay(t, active, self._late_jobs):
                 active = self.store.active()
             self._late_jobs, self._late_since = 0, None
         findings = [
@@ -188,18 +188,20 @@ class AlertService:
         self._seen, self._seen_at = now, t
         return late
 
-    def _adopt_replay(
-        self, jobs: list[JobFacts], t: float, active: dict[tuple[str, str], Alert], late: int
-    ) -> int:
+    def _adopt_replay(self, t: float, active: dict[tuple[str, str], Alert], late: int) -> int:
         """Replay the rules' reach up to ``t`` (what ``ett alerts backtest`` walks) and open the
         alerts it holds open at ``t`` that are not open here: a change the late history shows
         since its own onset, with the baseline from before it. Alerts already open or delivered
-        are left as they are. Returns how many were opened."""
+        are left as they are. Returns how many were opened.
+
+        The replay reads the jobs a week before its first instant too, as the backtest does:
+        over the evaluation's jobs alone (a week back from ``t``), its instants near an onset
+        days old had little or no baseline, and by the time they had one it held the change (a
+        probe's 14 days sent to an empty collector, x4 from 5.5 days back: never opened)."""
         started = time.monotonic()
         horizon = max(WINDOWS.values())
-        held = held_open(
-            [j for j in jobs if j.end <= t], self.rules, t - horizon, t, self.dashboard_url
-        )
+        jobs = [j for j in load_facts(self.engine, reach(t - horizon, active)) if j.end <= t]
+        held = held_open(jobs, self.rules, t - horizon, t, self.dashboard_url)
         opened = [a for ident, a in held.items() if ident not in active]
         if opened:
             self.store.save(opened)

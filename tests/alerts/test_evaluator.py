@@ -229,6 +229,38 @@ def test_history_that_arrives_late_is_judged_from_its_own_onset(store: Store, tm
     assert [a.fired_at for a in service.store.alerts("firing")] == [still[0][2]]
 
 
+def test_history_sent_to_an_empty_collector_is_replayed_with_its_own_baselines(
+    store: Store, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """A probe started `ett serve` on an empty database and sent it 14 days with checkpoints x4
+    from 5.5 days before the end: the backtest held the incident open, the live evaluator
+    replayed the late history and opened nothing. The replay walked the last week over the jobs
+    of that week only, so its instants near the onset had little or no baseline (the backtest
+    reads a week before its start too); by the time they had one, it held the change."""
+    from ett_collector.alerts.rules import WINDOWS
+
+    day = 24 * HOUR
+    start = 1_800_000_000.0
+    now = start + 14 * day
+    onset = now - 5.5 * day
+    planted = Regress("dlrm", onset, now + day)
+    jobs = [j for j in fleet(start, 14 * 24, regress=planted, every_s=4 * HOUR) if j[3] <= now]
+    rules = load_rules()
+    clock = [now]
+    service = AlertService(store.engine, rules, INTERVAL, clock=lambda: clock[0])
+    service._evaluate_tick()  # an empty database
+    load(store, jobs)  # 14 days, sent at once
+    for k in (1, 2):  # seen arriving, then replayed once it stopped
+        clock[0] = now + k * INTERVAL
+        service._evaluate_tick()
+    t = clock[0]
+    replayed = backtest(store.engine, rules, t - max(WINDOWS.values()), t)
+    still = [(f.rule, f.labels["model"], f.fired_at) for f in replayed if f.resolved_at is None]
+    assert [m for _, m, _ in still] == ["dlrm"]
+    firing = service.store.alerts("firing")
+    assert [(a.rule, a.labels["model"], a.fired_at) for a in firing] == still
+
+
 def test_late_history_the_arrival_would_fire_on_fires_at_the_backtests_instant(
     store: Store, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
