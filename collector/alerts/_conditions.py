@@ -124,7 +124,7 @@ def evaluate(
     if rule.kind is Kind.ETT_SLO_BURN:
         from ._burn import findings  # _burn imports this module (Finding)
 
-        return findings(rule, fleet, t)
+        return findings(rule, fleet, t, mine.keys())
     if rule.kind in (Kind.THROUGHPUT_REGRESSION, Kind.STRAGGLER):
         from ._perf import straggler_findings, throughput_findings  # _perf imports this module
 
