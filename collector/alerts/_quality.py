@@ -58,11 +58,19 @@ class Planted:
         """``(label, value)``: ``("model", M)`` or ``("team", T)``."""
         return ("model", self.model) if self.model is not None else ("team", self.team or "")
 
+    @property
+    def regression(self) -> bool:
+        """Whether it makes its component slower (``factor`` above 1). A plant of a factor of 1
+        or less (the end of an earlier one, or an improvement) is nothing for a regression rule
+        to find: scored as one, it read as a miss (a probe's fleet: recall 0.50 for 2 of 2)."""
+        return self.factor > 1
+
     def named_by(self, firing: Firing) -> bool:
         """Whether ``firing`` names this regression."""
         label, value = self.group
         return (
-            firing.labels.get(label) == value
+            self.regression
+            and firing.labels.get(label) == value
             and firing.labels.get("component") == self.component
             and firing.fired_at >= self.at
         )
@@ -291,7 +299,7 @@ def score(
                 found=found,
                 delay_s=first - p.at if found else None,
                 share_pct=share_before(jobs, p) if jobs else None,
-                scored=since <= p.at <= until - min_after_s,
+                scored=p.regression and since <= p.at <= until - min_after_s,
             )
         )
     return Quality(

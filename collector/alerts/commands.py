@@ -415,7 +415,10 @@ def _print_quality(q: Any, path: str, since: float, until: float) -> None:
     def num(v: float | None, fmt: str = ".2f") -> str:
         return "-" if v is None else format(v, fmt)
 
-    def unscored(at: float) -> str:
+    def unscored(p: Any) -> str:
+        at = p.at
+        if not p.regression:
+            return f"factor {p.factor:g}: no slowdown to find"
         if at < since:
             return "onset before the backtest"
         if at > until:
@@ -446,7 +449,7 @@ def _print_quality(q: Any, path: str, since: float, until: float) -> None:
             state = found
         else:  # a delay from an onset before the backtest measures where the backtest began
             named = "; named by a firing" if d.found and p.at < since else f"; {found}"
-            state = f"not scored ({unscored(p.at)})" + (named if d.found else "")
+            state = f"not scored ({unscored(p)})" + (named if d.found else "")
         print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}")
 
 

@@ -173,6 +173,23 @@ def test_the_score_counts_each_rules_firings_apart() -> None:
     }
 
 
+def test_a_plant_that_speeds_its_component_up_is_no_regression_to_find() -> None:
+    """`--regress` has no end: a probe ended its x5 regression with a x0.2 plant, which the
+    score counted as a regression and reported MISSED (recall 0.50 for 2 of 2 found)."""
+    from ett_collector.alerts._quality import Planted, score
+
+    end = ONSET + 2 * DAY
+    planted = [
+        Planted(COMPONENT, 5.0, ONSET, model=MODEL),
+        Planted(COMPONENT, 0.2, end, model=MODEL),
+    ]
+    firings = [_firing("regression_by_model", MODEL, COMPONENT, ONSET + 3600)]
+    q = score(firings, planted, START, end + 3 * DAY)  # both onsets inside, days before its end
+    assert q.recall == 1.0 and (q.true_firings, q.false_firings) == (1, 0)
+    found, ended = q.detections
+    assert found.scored and found.found and not ended.scored and not ended.found
+
+
 def _empty_db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     store = Store(url)
