@@ -36,6 +36,9 @@ ALERTMANAGER, DASHBOARD = "ETT_ALERTMANAGER_URL", "ETT_DASHBOARD_URL"
 METRICS_CACHE, MAX_PAIRS = "ETT_METRICS_CACHE_S", "ETT_METRICS_MAX_PAIRS"
 MIN_INTERVAL_S = 1.0
 """The shortest time between two evaluations (``--alert-interval 1ms`` ran them back to back)."""
+MAX_INTERVAL_S = 3600.0
+"""The longest: the rules' shortest window (1h). ``--alert-interval 100000d`` was taken, and
+after the first evaluation alerting was off without a word."""
 DEFAULT_METRICS_CACHE_S = 5.0
 DEFAULT_MAX_PAIRS = 200
 """The most (model, team) pairs ``/metrics`` labels: 173 series a pair (``SERIES_PER_PAIR``),
@@ -120,6 +123,12 @@ class AlertSettings:
             raise AlertConfigError(
                 f"{INTERVAL} must be at least {MIN_INTERVAL_S:g} s, got {env[INTERVAL]!r}: each "
                 "evaluation reads every job of the rules' windows"
+            )
+        if interval_s > MAX_INTERVAL_S:
+            raise AlertConfigError(
+                f"{INTERVAL} must be at most {MAX_INTERVAL_S:g} s (1h, the rules' shortest "
+                f"window), got {env[INTERVAL]!r}: evaluated less often, an alert comes that much "
+                "late, and a page may never come"
             )
         return cls(
             rules_path=env.get(RULES) or None,

@@ -66,6 +66,10 @@ def test_a_bad_option_is_refused_in_the_flags_words(monkeypatch: pytest.MonkeyPa
         _served(_args(alert_interval="0s"))
     with pytest.raises(CliError, match=r"--alert-interval must be at least 1 s, got '1ms'"):
         _served(_args(alert_interval="1ms"))
+    # taken, it evaluated once and then never again, without a word
+    with pytest.raises(CliError, match=r"--alert-interval must be at most 3600 s \(1h"):
+        _served(_args(alert_interval="100000d"))
+    assert _served(_args(alert_interval="1h")).interval_s == 3600.0
     with pytest.raises(CliError, match="the alertmanager URL must start with http"):
         _served(_args(alertmanager="am:9093"))
     with pytest.raises(AlertConfigError, match="ETT_METRICS_CACHE_S='x' is not a number"):
