@@ -273,13 +273,25 @@ def _list(args: argparse.Namespace) -> int:
         if a.resolved_at is not None:
             lines.append(f"resolved {_when(a.resolved_at)}")
         rows.append(("\n".join(lines), a.annotations.get("description", "")))
+    out = console()
     table = Table(show_lines=True)
-    widest = max(len(line) for alert, _ in rows for line in alert.splitlines())
-    table.add_column("alert", no_wrap=True, min_width=widest)
-    table.add_column("what", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    console().print(table)
+    # the rule names (and states and times) whole; a group's line, a model's name, say, folds
+    # past half the width: a 105-character model took the whole width and hid the "what"
+    groups = {f"{_group(a.labels)} · {a.labels.get('component', '-')}" for a in alerts}
+    lines = [line for alert, _ in rows for line in alert.splitlines()]
+    whole = max([len(line) for line in lines if line not in groups] + [1])
+    cap = max(whole, min(max(len(line) for line in lines), out.width // 2))
+    table.add_column("alert", no_wrap=True, min_width=whole, max_width=cap)
+    table.add_column("what", overflow="fold", min_width=min(20, out.width // 4))
+
+    def folded(line: str) -> str:  # a group's line over the width, cut into lines of it
+        if line not in groups or len(line) <= cap:
+            return line
+        return "\n".join(line[i : i + cap] for i in range(0, len(line), cap))
+
+    for alert, what in rows:
+        table.add_row("\n".join(map(folded, alert.splitlines())), what)
+    out.print(table)
     return 0
 
 

@@ -125,16 +125,18 @@ def _utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _seed_alerts(db_url: str) -> None:
+def _seed_alerts(db_url: str, long: bool = False) -> None:
     from ett_collector.alerts._state import Alert, AlertState
     from ett_collector.alerts._store import AlertStore
 
-    def alert(rule: str, state: AlertState, resolved: float | None) -> Alert:
+    def alert(
+        rule: str, state: AlertState, resolved: float | None, model: str = "dlrm-small"
+    ) -> Alert:
         return Alert(
             rule=rule,
-            key=f"model=dlrm-small,{rule}",
-            labels={"model": "dlrm-small", "component": "checkpoint", "rule": rule},
-            annotations={"description": f"{rule} says the checkpoints of dlrm-small " * 3},
+            key=f"model={model},{rule}",
+            labels={"model": model, "component": "checkpoint", "rule": rule},
+            annotations={"description": f"{rule} says the checkpoints of {model} " * 3},
             state=state,
             active_since=1_790_000_000.0,
             last_eval=1_790_000_100.0,
@@ -147,9 +149,26 @@ def _seed_alerts(db_url: str) -> None:
         [
             alert("ett_slo_burn_fast_by_model", AlertState.FIRING, None),
             alert("regression_by_model", AlertState.RESOLVED, RESOLVED),
+            *([alert("regression_by_model", AlertState.FIRING, None, LONG_MODEL)] if long else []),
         ]
     )
     store.close()
+
+
+LONG_MODEL = "recsys-ranking-dlrm-extra-large-multitask-experimental-candidate-v17-rc3"
+
+
+def test_alerts_of_a_long_model_name_keep_what_they_say(db_url: str, tmp_path: Path) -> None:
+    """A probe's 105-character model took the alert column's whole width at 80 and 100 columns, and
+    the column of what the alert says was left out: now the name folds in its column."""
+    _seed_alerts(db_url, long=True)
+    done = _run(["alerts", "--db", db_url, "--state", "firing"], tmp_path, columns=80)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("│")[1:3] for line in done.stdout.splitlines() if line.startswith("│")]
+    alert = "".join(cell.strip() for cell, _ in rows)
+    what = " ".join(cell.strip() for _, cell in rows)
+    assert f"model={LONG_MODEL}" in alert and "regression_by_model" in alert
+    assert "says the checkpoints of" in what and max(len(c) for _, c in rows) >= 20
 
 
 @pytest.mark.parametrize("columns", [80, 60, 40])
