@@ -124,9 +124,9 @@ class Session:
         self._ended = False
         self._ending = False
         self._preempted = False
+        """A SIGTERM the program handles came (:meth:`preempt`): the end is ``preempted``."""
         self._interrupted: KeyboardInterrupt | None = None
         """A Ctrl-C that cut one of the end's waits short (:meth:`_unless_interrupted`)."""
-        """A SIGTERM the program handles came (:meth:`preempt`): the end is ``preempted``."""
         self._end_lock = threading.RLock()  # re-entrant: SIGTERM may arrive inside end()
         self._end_thread: int | None = None
         """The thread running :meth:`end`, while it runs."""
