@@ -12,17 +12,11 @@ import pytest
 from ett_cli import main
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.errors import one_line
 from tests.support.ports import free_port
 from tests.support.worked_example import worked_example
 
 READ_ONLY_SESSIONS = "-c default_transaction_read_only=on"
-
-
-def _one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _with_a_job(url: str) -> dict[str, object]:
@@ -49,7 +43,7 @@ def test_writing_commands_refuse_read_only_sessions(
         (["db", "prune"], "ett db prune:", "run `ett db prune` against the primary"),
     ):
         assert main([*argv, "--db", fresh_postgres_url]) == 1, argv
-        line = _one_line(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert line.startswith(prefix) and what in line, line
         assert "is read-only: its sessions are read-only" in line
     assert main(["db", "prune", "--dry-run", "--db", fresh_postgres_url]) == 0  # reads only
@@ -57,7 +51,7 @@ def test_writing_commands_refuse_read_only_sessions(
 
     argv = ["serve", "--port", str(free_port()), "--db", fresh_postgres_url]
     assert main(argv) == 2
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "is read-only" in line and "serve its reads with --read-only" in line
     monkeypatch.delenv("PGOPTIONS")
     store = Store(fresh_postgres_url)
@@ -76,7 +70,7 @@ def test_read_only_on_a_primary_says_it_is_not_a_standby(fresh_postgres_url: str
     _with_a_job(fresh_postgres_url)
     settings = dataclasses.replace(Settings(db_url=fresh_postgres_url), read_only=True)
     _prepare_database(settings, _target.resolve(fresh_postgres_url))
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "is not a hot standby but a database that takes writes" in line
 
 
@@ -84,7 +78,7 @@ def test_read_only_is_refused_on_sqlite_and_creates_nothing(tmp_path: Path, caps
     missing = tmp_path / "none" / "c.db"
     argv = ["serve", "--read-only", "--port", str(free_port()), "--db", str(missing)]
     assert main(argv) == 2
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert line.startswith("ett serve: --read-only serves the reads of a PostgreSQL hot standby")
     assert "SQLite file" in line and not (tmp_path / "none").exists()
 
@@ -93,7 +87,7 @@ def test_prune_of_a_missing_database_creates_nothing(tmp_path: Path, capsys) -> 
     missing = tmp_path / "typo" / "x.db"
     for argv in (["db", "prune", "--dry-run"], ["db", "prune"]):
         assert main([*argv, "--db", str(missing)]) == 1
-        line = _one_line(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert line.startswith("ett db prune: database") and "does not exist" in line
         assert "check the path" in line
     assert not (tmp_path / "typo").exists()
@@ -109,6 +103,6 @@ def test_an_unwritable_sqlite_file_is_refused_by_name(
     # this suite may run as root, whom file modes do not stop: the check's own view of it
     monkeypatch.setattr(_target.os, "access", lambda p, mode: Path(p) != path)
     assert main(["recompute", "job-1", "--db", str(path)]) == 1
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert f"{path} is not writable by this user" in line and "`ett recompute`" in line
     assert Store(f"sqlite:///{path}").get_job("job-1") == before

@@ -23,15 +23,9 @@ from ett_collector.commands.serve_commands import _prepare_database
 from ett_collector.settings import Settings
 from ett_collector.storage import Store, _migrate, head_revision
 from tests.conftest import BACKENDS
+from tests.support.errors import one_line
 from tests.support.tmpfs import mounted_tmpfs
 from tests.support.waits import wait_until
-
-
-def _one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _at(url: str, revision: str) -> None:
@@ -55,7 +49,7 @@ def test_serve_names_the_migrations_it_applied(
     _at(database_url, "0008")
     target = _target.resolve(database_url)
     _prepare_database(Settings(db_url=database_url), target)
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     head = head_revision()
     assert line == (
         f"ett serve: {target.shown}: applied migration(s) 0009, 0010, {head}: the schema is "
@@ -71,12 +65,12 @@ def test_grant_readonly_names_the_migrations_it_applied(
 ) -> None:
     _at(fresh_postgres_url, "0010")
     assert main(["db", "grant-readonly", "Bad-Name", "--db", fresh_postgres_url]) == 2
-    assert "not a plain identifier" in _one_line(capsys.readouterr().err)
+    assert "not a plain identifier" in one_line(capsys.readouterr().err)
     assert _revision(fresh_postgres_url) == "0010"  # a bad name is refused before any migration
     role = f"ett_r_{uuid.uuid4().hex[:8]}"
     assert main(["db", "grant-readonly", role, "--db", fresh_postgres_url]) == 0
     shown = capsys.readouterr()
-    line = _one_line(shown.err)
+    line = one_line(shown.err)
     assert line.startswith("ett db grant-readonly: ") and "applied migration(s) 0011" in line
     assert shown.out.startswith(f"role {role} may log in and read ett_v1_jobs")
 
@@ -86,7 +80,7 @@ def test_grant_readonly_refuses_sqlite_before_creating_it(
 ) -> None:
     db = tmp_path / "x.db"
     assert main(["db", "grant-readonly", "ett_grafana", "--db", str(db)]) == 2
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "SQLite has no roles" in line and "is for PostgreSQL" in line
     assert not db.exists()
 
@@ -154,7 +148,7 @@ def test_upgrade_refuses_a_missing_folder_and_creates_in_an_existing_one(
 ) -> None:
     typo = tmp_path / "nope" / "x.db"
     assert main(["db", "upgrade", "--db", str(typo)]) == 2
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert line == (
         f"ett db upgrade: the folder {typo.parent} of the database sqlite:///{typo} (from --db) "
         "does not exist: check the path, or create the folder first to start a new database "
@@ -182,7 +176,7 @@ def test_upgrade_names_a_read_only_folder(
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         db = disk / "x.db"
         assert main(["db", "upgrade", "--db", str(db)]) == 1
-        line = _one_line(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert line.startswith(f"ett db upgrade: cannot create the database sqlite:///{db} ")
         assert f"its folder {disk} cannot be written (a read-only mount?)" in line
         assert "Error" not in line and not db.exists()

@@ -15,6 +15,7 @@ import pytest
 
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.errors import one_line
 from tests.support.worked_example import worked_example
 
 ETT = str(Path(sys.executable).with_name("ett"))
@@ -38,13 +39,6 @@ def _run(
     )
 
 
-def _one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'collector.db'}"
@@ -65,7 +59,7 @@ def test_dashboard_on_a_busy_port_is_one_line_before_anything_starts(tmp_path: P
         port = busy.getsockname()[1]
         done = _run(["dashboard", "--port", str(port)], tmp_path)
     assert done.returncode == 2
-    line = _one_line(done.stderr)
+    line = one_line(done.stderr)
     assert line == (
         f"ett dashboard: port {port} is in use (another ett dashboard?): stop it or pass --port N"
     )
@@ -75,7 +69,7 @@ def test_dashboard_on_a_busy_port_is_one_line_before_anything_starts(tmp_path: P
 def test_dashboard_on_a_bad_host_is_one_line(tmp_path: Path) -> None:
     done = _run(["dashboard", "--host", "999.1.1.1", "--port", "18501"], tmp_path)
     assert done.returncode == 2
-    assert _one_line(done.stderr).startswith("ett dashboard: --host '999.1.1.1' is not an address")
+    assert one_line(done.stderr).startswith("ett dashboard: --host '999.1.1.1' is not an address")
     assert done.stdout == ""
 
 
@@ -212,7 +206,7 @@ def test_serve_with_a_database_under_a_file_is_one_line(tmp_path: Path) -> None:
         port = probe.getsockname()[1]
     done = _run(["serve", "--db", str(db), "--port", str(port)], tmp_path)
     assert done.returncode == 2
-    line = _one_line(done.stderr)
+    line = one_line(done.stderr)
     assert line.startswith(f"ett serve: cannot create the database sqlite:///{db} (from --db): ")
     assert line.endswith(f"{tmp_path / 'afile'} is a file, not a folder")
 
@@ -224,7 +218,7 @@ def test_simulate_with_no_collector_says_so(tmp_path: Path) -> None:
     endpoint = f"http://127.0.0.1:{port}"
     done = _run(["simulate", "--jobs", "1", "--days", "1", "--endpoint", endpoint], tmp_path)
     assert done.returncode == 1
-    line = _one_line(done.stderr)
+    line = one_line(done.stderr)
     assert line.startswith(f"ett simulate: nothing answers at {endpoint} (")
     assert "ett serve" in line
 
@@ -232,21 +226,21 @@ def test_simulate_with_no_collector_says_so(tmp_path: Path) -> None:
 def test_a_read_names_its_command_in_its_error(db_url: str, tmp_path: Path) -> None:
     done = _run(["report", "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1
-    assert _one_line(done.stderr).startswith("ett report: no job 'nope' in ")
+    assert one_line(done.stderr).startswith("ett report: no job 'nope' in ")
     done = _run(["lost-time", "--since", "yesterday", "--db", db_url], tmp_path)
     assert done.returncode == 2
-    assert _one_line(done.stderr).startswith("ett lost-time: cannot read time 'yesterday'")
+    assert one_line(done.stderr).startswith("ett lost-time: cannot read time 'yesterday'")
 
 
 def test_recompute_of_a_mistyped_database_creates_nothing(db_url: str, tmp_path: Path) -> None:
     typo = tmp_path / "colector.db"
     done = _run(["recompute", JOB, "--db", str(typo)], tmp_path)
     assert done.returncode == 1, done  # as `ett report` on a missing database
-    assert "does not exist" in _one_line(done.stderr) and done.stdout == ""
+    assert "does not exist" in one_line(done.stderr) and done.stdout == ""
     assert not typo.exists()
     done = _run(["recompute", "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1 and done.stdout == ""  # no "recomputed 0 job(s)" beside the error
-    assert _one_line(done.stderr) == "ett recompute: no spans for job 'nope'"
+    assert one_line(done.stderr) == "ett recompute: no spans for job 'nope'"
     done = _run(["recompute", JOB, "nope", "--db", db_url], tmp_path)
     assert done.returncode == 1 and done.stdout == "recomputed 1 job(s)\n"
 
@@ -275,7 +269,7 @@ def test_a_limit_past_any_list_is_one_line(db_url: str, tmp_path: Path, command:
     """ett jobs --limit 99999999999999999999 printed 'OverflowError: ...' as an internal error."""
     done = _run([command, "--limit", "9" * 20, "--db", db_url], tmp_path)
     assert done.returncode == 2
-    assert "between 1 and 1,000,000" in _one_line(done.stderr)
+    assert "between 1 and 1,000,000" in one_line(done.stderr)
 
 
 @pytest.mark.parametrize("db", ["sqlite:///", "sqlite://", "sqlite:///:memory:", ""])
@@ -290,7 +284,7 @@ def test_a_database_that_names_no_file_is_refused(
     its connection and exited 0. An empty --db fell back to $ETT_HOME without a word."""
     done = _run([*command, "--db", db], tmp_path)
     assert done.returncode == 2, done.stderr
-    line = _one_line(done.stderr)
+    line = one_line(done.stderr)
     assert ("names no file" in line) if db else ("--db is empty" in line)
     assert not (tmp_path / "home").exists()  # nothing created at the default either
 
@@ -331,7 +325,7 @@ def test_small_wrong_turns_get_their_own_answer(db_url: str, tmp_path: Path) -> 
     for bad in ("nan", "inf", "0"):
         refused = _run(["dashboard", "--refresh-s", bad], tmp_path)
         assert refused.returncode == 2
-        assert "--refresh-s must be a positive number" in _one_line(refused.stderr)
+        assert "--refresh-s must be a positive number" in one_line(refused.stderr)
 
 
 def test_the_readmes_lost_time_example_is_what_its_commands_print(tmp_path: Path) -> None:

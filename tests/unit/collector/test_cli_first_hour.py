@@ -24,6 +24,7 @@ from ett_cli._main import build_parser
 from ett_collector.commands import _render
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.errors import one_line
 from tests.support.ports import free_port
 from tests.support.worked_example import worked_example
 
@@ -51,20 +52,13 @@ def db_path(tmp_path: Path) -> Path:
     return path
 
 
-def _one_line_error(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
 # --- reads never create a database --------------------------------------------------------
 
 
 def test_report_on_a_missing_database_creates_nothing(tmp_path: Path, capsys) -> None:
     missing = tmp_path / "nonexistent" / "dir" / "x.db"
     assert main(["report", "X", "--db", f"sqlite:///{missing}"]) == 1
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert str(missing) in line and "does not exist" in line
     assert "--db" in line and "ETT_HOME" in line
     assert not (tmp_path / "nonexistent").exists()
@@ -78,14 +72,14 @@ def test_reads_without_ett_home_data_create_nothing(
     monkeypatch.delenv("ETT_DB_URL", raising=False)
     for argv in (["report", "X"], ["jobs"], ["lost-time"], ["alerts"]):
         assert main(argv) == 1, argv
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert str(home / "collector.db") in line and "from ETT_HOME" in line
     assert not home.exists()
 
 
 def test_a_missing_job_names_the_database_searched(db_path: Path, capsys) -> None:
     assert main(["report", "nope", "--db", str(db_path)]) == 1
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "no job 'nope'" in line and str(db_path) in line and "--db" in line
 
 
@@ -93,7 +87,7 @@ def test_an_empty_sqlite_file_is_not_taken_for_data(tmp_path: Path, capsys) -> N
     empty = tmp_path / "empty.db"
     empty.touch()
     assert main(["jobs", "--db", str(empty)]) == 1
-    assert "holds no ett data" in _one_line_error(capsys.readouterr().err)
+    assert "holds no ett data" in one_line(capsys.readouterr().err)
     assert empty.stat().st_size == 0
 
 
@@ -122,7 +116,7 @@ def test_bad_database_settings_exit_2_in_one_line(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert main(argv) == 2
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert expected in line and "sqlite:///PATH" in line and "postgresql" in line
     assert "secret" not in line
 
@@ -137,7 +131,7 @@ def test_unreachable_postgresql_exits_1_in_one_line(capsys) -> None:
         serve,
     ):
         assert main(argv) == 1
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert "127.0.0.1" in line and "secret" not in line and "from --db" in line
 
 
@@ -160,7 +154,7 @@ def test_serve_on_a_busy_port_says_so_and_creates_nothing(tmp_path: Path) -> Non
         db = tmp_path / "new" / "collector.db"
         done = _run(["serve", "--port", str(port), "--db", str(db)], tmp_path)
     assert done.returncode == 2
-    line = _one_line_error(done.stderr)
+    line = one_line(done.stderr)
     assert f"port {port} is in use (another ett serve?)" in line
     assert done.stdout == ""  # never announced listening
     assert not (tmp_path / "new").exists()
@@ -169,7 +163,7 @@ def test_serve_on_a_busy_port_says_so_and_creates_nothing(tmp_path: Path) -> Non
 def test_serve_on_a_bad_host_says_so_and_creates_nothing(tmp_path: Path) -> None:
     done = _run(["serve", "--host", "999.1.1.1", "--port", str(free_port())], tmp_path)
     assert done.returncode == 2
-    assert "--host '999.1.1.1'" in _one_line_error(done.stderr)
+    assert "--host '999.1.1.1'" in one_line(done.stderr)
     assert done.stdout == ""
     assert not (tmp_path / "home").exists()
 
@@ -478,7 +472,7 @@ def test_another_applications_alembic_database_is_named_so(tmp_path: Path, capsy
     before = tables()
     for argv in (["jobs"], ["db", "upgrade"], ["serve", "--port", "1"]):
         assert main([*argv, "--db", str(path)]) == 1, argv
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert "its alembic_version is 'deadbeef1234', which is none of this ett's" in line
         assert "another application's schema" in line
     assert tables() == before  # no table of ett's made in it
@@ -489,17 +483,17 @@ def test_a_folder_or_a_text_file_is_named_for_what_it_is(tmp_path: Path, capsys)
     text = tmp_path / "notes.db"
     text.write_text("my notes\n")
     assert main(["jobs", "--db", str(tmp_path / "dir.db")]) == 2
-    assert "is a folder, not a database" in _one_line_error(capsys.readouterr().err)
+    assert "is a folder, not a database" in one_line(capsys.readouterr().err)
     assert main(["jobs", "--db", f"sqlite:///{tmp_path / 'dir.db'}"]) == 1
-    assert "is a folder, not a SQLite file" in _one_line_error(capsys.readouterr().err)
+    assert "is a folder, not a SQLite file" in one_line(capsys.readouterr().err)
     assert main(["report", "X", "--db", str(text)]) == 1
-    assert "is not a SQLite file" in _one_line_error(capsys.readouterr().err)
+    assert "is not a SQLite file" in one_line(capsys.readouterr().err)
     assert text.read_text() == "my notes\n"
 
 
 def test_alerts_with_a_dashboards_api_option_says_where_they_are_read(capsys) -> None:
     assert main(["alerts", "--api", "http://127.0.0.1:4318/"]) == 2
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "reads the collector's database (--db URL)" in line
     assert "GET http://127.0.0.1:4318/api/v1/alerts" in line
 
@@ -516,11 +510,11 @@ def test_a_database_that_cannot_be_read_is_not_called_empty(
     shm.unlink(missing_ok=True)
     os.mkfifo(shm)
     assert main(["jobs", "--db", str(db_path)]) == 1
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "cannot read database" in line and "holds no ett data" not in line
     assert "read-only mount" not in line  # its folder can be written
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, m: False if m == os.W_OK else real_access(p, m))
     assert main(["jobs", "--db", str(db_path)]) == 1
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert "cannot be written (a read-only mount?)" in line and "copy the file" in line

@@ -9,16 +9,10 @@ import pytest
 from ett_cli import main
 from ett_collector.commands._target import Target, connection_error
 from ett_collector.settings import ConfigError, Settings, redact_url, scrub_password
+from tests.support.errors import one_line
 from tests.support.ports import free_port
 
 SECRET = "SECRETPW"
-
-
-def _one_line_error(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _commands(url: str) -> list[tuple[list[str], dict[str, str]]]:
@@ -57,7 +51,7 @@ def test_an_unusable_url_is_said_without_its_password(
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         assert main(argv) == 2, argv
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert said in line, line
         for secret in secrets:
             assert secret not in line, (argv, line)
@@ -80,7 +74,7 @@ def test_an_unsupported_driver_exits_2_naming_the_supported_ones(
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         assert main(argv) == 2, argv
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line(capsys.readouterr().err)
         assert "driver" in line and "is not supported" in line, line
         assert "postgresql+psycopg://" in line and "sqlite:///" in line
         assert "Error" not in line  # no exception's class name: ModuleNotFoundError...

@@ -21,17 +21,11 @@ from ett_collector.security import AuthSettings, Scope, ScopeTokens
 from ett_collector.settings import ConfigError, Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
+from tests.support.errors import one_line
 from tests.support.ports import free_port
 
 TOKEN = secrets.token_hex(16)
 ETT = str(Path(sys.executable).with_name("ett"))
-
-
-def _one_line_error(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _status(app: object, token: str) -> int:
@@ -88,7 +82,7 @@ def test_a_token_of_only_white_space_is_refused(
     for args, env in (((), {"ETT_TOKEN": " \n"}), (("--token", "  "), {})):
         code, err = _serve(tmp_path, *args, **env)
         assert code == 2
-        assert "ETT_TOKEN (--token) is only white space" in _one_line_error(err)
+        assert "ETT_TOKEN (--token) is only white space" in one_line(err)
     assert not (tmp_path / "new").exists()
 
 
@@ -99,7 +93,7 @@ def test_a_token_file_without_a_token_is_refused_naming_it(tmp_path: Path, text:
     os.chmod(tokens, 0o600)
     code, err = _serve(tmp_path, "--write-tokens", str(tokens))
     assert code == 2
-    assert f"the token file {tokens} holds no token" in _one_line_error(err)
+    assert f"the token file {tokens} holds no token" in one_line(err)
     assert not (tmp_path / "new").exists()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ett_collector.security import SecurityConfigError, TlsSettings
+from tests.support.errors import one_line
 from tests.support.pki import Authority, Pair, openssl
 from tests.support.ports import free_port
 
@@ -39,10 +40,8 @@ def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _one_line(err: str) -> str:
-    assert "Traceback" not in err and "SSLError" not in err, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
+    assert "SSLError" not in err, err
+    return one_line(err)
 
 
 def test_a_key_of_another_certificate_is_said_in_one_line(

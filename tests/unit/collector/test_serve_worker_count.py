@@ -12,14 +12,8 @@ from ett_cli import main
 from ett_collector.commands import _serve_workers
 from ett_collector.commands._runner import CommandError
 from ett_collector.commands._serve_workers import MAX_WORKERS, WORKERS_PER_CORE, worker_count
+from tests.support.errors import one_line
 from tests.support.ports import free_port
-
-
-def _one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_an_absurd_count_is_refused_before_anything_starts(
@@ -29,13 +23,13 @@ def test_an_absurd_count_is_refused_before_anything_starts(
     db = tmp_path / "c.db"
     argv = ["serve", "--workers", "500", "--port", str(free_port()), "--db", str(db)]
     assert main(argv) == 2
-    line = _one_line(capsys.readouterr().err)
+    line = one_line(capsys.readouterr().err)
     assert line.startswith("ett serve: --workers 500 is more server processes than this")
     assert "at most 16 here (8 per core, 2 core(s), and never more than 64)" in line
     assert not db.exists()
     monkeypatch.setenv("ETT_WORKERS", "17")
     assert main(["serve", "--port", str(free_port()), "--db", str(db)]) == 2
-    assert _one_line(capsys.readouterr().err).startswith("ett serve: ETT_WORKERS 17 is more")
+    assert one_line(capsys.readouterr().err).startswith("ett serve: ETT_WORKERS 17 is more")
     assert not db.exists()
 
 
@@ -45,7 +39,7 @@ def test_the_limit_is_per_core_and_at_most_64(
     monkeypatch.setattr(_serve_workers, "cores", lambda: 2)
     assert worker_count(2) == 2 and capsys.readouterr().err == ""
     assert worker_count(2 * WORKERS_PER_CORE) == 16
-    note = _one_line(capsys.readouterr().err)
+    note = one_line(capsys.readouterr().err)
     assert note == (
         "ett serve: note: 16 workers on 2 core(s): workers beyond the cores add memory, not "
         "ingest rate"
