@@ -146,16 +146,24 @@ def _ett_expr(window: str, by: str) -> str:
 
 def expression(rule: Rule) -> str:
     """The PromQL of the condition; its value is the long window's burn rate. Thresholds are
-    written with ``repr`` so that Prometheus reads back the very numbers Python compares to."""
+    written with ``repr`` so that Prometheus reads back the very numbers Python compares to.
+
+    The hold of :func:`findings` reads the rule's own ``ALERTS`` series (pending or firing at
+    the previous evaluation): a group whose long window burns, with no job that trained in the
+    short window, stays in the result while its alert is open. Where no ``ALERTS`` series of
+    this name exists (a Grafana-managed rule over a Prometheus that does not run the export),
+    that term is empty and the expression is the stateless one."""
     g, lw, sw = rule.by.value, rule.long_window, rule.short_window
     limit = repr(ett_threshold(rule))
     long_ett, short_ett = _ett_expr(lw, g), _ett_expr(sw, g)
+    trained = f"({_sum('training_jobs', sw, g)} >= 1)"
+    burns_now = f"(({short_ett} < {limit}) and on ({g}) {trained})"
+    held = f'(ALERTS{{alertname="{rule.name}"}} unless on ({g}) {trained})'
     return (
         f"((1 - {long_ett}) / {budget(rule)!r})"
         f" and on ({g}) ({long_ett} < {limit})"
-        f" and on ({g}) ({short_ett} < {limit})"
         f" and on ({g}) ({_sum('jobs', lw, g)} >= {rule.min_jobs})"
-        f" and on ({g}) ({_sum('training_jobs', sw, g)} >= 1)"
+        f" and on ({g}) ({burns_now} or {held})"
     )
 
 
@@ -166,5 +174,6 @@ def description(rule: Rule) -> str:
     return (
         f"ETT of {g} {{{{ $labels.{g} }}}} over {rule.long_window} burns the {objective:g}% "
         f'objective\'s budget {{{{ $value | printf "%.1f" }}}}x, above {rate:g}x over both '
-        f"{rule.long_window} and {rule.short_window}"
+        f"{rule.long_window} and {rule.short_window} (held on {rule.long_window} alone while no "
+        f"job trains in {rule.short_window})"
     )
