@@ -22,8 +22,9 @@ of the evaluation goes through Benjamini-Hochberg; a change fires when its q-val
 checkpoint blocking of the same jobs, and the teams they belong to, are its annotations, not
 alerts of their own. Once firing, an incident keeps the baseline it was found against (the
 ``baseline_until`` of its figures) and resolves only when the recent jobs no longer differ from
-that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor: one noisy
-window does not resolve it, and a lasting regression does not become its own baseline.
+that baseline (uncorrected ``p > resolve_p``) or its cost falls under half the floor, in every
+view of its component that can be tested (:func:`_judged`): one noisy window does not resolve
+it, and a lasting regression does not become its own baseline.
 
 Pure: the state of the firing incidents comes in (``active``), so the live evaluator and the
 backtest walk the same steps.
@@ -145,6 +146,10 @@ class Test:
     stratum: Callable[[JobFacts], str] | None = None
     """The kind of job each recent job was ranked and costed among, when the test was
     stratified (:data:`STRATA`): its baseline value is its own kind's."""
+    costs_all: bool = True
+    """Whether a cost under half the floor resolves an open incident judged on it: false for a
+    view of first start-ups or saves (part of the component's cost) judged while the per-job
+    view cannot be tested (:func:`_judged`)."""
 
 
 def _rate_of(component: str) -> Callable[[JobFacts], float]:
@@ -363,6 +368,41 @@ def _either(a: Test | None, b: Test | None) -> Test | None:
         return views[0] if views else (a or b)
     best = min(views, key=lambda x: x.p)
     return replace(best, p=min(1.0, 2.0 * best.p))
+
+
+def still_holds(rule: Rule, test: Test) -> bool:
+    """Whether an open incident's ``test`` still shows its change: the recent samples differ
+    from the frozen baseline (uncorrected ``p <= resolve_p``) and cost at least half the floor,
+    or differ in a view whose cost is not the component's (``Test.costs_all`` false)."""
+    return test.p <= rule.resolve_p and (
+        test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day / 2 or not test.costs_all
+    )
+
+
+def _judged(rule: Rule, views: Sequence[Test | None], opened: bool) -> Test | None:
+    """The one test of a component over its views (``views[0]`` the per-job one, then the
+    first start-ups' or the saves'): the one :func:`_either` picks, except for an ``opened``
+    incident, which is judged on the most significant of the views that still hold it
+    (:func:`still_holds`, the p-value doubled as :func:`_either` doubles it), where one does.
+
+    The views must agree that the change is gone. A first start-up or a save is part of a
+    component's cost (restarts, restores and the rest are not in it), so such a view's cost
+    under half the floor is no evidence that the change stopped mattering while the per-job
+    view, the component's whole cost per job-hour, cannot be tested: then it holds the
+    incident for as long as it still differs. A probe's checkpoint x5 resolved 27 minutes before
+    its end on the saves of 2 jobs, 4.9x at p = 0.018 costing 0.06 GPU-hours a day, its
+    per-job view short of jobs that ended (0.8 GPU-hours a day the evaluation before)."""
+    either: Test | None = None
+    for view in views:
+        either = _either(either, view)
+    shown = [x for x in views if x is not None and x.varies]
+    if not opened or not shown:
+        return either
+    whole = views[0] is not None
+    double = 2.0 if len(shown) > 1 else 1.0
+    judged = [replace(x, p=min(1.0, double * x.p), costs_all=whole) for x in shown]
+    holding = [x for x in judged if still_holds(rule, x)]
+    return min(holding, key=lambda x: x.p) if holding else either
 
 
 SAVE_VIEW = "checkpoint"
@@ -605,11 +645,12 @@ def tests_at(
             if c == SAVE_VIEW:
                 mine = _since(saves, onset, rule.min_jobs)
                 views.append((2, _save_test, (rule, key, mine, base_saves, until, scan)))
-            test: Test | None = None
+            judged: list[Test | None] = []
             for n, fn, args in views:  # n: the population's index in Window.ranges
                 slot = (rule.name, by, key, c, n)
                 inputs = (now.ranges[n], then.ranges[n], scan, onset if n == 2 else None)
-                test = _either(test, fleet.memo(slot, inputs, fn, *args))
+                judged.append(fleet.memo(slot, inputs, fn, *args))
+            test = _judged(rule, judged, opened=not scan)
             if test is not None:
                 out.append(_until(test, until))
     return out
@@ -782,10 +823,7 @@ def detect(
         if prior is None:
             holds = q <= rule.fdr and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day
         else:
-            holds = (
-                test.p <= rule.resolve_p
-                and test.excess_gpu_h_per_day >= rule.min_gpu_hours_per_day / 2
-            )
+            holds = still_holds(rule, test)
         if holds:
             onset = float(prior["onset"]) if prior and "onset" in prior else _onset(test)
             out.append(_incident(rule, test, q, labels, onset))
