@@ -8,11 +8,17 @@ plus each rule's ``for:`` (a pending alert may fire). Between them every figure 
 the replay is exact for the jobs as they are stored now, and a firing is reported at the
 instant its last job ended (the live evaluator, ticking every ``--alert-interval``, fires at most
 one interval later). ``presumed_dead`` is a live condition and is not replayed.
+
+A backtest starts its walk the rules' reach before ``since`` (:func:`replay_from`), as the live
+evaluator's catch-up and its replay of late history do: a change already under way at ``since``
+is then found from its own onset against the baseline before it, and listed with its own firing
+time, marked as before the window, instead of firing at ``since`` against a baseline that holds
+it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +43,9 @@ class Firing:
     baseline: float | None
     jobs: tuple[str, ...]
     description: str
+    before_window: bool = False
+    """Whether it fired before the backtest's window (``--since``) and was still firing when
+    the window began: its ``fired_at`` is when it fired, found by the walk before the window."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``ett alerts backtest --json``."""
@@ -45,11 +54,37 @@ class Firing:
             "labels": dict(self.labels),
             "fired_at": self.fired_at,
             "resolved_at": self.resolved_at,
+            "before_window": self.before_window,
             "value": self.value,
             "baseline": self.baseline,
             "jobs": list(self.jobs),
             "description": self.description,
         }
+
+
+def replay_from(t: float) -> float:
+    """Where a walk of the rules starts that must hold at ``t`` the incidents the live
+    evaluator would (it has walked the history): the rules' reach before ``t``, their longest
+    window (7 days), so that a change whose onset lies in it is found from its own jobs against
+    the baseline before them. The evaluator's catch-up and its replay of late history start
+    there, and so does a backtest's walk before its ``since``."""
+    return t - max(WINDOWS.values())
+
+
+def reach(t: float, active: Mapping[tuple[str, str], Alert]) -> float:
+    """Since when the jobs must be read to evaluate at ``t``: the rules' longest window back,
+    and further for an open incident whose frozen baseline (``figures.baseline_until``, the
+    baseline window before it) lies further back. Reading only a week back, the frozen baseline
+    of an incident open for days lost its oldest jobs at every evaluation, until too few were
+    left to test and the incident could no longer resolve (a fixed regression kept firing),
+    where the backtest, reading from its start's week before, resolved it."""
+    horizon = max(WINDOWS.values())
+    frozen = (
+        float(a.figures["baseline_until"])
+        for a in active.values()
+        if isinstance(a.figures.get("baseline_until"), int | float)
+    )
+    return min([t, *frozen]) - horizon
 
 
 def instants(jobs: list[JobFacts], rules: RuleSet, since: float, until: float) -> list[float]:
@@ -71,12 +106,21 @@ def instants(jobs: list[JobFacts], rules: RuleSet, since: float, until: float) -
 
 
 def replay(
-    jobs: list[JobFacts], rules: RuleSet, since: float, until: float, step_s: float | None = None
+    jobs: list[JobFacts],
+    rules: RuleSet,
+    since: float,
+    until: float,
+    step_s: float | None = None,
+    warm_from: float | None = None,
 ) -> list[Firing]:
     """What ``rules`` would have fired in ``[since, until]`` over ``jobs``, by firing time.
-    ``step_s`` adds a regular grid of instants to the event instants."""
+    ``step_s`` adds a regular grid of instants to the event instants. ``warm_from`` (before
+    ``since``): the walk starts there; what fired and resolved before ``since`` is left out,
+    and what fired before it and was still firing then is listed with its own firing time
+    (:attr:`Firing.before_window`)."""
     fleet = Fleet(jobs)
-    points = set(instants(jobs, rules, since, until))
+    start = since if warm_from is None else min(warm_from, since)
+    points = set(instants(jobs, rules, start, until))
     if step_s:
         t = since
         while t < until:
@@ -100,8 +144,10 @@ def replay(
             baseline=a.baseline,
             jobs=a.jobs,
             description=a.annotations.get("description", descriptions.get(a.identity, "")),
+            before_window=(a.fired_at or 0.0) < since,
         )
         for a in fired.values()
+        if a.resolved_at is None or a.resolved_at > since
     ]
     out.sort(key=lambda f: (f.fired_at, f.rule, sorted(f.labels.items())))
     return out
@@ -144,7 +190,13 @@ def held_open(
 def backtest(
     engine: Engine, rules: RuleSet, since: float, until: float, step_s: float | None = None
 ) -> list[Firing]:
-    """:func:`replay` over the jobs stored in ``engine`` (those that could be in a window)."""
-    horizon = max(WINDOWS.values())
-    jobs = [j for j in load_facts(engine, since - horizon) if j.end <= until]
-    return replay(jobs, rules, since, until, step_s)
+    """:func:`replay` over the jobs stored in ``engine`` (those that could be in a window), its
+    walk started at :func:`replay_from` ``since``: the firings of ``[since, until]``, those that
+    fired before ``since`` and were still firing then among them. Without that walk, a backtest
+    that began in the middle of an incident fired it at its own start, judged against a baseline
+    that already held the change (a probe: x5 planted two days before ``--since 2d``, fired
+    2.8 h after it, "3.6x since" a day after the onset; the same fleet walked from its start
+    fired a day after the onset, 4.6x)."""
+    start = replay_from(since)
+    jobs = [j for j in load_facts(engine, reach(start, {})) if j.end <= until]
+    return replay(jobs, rules, since, until, step_s, warm_from=start)

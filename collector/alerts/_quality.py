@@ -16,6 +16,11 @@ matter is one the rules are meant not to see).
   regression-reporting rule of the file: the regression kind, threshold kinds such as
   ``ett_regression``, throughput and straggler rules).
 
+The firings are those a backtest lists: those that fired in the window and those that fired
+before it (found by the walk before it) and still fired at its start, each scored alike. A plant
+whose onset lies before the window is not scored; its delay, to a firing that names it, is
+still measured from its onset.
+
 Inside the loop (issue 26): a slow model (``--regress ... component=step``) is a regression whose
 component is ``step``, named by the ``throughput_regression`` kind's alerts (component
 ``step``); a planted straggler (a line ``{"record": "straggler", ...}``) is planted as component

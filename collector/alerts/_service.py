@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from sqlalchemy import Engine
 
 from ..schemas import LIVE_STATES
 from ..write.periodic import Periodic
-from ._backtest import held_open, instants, walk
+from ._backtest import held_open, instants, reach, replay_from, walk
 from ._conditions import evaluate
 from ._delivery import Backoff, DeliveryError, payload, post_alerts
 from ._fleet import Fleet, JobFacts
@@ -33,22 +33,6 @@ sent days after it ran, or spooled through an outage (recompute lag is seconds).
 REWALK_EVERY_S = 300.0
 """Late history is replayed at the first evaluation that sees no more of it arrive, or after
 this long while it keeps arriving (a long import)."""
-
-
-def reach(t: float, active: Mapping[tuple[str, str], Alert]) -> float:
-    """Since when the jobs must be read to evaluate at ``t``: the rules' longest window back,
-    and further for an open incident whose frozen baseline (``figures.baseline_until``, the
-    baseline window before it) lies further back. Reading only a week back, the frozen baseline
-    of an incident open for days lost its oldest jobs at every evaluation, until too few were
-    left to test and the incident could no longer resolve (a fixed regression kept firing),
-    where the backtest, reading from its start's week before, resolved it."""
-    horizon = max(WINDOWS.values())
-    frozen = (
-        float(a.figures["baseline_until"])
-        for a in active.values()
-        if isinstance(a.figures.get("baseline_until"), int | float)
-    )
-    return min([t, *frozen]) - horizon
 
 
 class AlertService:
@@ -122,9 +106,8 @@ class AlertService:
         the incidents the evaluator would have opened, with their baselines and onsets, before
         its first live evaluation. Returns the instants walked."""
         t = self.clock() if t is None else t
-        horizon = max(WINDOWS.values())
         last = self.store.last_evaluation()
-        since = t - horizon if last is None else max(last, t - horizon)
+        since = replay_from(t) if last is None else max(last, replay_from(t))
         loaded = reach(since, self.store.active())
         jobs = [j for j in load_facts(self.engine, loaded) if j.end <= t]
         names = {r.name for r in self.rules.enabled() if r.replayable}
@@ -199,9 +182,9 @@ class AlertService:
         days old had little or no baseline, and by the time they had one it held the change (a
         probe's 14 days sent to an empty collector, x4 from 5.5 days back: never opened)."""
         started = time.monotonic()
-        horizon = max(WINDOWS.values())
-        jobs = [j for j in load_facts(self.engine, reach(t - horizon, active)) if j.end <= t]
-        held = held_open(jobs, self.rules, t - horizon, t, self.dashboard_url)
+        start = replay_from(t)
+        jobs = [j for j in load_facts(self.engine, reach(start, active)) if j.end <= t]
+        held = held_open(jobs, self.rules, start, t, self.dashboard_url)
         opened = [a for ident, a in held.items() if ident not in active]
         if opened:
             self.store.save(opened)

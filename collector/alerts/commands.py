@@ -64,8 +64,11 @@ def register(sub: Any) -> None:
         "backtest",
         help="replay the rules over stored history: what would have fired, and when",
         description="Replay the rules over the jobs stored in the database and list the alerts "
-        "that would have fired, with when they fired and resolved. Tune thresholds with "
-        "--rules before turning them on. presumed_dead is live-only and not replayed.",
+        "that would have fired, with when they fired and resolved. The replay begins the rules' "
+        "reach (7 days) before --since, as the live evaluator has walked it: an alert that fired "
+        "before --since and still fired then is listed with its own firing time, marked (before "
+        "the window). Tune thresholds with --rules before turning them on. presumed_dead is "
+        "live-only and not replayed.",
     )
     bt.add_argument(
         "--since",
@@ -343,13 +346,19 @@ def _backtest(args: argparse.Namespace) -> int:
     skipped = [r.name for r in rules.enabled() if not r.replayable]
     window = f"between {_when(since)} and {_when(until)}"
     not_replayed = f" (not replayed: {', '.join(skipped)})" if skipped else ""
-    print(f"{len(firings)} alert(s) would have fired {window}{not_replayed}")
+    earlier = sum(f.before_window for f in firings)
+    if earlier:  # found by the walk before the window, still firing at its start
+        said = f"would have been firing {window} ({earlier} of them fired before it)"
+    else:
+        said = f"would have fired {window}"
+    print(f"{len(firings)} alert(s) {said}{not_replayed}")
     from ett_collector.commands._render import visible
 
     for f in firings:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k != "rule")
         ended = _when(f.resolved_at) if f.resolved_at else "firing"
-        print(visible(f"  {_when(f.fired_at)} .. {ended}  {f.rule}  {labels}"))
+        fired = _when(f.fired_at) + (" (before the window)" if f.before_window else "")
+        print(visible(f"  {fired} .. {ended}  {f.rule}  {labels}"))
         print(visible(f"      {f.description}"))
     if quality is not None:
         _print_quality(quality, args.truth, since, until)
@@ -424,6 +433,8 @@ def _planted(path: str) -> tuple[list[Any], set[str]]:
 
 
 def _print_quality(q: Any, path: str, since: float, until: float) -> None:
+    from ._backtest import replay_from
+
     def num(v: float | None, fmt: str = ".2f") -> str:
         return "-" if v is None else format(v, fmt)
 
@@ -457,10 +468,13 @@ def _print_quality(q: Any, path: str, since: float, until: float) -> None:
         who = f"model={p.model}" if p.model is not None else f"team={p.team}"
         share = "" if d.share_pct is None else f", {d.share_pct:.1f}% of its lost time before"
         found = f"found after {d.delay_s / 3600:.1f} h" if d.found else "MISSED"
+        if d.found and p.at + (d.delay_s or 0.0) < since:
+            found += f" (firing since {_when(p.at + (d.delay_s or 0.0))}, before the window)"
         if d.scored:
             state = found
-        else:  # a delay from an onset before the backtest measures where the backtest began
-            named = "; named by a firing" if d.found and p.at < since else f"; {found}"
+        else:  # the walk before the window covers the rules' reach: an onset before that
+            # has a delay measured from where the walk began
+            named = "; named by a firing" if p.at < replay_from(since) else f"; {found}"
             state = f"not scored ({unscored(p)})" + (named if d.found else "")
         print(f"  {who} {p.component} x{p.factor:g} at {_when(p.at)}: {state}{share}")
 

@@ -133,14 +133,46 @@ def test_an_onset_outside_the_backtest_is_not_scored_and_not_missed(
     out = capsys.readouterr().out
     assert f"model={MODEL} {COMPONENT} x6" in out
     assert "not scored (onset after the backtest)" in out and "MISSED" not in out, out
-    # an onset before the backtest, its alert still firing in it: named, with no delay (one
-    # measured from where the backtest began said "found after 61.0 h")
-    since = datetime.fromtimestamp(ONSET + DAY, UTC).isoformat()
-    assert main([*argv, "--since", since]) == 0
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+def test_a_backtest_begun_mid_incident_lists_it_from_its_own_firing(
+    regressed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backtest whose window begins while an incident fires walks the rules' reach before the
+    window first, as the live evaluator has walked it: the incident is listed with the firing
+    time, onset and size of a backtest begun before its onset, marked as fired before the
+    window, where it fired at the window's start against a baseline that already held the
+    change. Scored against the truth, the plant is not scored (its onset is before the window),
+    its delay is the real one, and its firing is a true one."""
+    from ett_cli import main
+
+    db, truth = regressed
+    [whole] = _regressions(f"sqlite:///{db}")
+    since = ONSET + DAY
+    assert whole.fired_at < since and whole.resolved_at is None  # the fleet: firing at since
+    argv = ["alerts", "backtest", "--db", str(db), "--since", _iso(since)]
+    argv += ["--until", _iso(START + 9 * DAY), "--truth", str(truth)]
+    assert main([*argv, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    [mid] = [f for f in shown["firings"] if f["rule"] == "regression_by_model"]
+    assert mid["fired_at"] == whole.fired_at and mid["before_window"] is True, mid
+    assert mid["description"] == whole.description  # its onset and size: the whole walk's
+    quality = shown["quality"]
+    assert (quality["precision"], quality["recall"]) == (1.0, None)
+    [planted] = quality["planted"]
+    assert not planted["scored"] and planted["delay_s"] == whole.fired_at - ONSET
+    assert main(argv) == 0
     out = capsys.readouterr().out
+    fired = datetime.fromtimestamp(whole.fired_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    assert f"  {fired} (before the window) .. firing  regression_by_model" in out, out
+    assert "(1 of them fired before it)" in out.splitlines()[0]
     line = next(x for x in out.splitlines() if f"{COMPONENT} x6" in x)
-    assert "not scored (onset before the backtest)" in line, out
-    assert "found after" not in line
+    delay = f"found after {(whole.fired_at - ONSET) / 3600:.1f} h"
+    assert f"not scored (onset before the backtest); {delay} (firing since {fired}" in line
 
 
 def _firing(rule: str, model: str, component: str, at: float) -> Firing:
