@@ -153,10 +153,26 @@ class SpanBlock(Scope):
 _MODES = frozenset(m.value for m in semconv.CheckpointModeValues)
 
 
+MAX_STEP = 2**62
+"""The largest global step recorded as given: OTLP carries a step as a signed 64-bit integer,
+and the windows count on from it (no run steps anywhere near this)."""
+
+
 def checked_step(step: int, where: str) -> int:
     """``int(step)``, said once when negative (global steps count from 0: a negative one is a
-    bug in the caller's arithmetic, which the collector would store as given)."""
+    bug in the caller's arithmetic, which the collector would store as given). A step above
+    :data:`MAX_STEP` is said once and recorded as 0: the exporter could not encode it (nor the
+    windows counting on from it), and would log a traceback for every span that held it."""
     step = int(step)
+    if step > MAX_STEP:
+        log_once(
+            "step_range." + where,
+            "%s(step=%d): a global step above 2**62 cannot be sent; recorded as 0, check "
+            "the caller",
+            where,
+            step,
+        )
+        return 0
     if step < 0:
         log_once(
             "step." + where,

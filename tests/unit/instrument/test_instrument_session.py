@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -447,6 +448,31 @@ def test_a_sample_count_out_of_range_spoils_one_window_only(recorder: Recorder) 
     windows = recorder.named(semconv.SPAN_TRAIN_WINDOW)
     assert semconv.SAMPLES not in attrs(windows[0])
     assert [attrs(w)[semconv.SAMPLES] for w in windows[1:]] == [7]
+
+
+def test_a_step_past_int64_is_said_once_and_every_span_still_encodes(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """first_batch(step=2**63 - 8): the windows counting on from it passed 2**63, which the OTLP
+    exporter cannot encode: a traceback per window, and the job's windows lost their step
+    numbers (a probe). Such a step is said once and recorded as 0."""
+    sess = recorder.start(window_s=0.05)
+    sess.first_batch(step=2**63 - 8)
+    for _ in range(20):
+        sess.step(samples=2)
+    wait_until(lambda: recorder.named(semconv.SPAN_TRAIN_WINDOW), 60, "a window")
+    with sess.checkpoint_save(2**64, mode="sync"):
+        pass
+    sess.end()
+    assert attrs(recorder.one(semconv.SPAN_FIRST_BATCH))[semconv.STEP] == 0
+    windows = recorder.named(semconv.SPAN_TRAIN_WINDOW)
+    assert (
+        sum(attrs(w)[semconv.STEP_LAST] - attrs(w)[semconv.STEP_FIRST] + 1 for w in windows) == 20
+    )
+    assert attrs(recorder.one(semconv.SPAN_CHECKPOINT_SAVE))[semconv.CHECKPOINT_STEP] == 0
+    encode_spans(recorder.exporter.get_finished_spans())  # raised ValueError: out of range
+    assert "first_batch(step=9223372036854775800)" in caplog.text
+    assert "checkpoint_save(step=18446744073709551616)" in caplog.text
 
 
 def test_unknown_end_reasons_modes_and_sizes_are_said(
