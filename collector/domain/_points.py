@@ -27,11 +27,25 @@ class Point:
     timed_steps: int = 0
     timed_s: float = 0.0
     wait_s: float = 0.0
+    first_start: float | None = None
+    """A bucket's first window's start (None: ``start``, as for a raw window)."""
+    last_end: float | None = None
+    """A bucket's last window's end (None: ``end``)."""
 
     @property
     def step_s(self) -> float | None:
         """Seconds per step (None without steps)."""
         return self.seconds / self.steps if self.steps > 0 else None
+
+    @property
+    def trained(self) -> tuple[float, float]:
+        """When its windows trained: from the first's start to the last's end. A bucket's
+        ``[start, end]`` is its whole minute, which its windows may fill only in part (a loop
+        that starts or ends in it, a restart): the throughput series spreads its samples over
+        this instead (``_throughput.py``)."""
+        first = self.start if self.first_start is None else self.first_start
+        last = self.end if self.last_end is None else self.last_end
+        return first, max(first, last)
 
 
 def point_of_window(span: SpanRecord) -> Point | None:

@@ -16,8 +16,9 @@ functions (:func:`computed`):
   job's stored productive seconds for base (``productive_s``, kept beside it);
 - ``rank_samples_per_s`` and ``rank_s``: the job's facts in the per-model view;
 - ``windows``: the points of its raw windows, which the throughput series adds to the
-  ``window_series`` rows (JSON arrays, in the views' order); NULL once retention deletes the
-  runs and series as well (the series goes with them).
+  ``window_series`` rows (JSON arrays, in the views' order; the last two values, the first
+  window's start and the last window's end, are missing from those kept before migration 0012);
+  NULL once retention deletes the runs and series as well (the series goes with them).
 
 A job pruned before migration 0011 has no row; its views serve the job object's stored
 ``performance`` block (kept with its figures at its last save), which lists no per-attempt
@@ -138,6 +139,8 @@ def _point_row(p: Point) -> list[Any]:
         p.timed_steps,
         p.timed_s,
         p.wait_s,
+        p.first_start,
+        p.last_end,
     ]
 
 

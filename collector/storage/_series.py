@@ -6,10 +6,13 @@ is all the rules of docs/metrics.md read; the step time, throughput and compute 
 folds raw windows into runs, adds each window it folds (never a replay: one lying inside a
 stored run) to ``window_series``: per (attempt, rank) and bucket of :data:`SERIES_S` seconds
 (the bucket of the window's start) the windows, steps (``last - first + 1``), samples and
-seconds (``end - start``), and of the windows carrying ``ett.window.wait_s`` their steps,
-seconds and summed wait. Adding is order-free, like the fold. With 10 s windows a row stands
-for 6 windows of a rank: about 15 bytes per folded window in SQLite, within the compaction
-target of 100 bytes per ingested span (``tests/performance/bench_step_series.py``).
+seconds (``end - start``), of the windows carrying ``ett.window.wait_s`` their steps,
+seconds and summed wait, and the first window's start and the last window's end (migration
+0012: when in its minute the rank trained, which the throughput series spreads the bucket's
+samples over). Adding is order-free, like the fold: counts add, the first start is the least
+and the last end the greatest. With 10 s windows a row stands for 6 windows of a rank: about
+15 bytes per folded window in SQLite, within the compaction target of 100 bytes per ingested
+span (``tests/performance/bench_step_series.py``).
 """
 
 from __future__ import annotations
@@ -39,16 +42,36 @@ SERIES_COLUMNS = (
     "timed_steps",
     "timed_s",
     "wait_s",
+    "first_start",
+    "last_end",
 )
 """Columns of a ``window_series`` row, in the order of :func:`series_rows`."""
 
-_SUMMED = SERIES_COLUMNS[4:]
+_SUMMED = SERIES_COLUMNS[4:11]
+_FIRST, _LAST = 11, 12
+"""The indexes of ``first_start`` (the least is kept) and ``last_end`` (the greatest)."""
+
+
+def _kept(column: str, keep: str) -> str:
+    """``column`` set to the stored or the new value, the one ``keep`` (``<`` or ``>``) holds
+    for; NULL when either is (a bucket stored before migration 0012 does not say when in its
+    minute its windows were: neither does any bucket it is added to)."""
+    stored, new = f'window_series."{column}"', f'excluded."{column}"'
+    return (
+        f'"{column}" = CASE WHEN {stored} IS NULL OR {new} IS NULL THEN NULL'
+        f" WHEN {new} {keep} {stored} THEN {new} ELSE {stored} END"
+    )
 
 
 _ADD_TO_STORED = "ON CONFLICT (job_id, attempt, rank, bucket) DO UPDATE SET " + ", ".join(
-    f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED
+    [
+        *(f'"{c}" = window_series."{c}" + excluded."{c}"' for c in _SUMMED),
+        _kept("first_start", "<"),
+        _kept("last_end", ">"),
+    ]
 )
-"""A bucket already stored gets the new one's counts and seconds added."""
+"""A bucket already stored gets the new one's counts and seconds added, and the earlier first
+start and later last end of the two."""
 
 
 def upsert_sql(ph: str) -> str:
@@ -59,23 +82,26 @@ def upsert_sql(ph: str) -> str:
 
 
 def merged(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-    """``window_series`` rows with one row per key, the rows of a repeated key summed (one
-    statement may not update a row twice)."""
+    """``window_series`` rows with one row per key, the rows of a repeated key added up as
+    the upsert adds them (one statement may not update a row twice)."""
     out: dict[tuple[Any, ...], list[Any]] = {}
     for row in rows:
         key = tuple(row[:4])
         if (have := out.get(key)) is None:
             out[key] = list(row)
-        else:
-            for i in range(4, len(row)):
-                have[i] += row[i]
+            continue
+        for i in range(4, _FIRST):
+            have[i] += row[i]
+        first, last = row[_FIRST], row[_LAST]
+        have[_FIRST] = None if None in (first, have[_FIRST]) else min(first, have[_FIRST])
+        have[_LAST] = None if None in (last, have[_LAST]) else max(last, have[_LAST])
     return [tuple(r) for r in out.values()]
 
 
 SERIES_UPSERT = column_insert(
     "window_series",
     SERIES_COLUMNS,
-    (str, int, int, float, int, int, int, float, int, float, float),
+    (str, int, int, float, int, int, int, float, int, float, float, float, float),
     _ADD_TO_STORED,
     unique=merged,
 )
@@ -103,7 +129,9 @@ def series_rows(job_id: str, windows: Iterable[Run]) -> list[tuple[Any, ...]]:
     acc: dict[tuple[int, int, float], list[float]] = {}
     for w in windows:
         bucket = (w.start // SERIES_S) * SERIES_S
-        cell = acc.setdefault((w.attempt, w.rank, bucket), [0, 0, 0, 0.0, 0, 0.0, 0.0])
+        cell = acc.setdefault(
+            (w.attempt, w.rank, bucket), [0, 0, 0, 0.0, 0, 0.0, 0.0, w.start, w.end]
+        )
         steps, seconds = _steps(w), max(0.0, w.end - w.start)
         samples = w.raw[2] if type(w.raw[2]) is int and w.raw[2] >= 0 else 0  # as point_of_window
         cell[0] += 1
@@ -115,8 +143,10 @@ def series_rows(job_id: str, windows: Iterable[Run]) -> list[tuple[Any, ...]]:
             cell[4] += steps
             cell[5] += seconds
             cell[6] += min(max(0.0, wait), seconds)
+        cell[7] = min(cell[7], w.start)
+        cell[8] = max(cell[8], w.end)
     return [
-        (job_id, a, r, b, int(c[0]), int(c[1]), int(c[2]), c[3], int(c[4]), c[5], c[6])
+        (job_id, a, r, b, int(c[0]), int(c[1]), int(c[2]), c[3], int(c[4]), c[5], c[6], c[7], c[8])
         for (a, r, b), c in sorted(acc.items())
     ]
 
@@ -153,26 +183,55 @@ def distinct(windows: Iterable[_W]) -> list[_W]:
 
 
 def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
-    """Domain points of ``window_series`` rows selected in :data:`SERIES_COLUMNS` order: each
-    bucket is a point from its start over the bucket, or over its windows' seconds when they
-    are longer (one window of 227 s stood for a 60 s bucket, and a stall under it was matched
-    against 60 s of it: slow time and the slowest windows' spans were wrong)."""
-    return [
-        Point(
-            attempt=int(a),
-            rank=int(r),
-            start=float(b),
-            end=float(b) + max(SERIES_S, float(sec)),
-            windows=int(n),
-            steps=int(st),
-            samples=int(sm),
-            seconds=float(sec),
-            timed_steps=int(ts),
-            timed_s=float(tsec),
-            wait_s=float(wait),
+    """Domain points of ``window_series`` rows selected in :data:`SERIES_COLUMNS` order, by
+    (attempt, rank, bucket): each bucket is a point from its start over the bucket, or over its
+    windows' seconds when they are longer (one window of 227 s stood for a 60 s bucket, and a
+    stall under it was matched against 60 s of it: slow time and the slowest windows' spans
+    were wrong), that trained from its first window's start to its last window's end
+    (:func:`legacy_trained` for a bucket stored without them)."""
+    out = []
+    for i, (_, a, r, b, n, st, sm, sec, ts, tsec, wait, first, last) in enumerate(rows):
+        if first is None or last is None:
+            first, last = legacy_trained(rows, i)
+        out.append(
+            Point(
+                attempt=int(a),
+                rank=int(r),
+                start=float(b),
+                end=float(b) + max(SERIES_S, float(sec)),
+                windows=int(n),
+                steps=int(st),
+                samples=int(sm),
+                seconds=float(sec),
+                timed_steps=int(ts),
+                timed_s=float(tsec),
+                wait_s=float(wait),
+                first_start=float(first),
+                last_end=float(last),
+            )
         )
-        for _, a, r, b, n, st, sm, sec, ts, tsec, wait in rows
-    ]
+    return out
+
+
+def legacy_trained(rows: Sequence[Sequence[Any]], i: int) -> tuple[float, float]:
+    """When the windows of ``rows[i]``, a bucket stored before migration 0012 (no first start
+    nor last end), trained, guessed from its neighbours (``rows`` by attempt, rank and bucket)
+    and its windows' seconds, as if they followed each other: a bucket whose rank has one the
+    minute after and none the minute before is the loop's start, at the end of its minute; one
+    with a bucket before and none after is its end, at the start of its minute; else (amid the
+    loop, or alone) the whole minute, as before 0012."""
+    key, bucket, seconds = tuple(rows[i][1:3]), float(rows[i][3]), float(rows[i][7])
+
+    def beside(j: int, at: float) -> bool:
+        return 0 <= j < len(rows) and tuple(rows[j][1:3]) == key and float(rows[j][3]) == at
+
+    before, after = beside(i - 1, bucket - SERIES_S), beside(i + 1, bucket + SERIES_S)
+    whole = bucket + max(SERIES_S, seconds)
+    if after and not before:
+        return bucket + SERIES_S - min(SERIES_S, seconds), whole
+    if before and not after:
+        return bucket, bucket + seconds
+    return bucket, whole
 
 
 def job_points(

@@ -267,13 +267,16 @@ window_series = Table(
     Column("timed_steps", BigInteger, nullable=False),
     Column("timed_s", Double, nullable=False),
     Column("wait_s", Double, nullable=False),
+    Column("first_start", Double, nullable=True),
+    Column("last_end", Double, nullable=True),
     PrimaryKeyConstraint("job_id", "attempt", "rank", "bucket", name="pk_window_series"),
     sqlite_with_rowid=False,
 )
 """The compacted windows' step-time series (issue 26): per (job, attempt, rank) and bucket of
 ``SERIES_S`` seconds (``bucket``: its start; a window falls in the bucket of its start), the
-windows folded, their steps, samples and seconds, and of those carrying ``ett.window.wait_s``
-the steps, seconds and wait (``collector/storage/_series.py``)."""
+windows folded, their steps, samples and seconds, of those carrying ``ett.window.wait_s``
+the steps, seconds and wait, and the first window's start and the last window's end (NULL in
+buckets stored before migration 0012) (``collector/storage/_series.py``)."""
 
 job_totals = Table(
     "job_totals",

@@ -59,7 +59,8 @@ def _series(store: Store) -> list[tuple[object, ...]]:
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql(
             "SELECT attempt, rank, bucket, windows, steps, samples, seconds, timed_steps,"
-            " timed_s, wait_s FROM window_series ORDER BY attempt, rank, bucket"
+            " timed_s, wait_s, first_start, last_end FROM window_series"
+            " ORDER BY attempt, rank, bucket"
         )
         return [tuple(r) for r in rows]
 
@@ -68,12 +69,13 @@ def _series(store: Store) -> list[tuple[object, ...]]:
 def test_one_bucket_twice_in_one_write_is_added_up(store: Store) -> None:
     """PostgreSQL writes a batch of buckets in one statement, which may not update a row twice:
     the rows of one bucket are summed first; SQLite adds them one by one. Stored alike."""
-    row = ("j", 0, 1, T0, 1, 100, 3200, 10.0, 100, 3.0, 7.0)
+    row = ("j", 0, 1, T0, 1, 100, 3200, 10.0, 100, 3.0, 7.0, T0 + 20, T0 + 30)
+    early = (*row[:11], T0 + 5, T0 + 15)
     with store.engine.begin() as conn:
         SERIES_UPSERT.run(conn, [row, row], store.compactor._series_upsert)
-        SERIES_UPSERT.run(conn, [row], store.compactor._series_upsert)
+        SERIES_UPSERT.run(conn, [early], store.compactor._series_upsert)
 
-    assert _series(store) == [(0, 1, T0, 3, 300, 9600, 30.0, 300, 9.0, 21.0)]
+    assert _series(store) == [(0, 1, T0, 3, 300, 9600, 30.0, 300, 9.0, 21.0, T0 + 5, T0 + 30)]
 
 
 @pytest.mark.parametrize("database_url", BACKENDS, indirect=True)

@@ -30,14 +30,20 @@ def test_the_statements_send_one_binary_array_per_column() -> None:
         assert "SELECT * FROM unnest(" in insert.sql
     assert SPAN_INSERT.sql.endswith("ON CONFLICT DO NOTHING")
     assert '"wait_s" = window_series."wait_s" + excluded."wait_s"' in SERIES_UPSERT.sql
+    assert 'WHEN excluded."first_start" < window_series."first_start"' in SERIES_UPSERT.sql
+    assert 'WHEN excluded."last_end" > window_series."last_end"' in SERIES_UPSERT.sql
 
 
 def test_merged_buckets_hold_each_key_once_with_their_sums() -> None:
-    a = ("j", 0, 1, 60.0, 2, 20, 200, 19.5, 10, 9.5, 1.25)
-    b = ("j", 0, 1, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0)
-    c = ("j", 0, 2, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0)
-    assert merged([a, c, b]) == [("j", 0, 1, 60.0, 3, 30, 300, 29.5, 10, 9.5, 1.25), c]
+    a = ("j", 0, 1, 60.0, 2, 20, 200, 19.5, 10, 9.5, 1.25, 75.0, 95.0)
+    b = ("j", 0, 1, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0, 65.0, 75.0)
+    c = ("j", 0, 2, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0, 60.0, 70.0)
+    want = ("j", 0, 1, 60.0, 3, 30, 300, 29.5, 10, 9.5, 1.25, 65.0, 95.0)  # earliest, latest
+    assert merged([a, c, b]) == [want, c]
     assert merged([]) == []
+    # a bucket stored before migration 0012 does not say when it trained: nor does the sum
+    old = ("j", 0, 1, 60.0, 1, 10, 100, 10.0, 0, 0.0, 0.0, None, None)
+    assert merged([old, a])[0][11:] == merged([a, old])[0][11:] == (None, None)
 
 
 def test_a_nullable_column_keeps_its_nulls() -> None:

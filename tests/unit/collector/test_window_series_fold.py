@@ -43,8 +43,10 @@ def test_series_rows_sum_windows_per_rank_and_bucket() -> None:
     assert first[4:8] == (6, 60, 1920, 60.0)
     assert first[8:10] == (60, 60.0)
     assert abs(first[10] - sum(0.5 + 0.1 * i for i in range(6))) < 1e-9
+    assert first[11:] == (T0, T0 + 60)  # the first window's start, the last one's end
+    assert rows[1][11:] == (T0 + 60, T0 + 80)
     untimed = rows[2]
-    assert untimed[4:] == (3, 30, 960, 30.0, 0, 0.0, 0.0)
+    assert untimed[4:] == (3, 30, 960, 30.0, 0, 0.0, 0.0, T0, T0 + 30)
 
 
 def test_replays_inside_a_stored_run_are_not_added_again() -> None:
@@ -60,9 +62,11 @@ def test_a_bucket_of_one_long_window_spans_the_window() -> None:
     from ett_collector.domain._performance import slow_windows
     from ett_collector.storage._series import SERIES_S, points_of_rows
 
-    rows = [("j", 0, 0, 1000.0 + i * SERIES_S, 6, 600, 6000, 59.4, 0, 0.0, 0.0) for i in range(4)]
-    rows.append(("j", 0, 0, 1240.0, 1, 1, 10, 227.5, 0, 0.0, 0.0))
+    starts = [1000.0 + i * SERIES_S for i in range(4)]
+    rows = [("j", 0, 0, b, 6, 600, 6000, 59.4, 0, 0.0, 0.0, b, b + 59.4) for b in starts]
+    rows.append(("j", 0, 0, 1240.0, 1, 1, 10, 227.5, 0, 0.0, 0.0, 1240.0, 1467.5))
     points = points_of_rows(rows)
     assert [p.end - p.start for p in points] == [SERIES_S] * 4 + [227.5]
+    assert points[-1].trained == (1240.0, 1467.5)
     (slow,) = slow_windows({(0, 0): points}, [], ideal=0.099)
     assert slow["lost_s"] <= float(slow["end"]) - float(slow["start"])  # type: ignore[arg-type]
