@@ -4,7 +4,9 @@ Pure: the :class:`~ett_collector.domain._points.Point` values of a job in, ``buc
 equal slices of ``[since, until]`` out (default: the points' first start to last end), so the
 answer's size depends on the buckets asked for, not on the windows stored. A point's steps,
 samples, seconds and compute time are shared among the buckets it overlaps in proportion to the
-overlap. Per bucket:
+overlap, over the time its windows trained (``Point.trained``: a folded minute's first window's
+start to its last window's end, not the whole minute, which smeared a loop that started at :15
+over the 15 s before it and halved the rate of a minute it half filled). Per bucket:
 
 - ``samples_per_s``: every rank's samples in it over its length (the job's throughput);
 - ``step_s``: the median over the ranks present of their seconds over their steps;
@@ -34,12 +36,13 @@ _Cell = list[float]  # samples, steps, seconds, compute seconds, timed steps
 def _spread(points: Iterable[Point], since: float, width: float, n: int) -> list[dict[int, _Cell]]:
     cells: list[dict[int, _Cell]] = [{} for _ in range(n)]
     for p in points:
-        length = p.end - p.start
-        lo = max(0, int((p.start - since) // width))
-        hi = min(n - 1, int((p.end - since) // width))
+        start, end = p.trained
+        length = end - start
+        lo = max(0, int((start - since) // width))
+        hi = min(n - 1, int((end - since) // width))
         for i in range(lo, hi + 1):
             b0 = since + i * width
-            share = (min(p.end, b0 + width) - max(p.start, b0)) / length if length > 0 else 1.0
+            share = (min(end, b0 + width) - max(start, b0)) / length if length > 0 else 1.0
             if share <= 0:
                 continue
             c = cells[i].setdefault(p.rank, [0.0, 0.0, 0.0, 0.0, 0.0])
@@ -92,8 +95,8 @@ def series(
     if not points:
         return []
     n = max(1, min(MAX_BUCKETS, int(buckets)))
-    t0 = min(p.start for p in points) if since is None else since
-    t1 = max(p.end for p in points) if until is None else until
+    t0 = min(p.trained[0] for p in points) if since is None else since
+    t1 = max(p.trained[1] for p in points) if until is None else until
     if t1 <= t0:
         return []
     width = (t1 - t0) / n
