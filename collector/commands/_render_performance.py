@@ -70,10 +70,9 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
     t.add_row("ideal step time", f"{step_time(perf['ideal_step_s'])}  ({_basis(perf)})")
     if perf.get("slow_s") is not None:
         pct = perf.get("slow_pct")
-        t.add_row(
-            "slow time",
-            fine(perf["slow_s"]) + (f"  ({pct:.1f}% of productive)" if pct is not None else ""),
-        )
+        of = f"{pct:.1f}% of stepping time; " if pct is not None else ""
+        how = "counted per window, by its mean step"
+        t.add_row("slow time", f"{fine(perf['slow_s'])}  ({of}{how})")
     rate = perf.get("samples_per_s")
     t.add_row("throughput", f"{rate:,.1f} samples/s" if rate is not None else "-")
     t.add_row("steps", f"{perf['steps']:,}  ({perf['windows']:,} windows)")

@@ -4,18 +4,24 @@ Figures beside the ETT ones, never in them (docs/metrics.md, "Inside the loop", 
 Pure: :class:`Point` values (a raw window, or a compacted bucket of a rank's windows) and the
 job's other spans in, a JSON-ready dict out.
 
-- A point's **step time** is ``seconds / steps``; its **compute time** ``timed_s - wait_s``
-  (seconds outside the gradient collectives' wait, measured only where the window carried
-  ``ett.window.wait_s``), per step ``(timed_s - wait_s) / timed_steps``.
+- A point's **step time** is ``seconds / steps``; its **busy step time** ``(seconds - stalled)
+  / steps`` (``stalled``: its seconds under spans that stall the loop, :data:`STALL_SPANS` of
+  any rank of its attempt, which ETT already charges as idle); its **compute time** ``timed_s -
+  wait_s`` (seconds outside the gradient collectives' wait, measured only where the window
+  carried ``ett.window.wait_s``), per step ``(timed_s - wait_s) / timed_steps``. A point is a
+  window's (or a bucket's) mean: steps slower than the rest inside it raise the mean only.
 - **Warm-up**: the earliest point of each (attempt, rank). **Interrupted**: a point more than
-  ``_points.INTERRUPTED_SHARE`` (5 %) of whose seconds lie under spans that stall the loop
-  (:data:`STALL_SPANS`, any rank of its attempt).
-- **Ideal step time**: the median step time of the steady points (neither warm-up nor
+  ``_points.INTERRUPTED_SHARE`` (5 %) of whose seconds are stalled.
+- **Ideal step time**: the median busy step time of the steady points (neither warm-up nor
   interrupted); with none, of the points after warm-up; with none, of all (``ideal_basis``).
-- **Slow time** of a rank: the sum, over its points after warm-up, of
-  ``max(0, seconds - stalled - steps * ideal)`` (``stalled``: the point's seconds under stall
-  spans, which ETT already charges as idle); of an attempt the median over its ranks; of the job
-  the sum over attempts, also as a percentage of ``productive_s``.
+  Busy, not whole: a loader that stalls every few batches interrupts every point, and with its
+  stalls left in, the ideal read 37 % above the typical step and the slow time 26 % short.
+- **Stepping time** of a rank: the sum, over its points after warm-up, of ``max(0, seconds -
+  stalled)``; its **slow time**: of ``max(0, seconds - stalled - steps * ideal)``. Of an attempt
+  each is the median over its ranks, of the job the sum over attempts (``stepping_s``,
+  ``slow_s``). ``slow_pct`` = 100 * slow time / stepping time: a share of the same windows'
+  seconds, never above 100 (over ETT's productive seconds it read 111 % once a failed attempt's
+  unsaved training had been slow).
 - **Straggler**: per attempt, each timed rank's score is its compute time per step over the
   median of the other ranks' (steady points); the highest named when at least
   :data:`STRAGGLER_RATIO`. ``others_wait_share``: the median, over the other ranks, of the share
@@ -92,14 +98,19 @@ def _median(values: Sequence[float]) -> float | None:
 def ideal_step(
     ranks: dict[tuple[int, int], list[Point]], stalled: dict[int, Intervals]
 ) -> tuple[float | None, str, int]:
-    """``(ideal step seconds, basis, points it is the median of)``: see the module docstring."""
+    """``(ideal step seconds, basis, points it is the median of)``: the median busy step time
+    ``(seconds - stalled) / steps`` of a pool of points (see the module docstring)."""
+
+    def busy(p: Point) -> float:
+        return max(0.0, p.seconds - stalled[p.attempt].covered(p.start, p.end)) / p.steps
+
     after = [p for pts in ranks.values() for p in pts[1:] if p.steps > 0]
     steady = [p for p in after if not interrupted(p, stalled[p.attempt].covered(p.start, p.end))]
     for basis, pool in (("steady", steady), ("after_warmup", after)):
         if pool:
-            return _median([p.seconds / p.steps for p in pool]), basis, len(pool)
+            return _median([busy(p) for p in pool]), basis, len(pool)
     every = [p for pts in ranks.values() for p in pts if p.steps > 0]
-    return _median([p.seconds / p.steps for p in every]), "all", len(every)
+    return _median([busy(p) for p in every]), "all", len(every)
 
 
 def _compute_per_step(points: Iterable[Point]) -> float | None:
@@ -168,24 +179,24 @@ def stragglers(
 def _slow(
     ranks: dict[tuple[int, int], list[Point]], stalled: dict[int, Intervals], ideal: float
 ) -> tuple[float, float]:
-    """``(slow seconds, loop seconds)`` of the job: per attempt the median over its ranks."""
+    """``(slow seconds, stepping seconds)`` of the job: per attempt the median over its ranks."""
     per_attempt: dict[int, list[tuple[float, float]]] = {}
     for (a, _), pts in ranks.items():
-        slow = loop = 0.0
+        slow = stepping = 0.0
         for p in pts[1:]:
             busy = p.seconds - stalled[a].covered(p.start, p.end)
-            loop += max(0.0, busy)
+            stepping += max(0.0, busy)
             slow += max(0.0, busy - p.steps * ideal)
-        per_attempt.setdefault(a, []).append((slow, loop))
+        per_attempt.setdefault(a, []).append((slow, stepping))
     slow_s = sum(_median([s for s, _ in v]) or 0.0 for v in per_attempt.values())
-    loop_s = sum(_median([x for _, x in v]) or 0.0 for v in per_attempt.values())
-    return slow_s, loop_s
+    stepping_s = sum(_median([x for _, x in v]) or 0.0 for v in per_attempt.values())
+    return slow_s, stepping_s
 
 
 def slow_windows(
     ranks: dict[tuple[int, int], list[Point]], spans: Sequence[SpanRecord], ideal: float
 ) -> list[dict[str, object]]:
-    """The clock rank's (each attempt's lowest rank) points after warm-up at least
+    """The clock rank's (each attempt's lowest rank of ``ranks``) points after warm-up at least
     :data:`SLOW_WINDOW_RATIO` times the ideal step time, the most seconds lost
     (``seconds - steps * ideal``) first, each with the names of the spans overlapping it."""
     overlaps = _stalls(spans, OVERLAP_SPANS)
@@ -236,11 +247,8 @@ def _totals(ranks: dict[tuple[int, int], list[Point]]) -> dict[str, object]:
     }
 
 
-def performance(
-    points: Iterable[Point], spans: Sequence[SpanRecord], productive_s: float | None = None
-) -> dict[str, object]:
-    """The job's performance figures (see the module docstring; ``productive_s``: ETT's
-    productive seconds, the base of ``slow_pct``; None: the loop's own seconds)."""
+def performance(points: Iterable[Point], spans: Sequence[SpanRecord]) -> dict[str, object]:
+    """The job's performance figures (see the module docstring)."""
     ranks = _by_rank(points)
     by_attempt = _stalls(spans, STALL_SPANS)
     stalled = {a: Intervals((s.start, s.end) for s in by_attempt.get(a, [])) for a, _ in ranks}
@@ -254,16 +262,17 @@ def performance(
         "windows": sum(p.windows for p in pts),
         **_totals(ranks),
         "slow_s": None,
+        "stepping_s": None,
         "slow_pct": None,
         "slow_windows": [],
         "stragglers": stragglers(ranks, stalled),
         "straggler_threshold": STRAGGLER_RATIO,
     }
     if ideal:
-        slow_s, loop_s = _slow(ranks, stalled, ideal)
-        base = productive_s if productive_s else loop_s
+        slow_s, stepping_s = _slow(ranks, stalled, ideal)
         out["slow_s"] = round(slow_s, 6)
-        out["slow_pct"] = round(100.0 * slow_s / base, 4) if base else None
+        out["stepping_s"] = round(stepping_s, 6)
+        out["slow_pct"] = round(100.0 * slow_s / stepping_s, 4) if stepping_s > 0 else None
         out["slow_windows"] = slow_windows(ranks, spans, ideal)
     named = [s for s in out["stragglers"] if s["rank"] is not None]  # type: ignore[attr-defined]
     out["straggler"] = named[-1] if named else None

@@ -6,8 +6,9 @@ reused for 30 s and each job's facts once per recompute of its figures):
 
 - ``ett_model_samples_per_second_per_rank``: the median over the jobs of each job's median
   rank throughput (samples per second of one rank);
-- ``ett_model_slow_seconds``: the seconds the jobs lost to steps slower than their ideal step;
-- ``ett_model_slow_ratio``: those over the jobs' productive seconds (0-1);
+- ``ett_model_slow_seconds``: the seconds the jobs' windows lost to mean steps slower than
+  their ideal step;
+- ``ett_model_slow_ratio``: those over the seconds the same windows spent stepping (0-1);
 - ``ett_model_performance_jobs``: the jobs behind the figures;
 - ``ett_model_straggler_score``: the highest straggler score of the jobs' attempts (a rank's
   compute per step over the other ranks' median; absent without two timed ranks);
@@ -53,12 +54,14 @@ GAUGES: tuple[tuple[str, Callable[[dict[str, Any]], float | None], str], ...] = 
     (
         "ett_model_slow_seconds",
         lambda row: row["slow_s"],
-        "Seconds the last 24 h's jobs lost to steps slower than their ideal step time.",
+        "Seconds the last 24 h's jobs' windows lost to mean steps slower than their ideal step "
+        "time.",
     ),
     (
         "ett_model_slow_ratio",
         _ratio,
-        "Slow seconds over productive seconds of the last 24 h's jobs (0-1).",
+        "Slow seconds over the seconds the same windows spent stepping, of the last 24 h's "
+        "jobs (0-1).",
     ),
     (
         "ett_model_performance_jobs",

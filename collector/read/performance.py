@@ -3,7 +3,8 @@
 Read on demand (``GET /api/v1/jobs/{id}/performance?buckets=N``, ``ett report``): the job's raw
 windows and its compacted ``window_series`` buckets become
 :class:`~ett_collector.domain._points.Point` values, and the pure domain functions do the
-rest. The base of ``slow_pct`` is the job's stored ETT productive seconds, when it has figures.
+rest. The block also carries the job's stored ETT productive seconds (``productive_s``), when it
+has figures: what the loop figures' coverage is judged against.
 
 A job whose raw spans retention pruned serves the figures kept when they went
 (``collector/storage/_kept_performance.py``), the same as before; its series adds the kept
@@ -50,8 +51,8 @@ def job_performance(query: Query, job_id: str, buckets: int = DEFAULT_BUCKETS) -
     try:
         productive = float(query.job(job_id)["productive_s"])
     except (LookupError, RuntimeError, TypeError, ValueError):
-        productive = None  # no figures yet: the loop's own seconds are the base
-    block: dict[str, Any] = {"job_id": job_id, **performance(points, spans, productive)}
+        productive = None  # no figures yet
+    block: dict[str, Any] = {"job_id": job_id, **performance(points, spans)}
     block["productive_s"] = productive
     block["series"] = series(points, buckets)
     return block

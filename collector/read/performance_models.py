@@ -4,9 +4,11 @@ The Fleet page ranks models by slow time (``GET /api/v1/models/performance``) an
 reads the same figures (``ett_model_*``, :mod:`ett_collector.read.metrics_performance`). Per model,
 over its jobs that ended (or, live, last reported) in ``[since, now]``:
 
-- ``slow_s``: the sum of the jobs' slow time (``collector/read/performance.py``: the seconds lost to
-  steps slower than the job's own ideal step time); ``productive_s``: the sum of those jobs' ETT
-  productive seconds; ``slow_pct = 100 * slow_s / productive_s``;
+- ``slow_s``: the sum of the jobs' slow time (``collector/domain/_performance.py``: the seconds
+  by which windows' mean steps ran beyond the job's own ideal step time); ``stepping_s``: the
+  sum of those jobs' stepping time (the same windows' seconds, stalls left out);
+  ``slow_pct = 100 * slow_s / stepping_s`` (never above 100); ``productive_s``: the sum of
+  those jobs' ETT productive seconds;
 - ``samples_per_s_per_rank``: the median over the jobs of each job's median rank throughput
   (a rank's samples over its training windows' seconds);
 - ``ideal_step_s``: the median over the jobs of their ideal step times (jobs of one model may
@@ -52,6 +54,10 @@ class JobFacts:
     model: str | None
     slow_s: float | None
     productive_s: float
+    stepping_s: float
+    """The base of the job's slow time: its ``stepping_s`` (a job pruned with figures kept
+    before 2026-12-06 has none: its productive seconds, the base its ``slow_pct`` had, or its
+    slow time where that is more, so that no share passes 100 %)."""
     rank_samples_per_s: float | None
     ideal_step_s: float | None
     straggler: bool
@@ -65,10 +71,15 @@ def _job_facts(
     """A job's facts from its performance figures ``perf`` and its rank rate and seconds."""
     slow = perf["slow_s"]
     ideal = perf["ideal_step_s"]
+    productive = float(row["wall_s"]) * float(row["ett_pct"]) / 100.0
+    stepping = perf.get("stepping_s")
+    if not isinstance(stepping, int | float):  # kept before 2026-12-06
+        stepping = max(productive, float(slow) if isinstance(slow, int | float) else 0.0)
     return JobFacts(
         model=row["model"],
         slow_s=float(slow) if isinstance(slow, int | float) else None,
-        productive_s=float(row["wall_s"]) * float(row["ett_pct"]) / 100.0,
+        productive_s=productive,
+        stepping_s=float(stepping),
         rank_samples_per_s=rank_samples_per_s,
         ideal_step_s=float(ideal) if isinstance(ideal, int | float) else None,
         straggler=perf.get("straggler") is not None,
@@ -103,8 +114,7 @@ class ModelPerformance:
             spans, rows = self.query.store.load_performance(job_id)
             points = job_points(spans, rows, self.query.store.compactor.retention_s)
             if points:
-                productive = float(row["wall_s"]) * float(row["ett_pct"]) / 100.0
-                perf = performance(points, spans, productive or None)
+                perf = performance(points, spans)
                 facts = _job_facts(row, perf, rank_rate(points), rank_seconds(points))
         with self._lock:
             self._jobs[job_id] = (stamp, facts)
@@ -163,6 +173,7 @@ def _by_model(facts: list[JobFacts]) -> list[dict[str, Any]]:
         timed = [j for j in jobs if j.slow_s is not None]
         slow = sum(j.slow_s or 0.0 for j in timed)
         productive = sum(j.productive_s for j in timed)
+        stepping = sum(j.stepping_s for j in timed)
         out.append(
             {
                 "model": name,
@@ -170,7 +181,8 @@ def _by_model(facts: list[JobFacts]) -> list[dict[str, Any]]:
                 "jobs_with_ideal": len(timed),
                 "slow_s": round(slow, 6),
                 "productive_s": round(productive, 6),
-                "slow_pct": round(100.0 * slow / productive, 4) if productive > 0 else None,
+                "stepping_s": round(stepping, 6),
+                "slow_pct": round(100.0 * slow / stepping, 4) if stepping > 0 else None,
                 "samples_per_s_per_rank": _median([j.rank_samples_per_s for j in jobs]),
                 "ideal_step_s": _median([j.ideal_step_s for j in jobs]),
                 "straggler_jobs": sum(1 for j in jobs if j.straggler),

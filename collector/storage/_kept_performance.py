@@ -12,8 +12,9 @@ So in the transaction that marks a job for the deletion of its raw spans (``jobs
 ``job_performance`` what the views would compute then, from the same rows and by the same
 functions (:func:`computed`):
 
-- ``figures``: ``domain._performance.performance`` of the job (JSON), whose ``slow_pct`` has the
-  job's stored productive seconds for base (``productive_s``, kept beside it);
+- ``figures``: ``domain._performance.performance`` of the job (JSON), and the job's stored
+  productive seconds beside it (``productive_s``; the base of ``slow_pct`` in figures kept
+  before 2026-12-06, whose ``slow_pct`` was a share of it, not of ``stepping_s``);
 - ``rank_samples_per_s`` and ``rank_s``: the job's facts in the per-model view;
 - ``windows``: the points of its raw windows, which the throughput series adds to the
   ``window_series`` rows (JSON arrays, in the views' order; the last two values, the first
@@ -56,7 +57,8 @@ class KeptPerformance:
     figures: dict[str, Any]
     """``domain._performance.performance`` of the job, as computed from its raw spans."""
     productive_s: float | None
-    """The base of ``figures["slow_pct"]``: the job's stored productive seconds."""
+    """The job's stored productive seconds (the base of ``figures["slow_pct"]`` in figures
+    kept before 2026-12-06, which have no ``stepping_s``)."""
     rank_samples_per_s: float | None
     """``domain._throughput.rank_rate`` of the job's points."""
     rank_s: float
@@ -94,7 +96,7 @@ def computed(
     (``retention_s``: the raw window retention, ``_series.job_points``)."""
     points = job_points(spans, rows, retention_s)
     return KeptPerformance(
-        figures=performance(points, spans, productive_s),
+        figures=performance(points, spans),
         productive_s=productive_s,
         rank_samples_per_s=rank_rate(points),
         rank_s=rank_seconds(points),
@@ -205,8 +207,5 @@ def stored_block(summary: dict[str, Any]) -> KeptPerformance:
     productive = _productive(summary)
     facts = summary.get(_LOOP_FACTS)
     block = facts.get("performance") if isinstance(facts, dict) else None
-    if isinstance(block, dict):
-        figures = {**block, "stragglers": []}
-    else:
-        figures = performance([], [], productive)
+    figures = {**block, "stragglers": []} if isinstance(block, dict) else performance([], [])
     return KeptPerformance(figures, productive, None, 0.0, [])

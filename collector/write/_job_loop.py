@@ -46,7 +46,7 @@ def _compute(store: Store, summary: JobSummary) -> dict[str, Any] | None:
         return None
     try:
         facts = loop_facts(points, spans)
-        facts["performance"] = job_block(performance(points, spans, summary.productive_s or None))
+        facts["performance"] = job_block(performance(points, spans))
         return facts
     except Exception:  # the alerts' extra never costs the job its ETT figures
         log.exception("loop facts of job %r failed; its figures are saved without them", job_id)

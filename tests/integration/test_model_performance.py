@@ -69,7 +69,8 @@ def test_models_are_ranked_by_slow_time(db: str) -> None:
     assert (slow["model"], fast["model"]) == ("slowpoke", "fast")
     assert slow["slow_s"] == pytest.approx((4 + 2) * SLOW_LOSS_S)  # median over ranks, summed
     assert fast["slow_s"] == pytest.approx(0.0) and fast["slow_pct"] == pytest.approx(0.0)
-    assert slow["slow_pct"] == pytest.approx(100 * 30 / slow["productive_s"])
+    assert slow["slow_pct"] == pytest.approx(100 * 30 / slow["stepping_s"], abs=1e-4)
+    assert slow["stepping_s"] == pytest.approx(2 * 29 * 10.0)  # windows after warm-up
     assert fast["samples_per_s_per_rank"] == pytest.approx(100 * SAMPLES_PER_STEP / 10)
     assert slow["samples_per_s_per_rank"] < fast["samples_per_s_per_rank"]
     assert fast["ideal_step_s"] == pytest.approx(0.1)

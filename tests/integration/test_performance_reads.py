@@ -16,7 +16,7 @@ from ett_collector.settings import Settings
 from ett_collector.storage import Store
 from ett_collector.write.pipeline import Pipeline
 from tests.support.served_app import get_all
-from tests.support.spans import attempt_end, first_batch, window
+from tests.support.spans import attempt_end, data_wait, failure, first_batch, window
 
 T0 = 1_790_000_040.0
 
@@ -36,6 +36,51 @@ def _spans(job: str) -> list[object]:
     return out
 
 
+def _restarted(job: str) -> list[object]:
+    """Two ranks; attempt 0 trains 30 windows of 10 s and 100 steps, the last 8 at half pace
+    (40 s slow in all), and fails with no checkpoint (all of it unsaved); attempt 1 trains 3
+    clean windows."""
+    out: list[object] = []
+    for attempt, (t0, n) in enumerate(((T0, 30), (T0 + 400, 3))):
+        for rank in (0, 1):
+            kw: dict[str, object] = {"attempt": attempt, "rank": rank, "job": job}
+            out.append(first_batch(t0, **kw))
+            step = 0
+            for i in range(n):
+                steps = 50 if attempt == 0 and i >= n - 8 else 100
+                attrs = {sc.STEP_FIRST: step, sc.STEP_LAST: step + steps - 1}
+                attrs[sc.SAMPLES] = 32 * steps
+                out.append(window(t0 + 10 * i, t0 + 10 * i + 10, **kw, **attrs))
+                step += steps
+            end = t0 + 10 * n
+            if attempt == 0:
+                out.append(failure(end, "unknown", **kw, **{sc.STEP: step}))
+                out.append(attempt_end(t0 - 5, end, "failed", "unknown", **kw))
+            else:
+                out.append(attempt_end(t0 - 5, end + 1, "completed", **kw))
+    return out
+
+
+def _stalling(job: str) -> list[object]:
+    """Two ranks, 20 windows of 10 s of 100 steps of 0.1 s plus a 1 s data wait (the loader
+    stalls: no window steady), windows 10 and 11 2 s slower."""
+    out: list[object] = []
+    for rank in (0, 1):
+        out.append(first_batch(T0, rank=rank, job=job))
+        t, step = T0, 0
+        for i in range(20):
+            secs = 11.0 + (2.0 if i in (10, 11) else 0.0)
+            steps = 100
+            attrs = {sc.STEP_FIRST: step, sc.STEP_LAST: step + steps - 1, sc.SAMPLES: 3200}
+            attrs[sc.WINDOW_WAIT_S] = secs - 5.0  # both ranks compute 5 s a window
+            out.append(window(t, t + secs, rank=rank, job=job, **attrs))
+            if rank == 0:
+                out.append(data_wait(t + 0.5, t + 1.5, rank=rank, job=job))
+            t, step = t + secs, step + steps
+        out.append(attempt_end(T0 - 5, t + 1, "completed", rank=rank, job=job))
+    return out
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'perf.db'}"
@@ -43,6 +88,19 @@ def db(tmp_path: Path) -> str:
     store.upgrade()
     pipeline = Pipeline(store)
     pipeline.ingest(_spans("perf-job"))  # type: ignore[arg-type]
+    pipeline.recompute_dirty()
+    store.close()
+    return url
+
+
+@pytest.fixture
+def loop_db(tmp_path: Path) -> str:
+    """The restarted and stalling jobs, every window raw."""
+    url = f"sqlite:///{tmp_path / 'loop.db'}"
+    store = Store(url)
+    store.upgrade()
+    pipeline = Pipeline(store)
+    pipeline.ingest(_restarted("restart-job") + _stalling("stall-job"))  # type: ignore[arg-type]
     pipeline.recompute_dirty()
     store.close()
     return url
@@ -128,3 +186,29 @@ def test_report_of_a_job_without_windows_has_no_performance_section(
     assert main(["report", "idle-job", "--db", url]) == 0
     out = capsys.readouterr().out
     assert "Job idle-job" in out and "Inside the loop" not in out
+
+
+def test_a_failed_attempts_slow_time_is_a_share_of_its_own_stepping(
+    loop_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slow time over every attempt was divided by ETT's productive seconds, which leave out
+    the failed attempt's unsaved training: "(133.3% of productive)". Now a share of the same
+    windows' stepping time."""
+    (perf,) = (r.json() for r in _get(loop_db, ["/api/v1/jobs/restart-job/performance"]))
+    assert perf["slow_s"] == pytest.approx(40.0)  # 8 windows x 5 s, median of the ranks
+    assert perf["productive_s"] < perf["slow_s"]  # attempt 1's 30 s: the old base
+    assert perf["slow_pct"] <= 100.0
+    assert perf["stepping_s"] == pytest.approx(29 * 10.0 + 2 * 10.0)  # after each warm-up
+    assert perf["slow_pct"] == pytest.approx(100 * 40.0 / 310.0, abs=1e-3)
+    assert main(["report", "restart-job", "--db", loop_db]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "slow time 40.0s (12.9% of stepping time;" in out and "of productive" not in out
+
+
+def test_a_stalling_loader_leaves_the_ideal_and_the_slow_time_true(loop_db: str) -> None:
+    """Every window holds a 1 s data wait (9 %: none steady). The ideal took the stall in
+    (0.11 s) and the slow time took it out again (2 s of the 4 s planted)."""
+    (perf,) = (r.json() for r in _get(loop_db, ["/api/v1/jobs/stall-job/performance"]))
+    assert perf["ideal_basis"] == "after_warmup"
+    assert perf["ideal_step_s"] == pytest.approx(0.1)
+    assert perf["slow_s"] == pytest.approx(4.0)

@@ -102,8 +102,7 @@ def _left_behind(url: str, jobs: list[str]) -> list[str]:
     for job in jobs:
         spans, rows = store.load_performance(job)
         assert not spans  # the raw spans are gone
-        productive = store.get_job(job)["productive_s"]  # type: ignore[index]
-        left = performance(job_points(spans, rows, store.compactor.retention_s), spans, productive)
+        left = performance(job_points(spans, rows, store.compactor.retention_s), spans)
         if left != store.kept_performance(job).figures:  # type: ignore[union-attr]
             changed.append(job)
     store.close()
