@@ -39,6 +39,8 @@ def _basis(perf: dict[str, Any]) -> str:
 def _straggler(perf: dict[str, Any]) -> str:
     named = perf.get("straggler")
     scores = perf.get("stragglers") or []
+    if not named and not scores and perf.get("straggler_note"):
+        return "not named: the ranks count different steps (see step counts)"
     if named:
         return (
             f"rank {named['rank']} (attempt {named['attempt']}): computes {named['score']:.2f}x "
@@ -80,6 +82,8 @@ def print_performance(perf: dict[str, Any], console: Console) -> None:
     if share is not None:
         t.add_row("covers", partial_loop(share))
     t.add_row("straggler", _straggler(perf))
+    if perf.get("straggler_note"):
+        t.add_row("step counts", str(perf["straggler_note"]))
     console.print(t)
     slow = perf.get("slow_windows") or []
     if slow:

@@ -9,7 +9,9 @@ JSON-ready dict out (a few hundred bytes, whatever the job's length):
   are ETT's to charge, not the loop's); None without such points;
 - ``loop_rank_s``: ``sum(busy)`` over those points, the rank-seconds spent stepping (what a slower
   step costs in GPU-seconds);
-- ``stragglers``: per attempt with two or more timed ranks, its top rank by score (the rank's
+- ``stragglers``: per attempt with two or more timed ranks that count the same steps
+  (``_step_counts``: an attempt whose ranks count steps at rates more than 10 % apart has none,
+  as in ``_performance.stragglers``), its top rank by score (the rank's
   compute per step over the other ranks' median, scored as ``_performance.stragglers`` does),
   the score, and ``ratios``: ``[ratio, windows]`` pairs of its steady timed points, ``ratio`` =
   the point's
@@ -29,6 +31,7 @@ from typing import Any
 
 from ._performance import STALL_SPANS, Intervals, Point
 from ._points import interrupted
+from ._step_counts import mismatches
 from .model import SpanRecord
 
 MAX_RATIOS = 64
@@ -146,7 +149,7 @@ def loop_facts(points: Iterable[Point], spans: Sequence[SpanRecord]) -> dict[str
             samples += p.samples
             busy += max(0.0, p.seconds - c)
     found = []
-    for attempt in sorted({a for a, _ in ranks}):
+    for attempt in sorted({a for a, _ in ranks} - set(mismatches(ranks))):
         mine = {r: pts for (a, r), pts in ranks.items() if a == attempt}
         s = _straggler(attempt, mine, {r: covers[(attempt, r)] for r in mine})
         if s is not None:

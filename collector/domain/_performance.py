@@ -22,6 +22,9 @@ job's other spans in, a JSON-ready dict out.
   ``slow_s``). ``slow_pct`` = 100 * slow time / stepping time: a share of the same windows'
   seconds, never above 100 (over ETT's productive seconds it read 111 % once a failed attempt's
   unsaved training had been slow).
+- **Step counts** (:mod:`._step_counts`): in an attempt whose ranks count steps at rates more
+  than 10 % apart (``step_counts_differ``), the step figures (ideal, slow time, slow windows,
+  ``steps``) read its basis rank alone and no straggler is named (``straggler_note``).
 - **Straggler**: per attempt, each timed rank's score is its compute time per step over the
   median of the other ranks' (steady points); the highest named when at least
   :data:`STRAGGLER_RATIO`. ``others_wait_share``: the median, over the other ranks, of the share
@@ -36,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from ett import semconv as sc
 
 from ._points import Intervals, Point, interrupted, point_of_window
+from ._step_counts import counted_ranks, mismatches, note
 from .model import SpanRecord
 
 __all__ = [
@@ -132,11 +136,14 @@ def _rank_compute(pts: list[Point], stalled: Intervals) -> tuple[float, float] |
 
 
 def stragglers(
-    ranks: dict[tuple[int, int], list[Point]], stalled: dict[int, Intervals]
+    ranks: dict[tuple[int, int], list[Point]],
+    stalled: dict[int, Intervals],
+    skip: Iterable[int] = (),
 ) -> list[dict[str, object]]:
-    """Per attempt with two or more timed ranks: the scores (see the module docstring)."""
+    """Per attempt with two or more timed ranks, but those in ``skip`` (whose ranks count
+    steps differently): the scores (see the module docstring)."""
     out: list[dict[str, object]] = []
-    for attempt in sorted({a for a, _ in ranks}):
+    for attempt in sorted({a for a, _ in ranks} - set(skip)):
         per: dict[int, tuple[float, float]] = {}
         for (a, rank), pts in ranks.items():
             figures = _rank_compute(pts, stalled[a]) if a == attempt else None
@@ -229,14 +236,18 @@ def slow_windows(
     return out[:MAX_SLOW_WINDOWS]
 
 
-def _totals(ranks: dict[tuple[int, int], list[Point]]) -> dict[str, object]:
-    """Steps and throughput: per attempt the most steps and seconds of a rank and the samples of
-    all ranks; ``samples_per_s`` = their samples over their seconds, summed over attempts."""
+def _totals(
+    ranks: dict[tuple[int, int], list[Point]], counted: dict[tuple[int, int], list[Point]]
+) -> dict[str, object]:
+    """Steps and throughput: per attempt the most steps of a ``counted`` rank, the most seconds
+    of a rank and the samples of all ranks; ``samples_per_s`` = their samples over their
+    seconds, summed over attempts."""
     steps: dict[int, int] = {}
     seconds: dict[int, float] = {}
     samples: dict[int, int] = {}
-    for (a, _), pts in ranks.items():
+    for (a, _), pts in counted.items():
         steps[a] = max(steps.get(a, 0), sum(p.steps for p in pts))
+    for (a, _), pts in ranks.items():
         seconds[a] = max(seconds.get(a, 0.0), sum(p.seconds for p in pts))
         samples[a] = samples.get(a, 0) + sum(p.samples for p in pts)
     total_s = sum(seconds.values())
@@ -252,7 +263,9 @@ def performance(points: Iterable[Point], spans: Sequence[SpanRecord]) -> dict[st
     ranks = _by_rank(points)
     by_attempt = _stalls(spans, STALL_SPANS)
     stalled = {a: Intervals((s.start, s.end) for s in by_attempt.get(a, [])) for a, _ in ranks}
-    ideal, basis, n = ideal_step(ranks, stalled)
+    differ = mismatches(ranks)
+    counted = counted_ranks(ranks, differ)
+    ideal, basis, n = ideal_step(counted, stalled)
     pts = [p for v in ranks.values() for p in v]
     out: dict[str, object] = {
         "ideal_step_s": ideal,
@@ -260,20 +273,22 @@ def performance(points: Iterable[Point], spans: Sequence[SpanRecord]) -> dict[st
         "ideal_points": n,
         "points": len(pts),
         "windows": sum(p.windows for p in pts),
-        **_totals(ranks),
+        **_totals(ranks, counted),
         "slow_s": None,
         "stepping_s": None,
         "slow_pct": None,
         "slow_windows": [],
-        "stragglers": stragglers(ranks, stalled),
+        "stragglers": stragglers(ranks, stalled, skip=differ),
         "straggler_threshold": STRAGGLER_RATIO,
+        "step_counts_differ": list(differ.values()),
+        "straggler_note": note(differ),
     }
     if ideal:
-        slow_s, stepping_s = _slow(ranks, stalled, ideal)
+        slow_s, stepping_s = _slow(counted, stalled, ideal)
         out["slow_s"] = round(slow_s, 6)
         out["stepping_s"] = round(stepping_s, 6)
         out["slow_pct"] = round(100.0 * slow_s / stepping_s, 4) if stepping_s > 0 else None
-        out["slow_windows"] = slow_windows(ranks, spans, ideal)
+        out["slow_windows"] = slow_windows(counted, spans, ideal)
     named = [s for s in out["stragglers"] if s["rank"] is not None]  # type: ignore[attr-defined]
     out["straggler"] = named[-1] if named else None
     return out

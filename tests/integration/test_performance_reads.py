@@ -61,16 +61,17 @@ def _restarted(job: str) -> list[object]:
     return out
 
 
-def _stalling(job: str) -> list[object]:
+def _stalling(job: str, double: bool = False) -> list[object]:
     """Two ranks, 20 windows of 10 s of 100 steps of 0.1 s plus a 1 s data wait (the loader
-    stalls: no window steady), windows 10 and 11 2 s slower."""
+    stalls: no window steady), windows 10 and 11 2 s slower. With ``double`` rank 1 counts
+    every step twice (one ``step()`` per micro-batch)."""
     out: list[object] = []
     for rank in (0, 1):
         out.append(first_batch(T0, rank=rank, job=job))
         t, step = T0, 0
         for i in range(20):
             secs = 11.0 + (2.0 if i in (10, 11) else 0.0)
-            steps = 100
+            steps = 200 if double and rank == 1 else 100
             attrs = {sc.STEP_FIRST: step, sc.STEP_LAST: step + steps - 1, sc.SAMPLES: 3200}
             attrs[sc.WINDOW_WAIT_S] = secs - 5.0  # both ranks compute 5 s a window
             out.append(window(t, t + secs, rank=rank, job=job, **attrs))
@@ -95,12 +96,13 @@ def db(tmp_path: Path) -> str:
 
 @pytest.fixture
 def loop_db(tmp_path: Path) -> str:
-    """The restarted and stalling jobs, every window raw."""
+    """The restarted, stalling and double-counting jobs, every window raw."""
     url = f"sqlite:///{tmp_path / 'loop.db'}"
     store = Store(url)
     store.upgrade()
     pipeline = Pipeline(store)
-    pipeline.ingest(_restarted("restart-job") + _stalling("stall-job"))  # type: ignore[arg-type]
+    spans = _restarted("restart-job") + _stalling("stall-job")
+    pipeline.ingest(spans + _stalling("double-job", double=True))  # type: ignore[arg-type]
     pipeline.recompute_dirty()
     store.close()
     return url
@@ -212,3 +214,23 @@ def test_a_stalling_loader_leaves_the_ideal_and_the_slow_time_true(loop_db: str)
     assert perf["ideal_basis"] == "after_warmup"
     assert perf["ideal_step_s"] == pytest.approx(0.1)
     assert perf["slow_s"] == pytest.approx(4.0)
+
+
+def test_ranks_counting_different_steps_name_no_straggler(
+    loop_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 1 counts each step twice: rank 0 was named the straggler at 2.0, the ideal read
+    0.075 s and the steps 4000. Now no straggler, the note, rank 0's steps."""
+    job, perf = (
+        r.json()
+        for r in _get(loop_db, ["/api/v1/jobs/double-job", "/api/v1/jobs/double-job/performance"])
+    )
+    assert perf["straggler"] is None and perf["stragglers"] == []
+    assert perf["straggler_note"].startswith("attempt 0: rank 1 counts 2.00x the steps")
+    assert perf["step_counts_differ"][0]["basis_rank"] == 0
+    assert perf["ideal_step_s"] == pytest.approx(0.1) and perf["steps"] == 2000
+    assert job["performance"]["straggler_note"] == perf["straggler_note"]
+    assert main(["report", "double-job", "--db", loop_db]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "straggler not named: the ranks count different steps (see step counts)" in out
+    assert "step counts attempt 0: rank 1 counts 2.00x the steps per second of rank 0" in out

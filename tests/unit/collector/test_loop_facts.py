@@ -68,3 +68,16 @@ def test_the_score_is_the_performance_views() -> None:
 def test_ranks_alike_name_no_window_above_a_threshold() -> None:
     (s,) = loop_facts(_points(None, 1.0), [])["stragglers"]
     assert all(r < 1.05 for r, _ in s["ratios"])
+
+
+def test_ranks_counting_different_steps_give_the_alert_no_straggler() -> None:
+    """Rank 3 calls ``step()`` twice a step: per step it computes half, and rank 0 (the next
+    highest) scored about 2.0 against the others' median. The straggler alert reads no score
+    for an attempt whose ranks count different steps, as the performance view names none."""
+    points = [
+        Point(p.attempt, p.rank, p.start, p.end, 1, 2 * p.steps, p.samples, p.seconds,
+              2 * p.steps, p.timed_s, p.wait_s) if p.rank == 3 else p
+        for p in _points(None, 1.0)
+    ]  # fmt: skip
+    assert loop_facts(points, [])["stragglers"] == []
+    assert performance(points, [])["stragglers"] == []

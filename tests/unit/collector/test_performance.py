@@ -14,6 +14,7 @@ from ett_collector.domain._performance import (
     performance,
     point_of_window,
 )
+from ett_collector.domain._step_counts import STEP_RATE_TOLERANCE
 from ett_collector.domain._throughput import series
 from tests.support.spans import data_wait, save, span, window
 
@@ -201,3 +202,38 @@ def test_slow_share_stays_within_0_and_100(
     perf = performance(pts, spans)
     if perf["slow_pct"] is not None:
         assert 0.0 <= perf["slow_pct"] <= 100.0  # type: ignore[operator]
+
+
+def test_ranks_counting_different_steps_name_no_straggler() -> None:
+    """Rank 1 calls ``step()`` twice a step (once per micro-batch); both ranks run the same
+    0.1 s steps. Per-step times named rank 0 the straggler at 2.0, the ideal read half-way
+    and the steps twice (operator probe r6). Now: no straggler, a note, rank 0's steps."""
+    once = rank_points(0, compute_s=0.05)
+    twice = [
+        Point(0, 1, p.start, p.end, 1, 2 * p.steps, p.samples, p.seconds, 2 * p.steps, p.timed_s,
+              p.wait_s)
+        for p in rank_points(1, compute_s=0.05)
+    ]  # fmt: skip
+    perf = performance(once + twice, [])
+    assert perf["straggler"] is None and perf["stragglers"] == []
+    (differ,) = perf["step_counts_differ"]  # type: ignore[misc]
+    assert differ["basis_rank"] == 0 and differ["ratio"] == pytest.approx(2.0)
+    assert str(perf["straggler_note"]).startswith("attempt 0: rank 1 counts 2.00x the steps")
+    assert perf["ideal_step_s"] == pytest.approx(0.1)
+    assert perf["steps"] == 1000  # rank 0's, not rank 1's 2000
+    assert perf["slow_s"] == pytest.approx(0.0)
+
+
+def test_step_counts_within_the_tolerance_are_compared() -> None:
+    """Ranks whose step rates differ by less than the tolerance (a window's edge) are still
+    scored, and a true straggler among them named."""
+    slow = [
+        Point(0, 1, p.start, p.end, 1, p.steps + 5, p.samples, p.seconds, p.steps + 5,
+              p.timed_s, p.timed_s - (p.steps + 5) * 0.1)
+        for p in rank_points(1, compute_s=0.1)
+    ]  # fmt: skip
+    perf = performance(rank_points(0, compute_s=0.05) + slow, [])
+    assert perf["step_counts_differ"] == [] and perf["straggler_note"] is None
+    assert perf["straggler"] is not None and perf["straggler"]["rank"] == 1  # type: ignore[index]
+    assert perf["straggler"]["score"] == pytest.approx(2.0)  # type: ignore[index]
+    assert 1.0 + STEP_RATE_TOLERANCE > 105 / 100
