@@ -41,7 +41,18 @@ def _read(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
 
 
 def straggler_text(perf: dict[str, Any]) -> tuple[str, str]:
-    """The straggler metric's value (the rank, or why none) and the sentence that explains it."""
+    """The straggler metric's value (the rank, or why none) and the sentence that explains it
+    (with ``straggler_note``, why an attempt's ranks were not compared, after it)."""
+    value, sentence = _straggler_text(perf)
+    note = perf.get("straggler_note")
+    if not note:
+        return value, sentence
+    if perf.get("straggler") is None and not perf.get("stragglers"):
+        return "not named", f"No straggler named: {note}."
+    return value, f"{sentence} {note[0].upper()}{note[1:]}."
+
+
+def _straggler_text(perf: dict[str, Any]) -> tuple[str, str]:
     s = perf.get("straggler")
     timed = [x for x in perf.get("stragglers", []) if x.get("ranks_timed", 0) >= 2]
     if s is None:
@@ -65,24 +76,48 @@ def straggler_text(perf: dict[str, Any]) -> tuple[str, str]:
     )
 
 
+STALLS = "checkpoint save, eval, compile, publish or data wait"
+"""The spans whose seconds the loop figures take out of a window (``STALL_SPANS``)."""
+
+
+def ideal_help(perf: dict[str, Any]) -> str:
+    """What the ideal step time is the median of, as its ``ideal_basis`` says."""
+    n, basis = perf.get("ideal_points", 0), perf.get("ideal_basis")
+    out = "the median step time, each window's seconds under a " + STALLS + " taken out, of "
+    if basis == "steady":
+        out += (
+            f"the job's {n} steady windows: warm-up and windows more than 5 % under such a "
+            "span left out"
+        )
+    elif basis == "after_warmup":
+        out += (
+            f"the job's {n} windows after warm-up: more than 5 % of every one was under such a "
+            "span (a loader that stalls every few batches does that), so none was steady"
+        )
+    else:
+        out += f"the job's {n} windows, warm-up included: none came after warm-up"
+    if perf.get("step_counts_differ"):
+        out += "; where an attempt's ranks count different steps, of the rank counting fewest"
+    return out
+
+
 def _metrics(perf: dict[str, Any]) -> None:
     steps, loop_s = perf.get("steps") or 0, perf.get("loop_s") or 0.0
     m = st.columns(6)
-    m[0].metric(
-        "Ideal step time",
-        _ms(perf["ideal_step_s"]),
-        help=f"the median step time of the job's {perf['ideal_basis']} windows "
-        f"({perf['ideal_points']}): warm-up and windows under a checkpoint save, eval, "
-        "compile, publish or data wait left out",
-    )
+    m[0].metric("Ideal step time", _ms(perf["ideal_step_s"]), help=ideal_help(perf))
     m[1].metric("Mean step time", _ms(loop_s / steps if steps else None))
     m[2].metric(
         "Slow time",
         fmt.duration(perf["slow_s"]),
-        help="seconds of steps slower than the ideal step (stalls ETT already charges as idle "
-        "left out): what the loop could win",
+        help="per window after warm-up, the seconds its steps took beyond the ideal step, "
+        "from the window's mean step (a step slower than the rest inside a window is averaged "
+        "in); stalls ETT already charges as idle left out: what the loop could win",
     )
-    m[3].metric("Slow share", fmt.pct(perf["slow_pct"]), help="slow time / productive time")
+    m[3].metric(
+        "Slow share",
+        fmt.pct(perf["slow_pct"]),
+        help="slow time / stepping time: the same windows' seconds, stalls left out",
+    )
     m[4].metric(
         "Samples/s",
         fmt.rate(perf.get("samples_per_s"), unit=""),
@@ -140,7 +175,10 @@ def _series_frames(series: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataF
 def _slow_windows(perf: dict[str, Any]) -> None:
     rows = perf.get("slow_windows") or []
     if not rows:
-        st.caption("No slow window: every step ran within 1.25× the ideal step.")
+        st.caption(
+            "No slow window: every window's mean step ran within 1.25× the ideal step. A window "
+            "averages its steps: a few slow steps inside it raise its mean, not a row here."
+        )
         return
     table = pd.DataFrame(
         {
@@ -200,7 +238,7 @@ def fleet_section(c: Client, since: str, model: str, team: str) -> None:
             {
                 "model": df["model"],
                 "slow time": [fmt.duration(v) for v in df["slow_s"]],
-                "% of productive": [fmt.pct(v) if pd.notna(v) else "—" for v in df["slow_pct"]],
+                "% of stepping": [fmt.pct(v) if pd.notna(v) else "—" for v in df["slow_pct"]],
                 "samples/s per rank": df["samples_per_s_per_rank"],
                 "ideal step": [_ms(v) if pd.notna(v) else "—" for v in df["ideal_step_s"]],
                 "jobs": df["jobs"],
@@ -214,7 +252,8 @@ def fleet_section(c: Client, since: str, model: str, team: str) -> None:
         },
     )
     st.caption(
-        "Slow time: the seconds each job's steps took beyond its own ideal step time (the median "
-        "of its steady windows), summed over the window's jobs per model."
+        "Slow time: the seconds each job's windows took beyond its own ideal step time (the "
+        "median step of its steady windows), window by window from their mean steps, summed over "
+        "the window's jobs per model; % of stepping: of the seconds the same windows stepped."
         + (f" Only the newest {data['jobs_read']} jobs were read." if data["truncated"] else "")
     )

@@ -104,7 +104,7 @@ def slow_by_model(df: pd.DataFrame) -> ChartLike:
     tooltip = [
         "model:N",
         _tip("slow_h:Q", "slow hours", ",.3f"),
-        _tip("slow_pct:Q", "% of productive", ",.2f"),
+        _tip("slow_pct:Q", "% of stepping time", ",.2f"),
     ]
     x = alt.X("slow_h:Q", title="hours slower than each job's ideal step")
     title = "Slow time lost inside the loop, by model (hours)"
