@@ -61,18 +61,9 @@ def _cps(p: Point) -> float | None:
 
 
 def _coverage(pts: Sequence[Point], stalled: Intervals) -> list[float]:
-    """Each point's seconds under the stall spans (``Intervals.covered`` of each, in one sweep:
-    the points are sorted by start and the intervals merged)."""
-    out, i, starts, ends = [], 0, stalled.starts, stalled.ends
-    for p in pts:
-        while i < len(starts) and ends[i] <= p.start:
-            i += 1
-        total, j = 0.0, i
-        while j < len(starts) and starts[j] < p.end:
-            total += max(0.0, min(p.end, ends[j]) - max(p.start, starts[j]))
-            j += 1
-        out.append(total)
-    return out
+    """Each point's seconds under the stall spans, over when its windows trained
+    (``Point.stalls_over``, as ``_performance.py`` reads them)."""
+    return [stalled.covered(*p.stalls_over) for p in pts]
 
 
 def _steady(pts: Sequence[Point], cover: Sequence[float]) -> list[Point]:

@@ -6,7 +6,8 @@ job's other spans in, a JSON-ready dict out.
 
 - A point's **step time** is ``seconds / steps``; its **busy step time** ``(seconds - stalled)
   / steps`` (``stalled``: its seconds under spans that stall the loop, :data:`STALL_SPANS` of
-  any rank of its attempt, which ETT already charges as idle); its **compute time** ``timed_s -
+  any rank of its attempt, which ETT already charges as idle; a bucket's seconds are those its
+  windows trained, ``Point.stalls_over``, not its whole minute); its **compute time** ``timed_s -
   wait_s`` (seconds outside the gradient collectives' wait, measured only where the window
   carried ``ett.window.wait_s``), per step ``(timed_s - wait_s) / timed_steps``. A point is a
   window's (or a bucket's) mean: steps slower than the rest inside it raise the mean only.
@@ -106,10 +107,10 @@ def ideal_step(
     ``(seconds - stalled) / steps`` of a pool of points (see the module docstring)."""
 
     def busy(p: Point) -> float:
-        return max(0.0, p.seconds - stalled[p.attempt].covered(p.start, p.end)) / p.steps
+        return max(0.0, p.seconds - stalled[p.attempt].covered(*p.stalls_over)) / p.steps
 
     after = [p for pts in ranks.values() for p in pts[1:] if p.steps > 0]
-    steady = [p for p in after if not interrupted(p, stalled[p.attempt].covered(p.start, p.end))]
+    steady = [p for p in after if not interrupted(p, stalled[p.attempt].covered(*p.stalls_over))]
     for basis, pool in (("steady", steady), ("after_warmup", after)):
         if pool:
             return _median([busy(p) for p in pool]), basis, len(pool)
@@ -127,7 +128,7 @@ def _rank_compute(pts: list[Point], stalled: Intervals) -> tuple[float, float] |
     """``(compute seconds per step, wait share)`` of a rank's steady points (without any: its
     points after warm-up; without those: all); None when none was timed."""
     after = pts[1:]
-    body = [p for p in after if not interrupted(p, stalled.covered(p.start, p.end))] or after or pts
+    body = [p for p in after if not interrupted(p, stalled.covered(*p.stalls_over))] or after or pts
     cps = _compute_per_step(body)
     timed = sum(p.timed_s for p in body)
     if cps is None or timed <= 0:
@@ -191,7 +192,7 @@ def _slow(
     for (a, _), pts in ranks.items():
         slow = stepping = 0.0
         for p in pts[1:]:
-            busy = p.seconds - stalled[a].covered(p.start, p.end)
+            busy = p.seconds - stalled[a].covered(*p.stalls_over)
             stepping += max(0.0, busy)
             slow += max(0.0, busy - p.steps * ideal)
         per_attempt.setdefault(a, []).append((slow, stepping))
@@ -216,9 +217,8 @@ def slow_windows(
             step = p.step_s
             if step is None or step < SLOW_WINDOW_RATIO * ideal:
                 continue
-            names = sorted(
-                {s.name for s in overlaps.get(a, []) if s.start < p.end and s.end > p.start}
-            )
+            start, end = p.stalls_over
+            names = sorted({s.name for s in overlaps.get(a, []) if s.start < end and s.end > start})
             lost = p.seconds - p.steps * ideal
             out.append(
                 {

@@ -188,10 +188,11 @@ def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
     windows' seconds when they are longer (one window of 227 s stood for a 60 s bucket, and a
     stall under it was matched against 60 s of it: slow time and the slowest windows' spans
     were wrong), that trained from its first window's start to its last window's end
-    (:func:`legacy_trained` for a bucket stored without them)."""
+    (:func:`legacy_trained` for a bucket stored without them, ``placed`` False)."""
     out = []
     for i, (_, a, r, b, n, st, sm, sec, ts, tsec, wait, first, last) in enumerate(rows):
-        if first is None or last is None:
+        placed = first is not None and last is not None
+        if not placed:
             first, last = legacy_trained(rows, i)
         out.append(
             Point(
@@ -208,6 +209,7 @@ def points_of_rows(rows: Sequence[Sequence[Any]]) -> list[Point]:
                 wait_s=float(wait),
                 first_start=float(first),
                 last_end=float(last),
+                placed=placed,
             )
         )
     return out
