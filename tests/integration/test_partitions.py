@@ -61,10 +61,28 @@ def _seed(store: Store) -> Pipeline:
     return pipeline
 
 
+def _down_to_0008(store: Store) -> None:
+    """The schema before partitions, with what was stored at the head kept: this code writes
+    the head's columns (0012's ``window_series`` instants, say), so a database populated at
+    0008 is made by populating one at the head and migrating it down."""
+    from alembic import command
+
+    with store.engine.begin() as conn:
+        cfg = _migrate.alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0008")
+
+
+def _seeded_at_0008(store: Store) -> Pipeline:
+    store.upgrade()
+    pipeline = _seed(store)
+    _down_to_0008(store)
+    return pipeline
+
+
 def test_the_migration_converts_a_populated_database(fresh_postgres_url: str) -> None:
     store = Store(fresh_postgres_url)
-    _migrate.upgrade(store.engine, "0008")  # the schema before partitions
-    _seed(store)
+    _seeded_at_0008(store)  # the schema before partitions
     grant_readonly(store.engine, "ett_reader_t")
     before = _every_figure(store)
     with store.engine.connect() as conn:
@@ -120,8 +138,7 @@ def test_partitions_ahead_and_late_spans(fresh_postgres_url: str) -> None:
 
 def test_retention_drops_whole_days_of_pruned_jobs_only(fresh_postgres_url: str) -> None:
     store = Store(fresh_postgres_url)
-    _migrate.upgrade(store.engine, "0008")
-    pipeline = _seed(store)
+    pipeline = _seeded_at_0008(store)
     store.upgrade()  # every day with spans has its partition
     before = _every_figure(store)
     policy = Policy(spans_s=30 * DAY, runs_s=None, figures_s=None, alerts_s=None, quiet_s=0)
@@ -143,13 +160,14 @@ def test_retention_drops_whole_days_of_pruned_jobs_only(fresh_postgres_url: str)
 
 def test_a_day_with_a_kept_job_is_not_dropped(fresh_postgres_url: str) -> None:
     store = Store(fresh_postgres_url)
-    _migrate.upgrade(store.engine, "0008")
+    store.upgrade()
     pipeline = Pipeline(store, clock=lambda: NOW)
     day = day_of(STARTS["d40"]) + 3600  # both jobs inside one day
     pipeline.ingest(worked_example("gone", base=day))
     # a job that began the same day and is still dirty (not due): its day stays
     pipeline.ingest(worked_example("kept", base=day + 600))
-    pipeline.recompute_job("gone")
+    assert pipeline.recompute_job("gone") is Outcome.SAVED
+    _down_to_0008(store)
     store.upgrade()
     policy = Policy(spans_s=30 * DAY, runs_s=None, figures_s=None, alerts_s=None, quiet_s=0)
     done = Retention(store.engine, policy).run()
@@ -184,16 +202,11 @@ def test_the_service_keeps_partitions_ahead(fresh_postgres_url: str) -> None:
 
 
 def test_the_migration_downgrades_to_a_plain_table(fresh_postgres_url: str) -> None:
-    from alembic import command
-
     store = Store(fresh_postgres_url)
     store.upgrade()
     _seed(store)
     before = _every_figure(store)
-    with store.engine.begin() as conn:
-        cfg = _migrate.alembic_config()
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0008")
+    _down_to_0008(store)
     with store.engine.connect() as conn:
         assert not is_partitioned(conn)
     assert _every_figure(store) == before
