@@ -110,6 +110,11 @@ def raw_window_retention_s() -> float | None:
     return value
 
 
+DEFAULT_READY_MAX_LAG_S = 300.0
+"""How far behind its primary (seconds) a read-only collector's standby may be and stay ready:
+past it, dashboards on it would show figures that old as if current."""
+
+
 def min_free_bytes_from_env() -> int:
     """``ETT_READY_MIN_FREE_BYTES`` (bytes, ``0``: off), else :data:`DEFAULT_MIN_FREE_BYTES`.
     Raises ConfigError with a one-line reason for a value that is not a whole number >= 0."""
@@ -431,6 +436,12 @@ class Settings:
     )
     """How far past the collector's clock a span may end (:data:`DEFAULT_MAX_CLOCK_AHEAD_S`)."""
     read_only: bool = field(default_factory=lambda: _switch_env("ETT_READ_ONLY"))
+    ready_max_lag_s: float = field(
+        default_factory=lambda: _seconds_env("ETT_READY_MAX_LAG_S", DEFAULT_READY_MAX_LAG_S)
+    )
+    """``ETT_READY_MAX_LAG_S``: a read-only collector whose standby is further behind its
+    primary than this (or not streaming with no way to say how far) answers ``/readyz`` 503
+    (:data:`DEFAULT_READY_MAX_LAG_S`; 0: never for the lag)."""
     """``ett serve --read-only`` (``ETT_READ_ONLY=1``): serve reads from a hot standby, refuse
     ingest, run no background loop (they write)."""
     retain: dict[str, float | None] = field(default_factory=retention_from_env)

@@ -10,6 +10,7 @@ puts the route modules together.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -20,11 +21,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
-from ..read.metrics import CollectorMetrics
+from ..read.metrics import CollectorMetrics, ReplicationMetrics
 from ..read.metrics_performance import ModelPerformanceMetrics
 from ..read.performance_models import ModelPerformance
 from ..read.query import Query
 from ..settings import Settings
+from ..write.periodic import Periodic
 from ..write.pipeline import Pipeline
 from ..write.retention import RetentionLoop
 from ._answers import ReadAnswers, json_body, outage_answer
@@ -40,6 +42,12 @@ from ._read_routes import ReadRoutes
 from ._readiness import DiskWatch, min_free_bytes_from_env, sqlite_path
 
 __all__ = ["INGEST_CHUNK_SPANS", "READ_ONLY_REFUSAL", "create_app", "json_body"]
+
+log = logging.getLogger("ett_collector.replica")
+
+REPLICA_WATCH_S: Final = 5.0
+"""How often a read-only collector reads its standby's replication state, to log the moment
+streaming from the primary stops or resumes (its probes and scrapes read it too)."""
 
 
 def _database_errors() -> tuple[type[Exception], ...]:
@@ -76,9 +84,13 @@ def create_app(
     retention = RetentionLoop(settings, pipeline, disk=disk)  # disk: ETT_PRUNE_ON_LOW_DISK
     pipeline.read_only = settings.read_only  # reads never start a recompute there
     health = Health(settings, pipeline, metrics, disk, retention)
+    watch = None
+    if health.replica is not None:  # a standby: its lag on /metrics, its streaming logged
+        metrics.register_shared(ReplicationMetrics(health.replica.check))
+        watch = Periodic("ett-replica-watch", health.replica.tick, REPLICA_WATCH_S, log)
     app = Starlette(
         routes=_routes(query, metrics, answer, ingest, health, _max_models(settings)),
-        lifespan=_lifespan(pipeline, retention),
+        lifespan=_lifespan(pipeline, retention, watch),
         # an outage no route answered itself (/metrics, the alerts, a job's cache check): 503
         exception_handlers=dict.fromkeys(_DATABASE_ERRORS, outage_answer),
     )
@@ -140,17 +152,22 @@ def _routes(
 
 
 def _lifespan(
-    pipeline: Pipeline, retention: RetentionLoop
+    pipeline: Pipeline, retention: RetentionLoop, watch: Periodic | None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
-    """Start the pipeline's worker and the retention loop with the app; stop them after it."""
+    """Start the pipeline's worker, the retention loop and the standby's watch with the app;
+    stop them after it."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         pipeline.start()
         retention.start()
+        if watch is not None:
+            watch.start()
         try:
             yield
         finally:
+            if watch is not None:
+                watch.stop()
             retention.stop()
             pipeline.stop()
 

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from ..read.metrics import CONTENT_TYPE, CollectorMetrics
 from ..settings import Settings
 from ..storage import db_reason, is_transient_db_error
-from ..storage._replica import replication
+from ..storage._replica import ReplicaWatch
 from ..write.pipeline import Pipeline
 from ..write.retention import RetentionLoop
 from ._answers import RETRY_HEADERS
@@ -35,6 +35,12 @@ class Health:
     ) -> None:
         self.settings, self.pipeline, self.metrics = settings, pipeline, metrics
         self.disk, self.retention = disk, retention
+        self.replica = (
+            ReplicaWatch(pipeline.store.engine, settings.ready_max_lag_s)
+            if settings.read_only
+            else None
+        )
+        """The standby's replication state (a read-only collector only)."""
         self._exposing: asyncio.Future[bytes] | None = None
         """The exposition being made now, which every scrape that arrives meanwhile shares."""
 
@@ -60,8 +66,8 @@ class Health:
             return JSONResponse(
                 {"status": "ok", "database": f"unavailable: {db_reason(exc)}", "pid": os.getpid()}
             )
-        if self.settings.read_only:  # the standby's lag behind the primary
-            counts |= await run_in_threadpool(replication, store.engine)
+        if self.replica is not None:  # the standby's lag behind the primary
+            counts |= await run_in_threadpool(self.replica.check)
             counts["read_only"] = True
         counts["unfolded_windows"] = sum(store.compactor.unfolded.values())  # this process's
         body: dict[str, object] = {"status": "ok", **counts, "pid": os.getpid()}
@@ -70,12 +76,21 @@ class Health:
         return JSONResponse(body)
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when the database takes a write (a read-only collector: when it reads)."""
+        """Ready when the database takes a write (a read-only collector: when it reads and its
+        standby is within ``ETT_READY_MAX_LAG_S`` of the primary)."""
         store = self.pipeline.store
         try:
-            if self.settings.read_only:  # ready when it reads; it never writes
+            if self.replica is not None:  # ready when it reads, not too far behind
                 await run_in_threadpool(store.span_counts)
-                return JSONResponse({"status": "ready", "read_only": True})
+                state = await run_in_threadpool(self.replica.check)
+                behind = self.replica.not_ready(state)
+                if behind is None:
+                    return JSONResponse({"status": "ready", "read_only": True})
+                return JSONResponse(
+                    {"status": "unavailable", "read_only": True, "error": behind},
+                    status_code=503,
+                    headers=RETRY_HEADERS,
+                )
             await run_in_threadpool(store.check_writable)
             reason = await run_in_threadpool(self.disk.problem)  # SQLite keeps the probe in memory
         except Exception as exc:

@@ -90,6 +90,8 @@ environment:
                       1: while a SQLite disk is short of space, prune ended jobs' raw spans,
                       then their runs, oldest first (default off)
   ETT_READ_ONLY       1: as --read-only (serve reads from a hot standby)
+  ETT_READY_MAX_LAG_S how far behind its primary a --read-only collector's standby may be
+                      and /readyz still answer 200 (default 300 s; 0: no check)
   ETT_METRICS_CACHE_S how long a scrape's fleet metrics on /metrics are reused (default 5 s)
   ETT_METRICS_MAX_PAIRS
                       the most (model, team) pairs, and models, /metrics labels; the rest

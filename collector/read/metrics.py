@@ -148,3 +148,37 @@ class _Guarded(Collector):
             self.up.up = 0.0
             return []
         return families
+
+
+class ReplicationMetrics(Collector):
+    """A read-only collector's standby, read at each scrape from ``state()`` (the replication
+    state of ``storage._replica``): ``ett_replication_lag_seconds`` (left out while unknown) and
+    ``ett_replication_streaming``."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def describe(self) -> Any:
+        return []  # no read at registration
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        state = self.state()
+        if not state.get("standby"):
+            return
+        lag = state["replication_lag_s"]
+        if lag is not None:
+            yield GaugeMetricFamily(
+                "ett_replication_lag_seconds",
+                "How far this read-only collector's standby is behind its primary: 0 when it "
+                "has replayed all it received, else the age of its newest replayed commit (which "
+                "grows while it is not streaming).",
+                value=lag,
+            )
+        yield GaugeMetricFamily(
+            "ett_replication_streaming",
+            "1 while the standby's WAL receiver streams from its primary, 0 while not (its "
+            "figures are then frozen).",
+            value=1.0 if state.get("replication_streaming") else 0.0,
+        )

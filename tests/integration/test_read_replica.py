@@ -140,9 +140,80 @@ def test_a_restarted_standby_of_an_idle_primary_is_not_behind(
         streaming, what="the restarted standby to stream", ignore=(OperationalError,)
     )
     state = replication(standby.engine)
-    assert state == {"standby": True, "replication_lag_s": 0.0}, (status, receive_behind_replay)
+    expected = {"standby": True, "replication_lag_s": 0.0, "replication_streaming": True}
+    assert state == expected, (status, receive_behind_replay)
     writer.close()
     standby.close()
+
+
+def test_a_standby_whose_primary_is_gone_says_so_and_is_not_ready(
+    primary_and_replica: tuple[PostgresServer, PostgresServer], tmp_path: Path
+) -> None:
+    """With its primary stopped, the standby's WAL receiver is gone but its receive position
+    keeps its last value: the lag once read 0.0 (and /readyz 200) for as long as the primary was
+    away. Now /healthz says it is not streaming and the lag grows (the age of the newest
+    replayed commit), /readyz is 503 past ETT_READY_MAX_LAG_S, /metrics has the gauges, and the
+    log says once that streaming stopped and once that it resumed."""
+    primary, replica = primary_and_replica
+    writer = Store(primary.create_database("ett"))
+    writer.upgrade()  # commits, replayed on the standby: its newest commit has a time
+    standby = Store(replica.url("ett"))
+    wait_until(lambda: standby.revision() == head_revision(), what="the standby's schema")
+    standby.close()
+    writer.close()
+    reader = start_collector(
+        tmp_path / "replica",
+        db_url=replica.url("ett"),
+        env={"ETT_READ_ONLY": "1", "ETT_READY_MAX_LAG_S": "2"},
+    )
+    try:
+        health = wait_until(
+            lambda: (h := reader.get("/healthz").json())["replication_streaming"] and h,
+            what="the standby to stream",
+        )
+        assert health["replication_lag_s"] == 0.0
+        assert reader.get("/readyz").status_code == 200
+        metrics = reader.get("/metrics").text
+        assert "ett_replication_lag_seconds 0.0" in metrics
+        assert "ett_replication_streaming 1.0" in metrics
+
+        primary.halt()
+        first = wait_until(
+            lambda: (h := reader.get("/healthz").json())["replication_streaming"] is False and h,
+            what="/healthz to say the standby is not streaming",
+        )
+        assert first["replication_lag_s"] is not None
+        later = wait_until(
+            lambda: (
+                (h := reader.get("/healthz").json())["replication_lag_s"]
+                > first["replication_lag_s"] + 1
+                and h
+            ),
+            what="the lag to grow",
+        )
+        assert later["replication_streaming"] is False and later["status"] == "ok"
+        ready = wait_until(
+            lambda: (r := reader.get("/readyz")).status_code == 503 and r, what="not ready"
+        )
+        error = ready.json()["error"]
+        assert "not streaming from its primary" in error and "ETT_READY_MAX_LAG_S=2" in error
+        metrics = reader.get("/metrics").text
+        assert "ett_replication_streaming 0.0" in metrics
+        assert "ett_replication_lag_seconds " in metrics
+        assert reader.get("/api/v1/jobs").status_code == 200  # reads are still answered
+
+        primary.launch()
+        wait_until(
+            lambda: reader.get("/healthz").json()["replication_streaming"],
+            what="streaming again",
+        )
+        wait_until(lambda: reader.get("/readyz").status_code == 200, what="ready again")
+        log = "".join(p.read_text() for p in (tmp_path / "replica").glob("collector-*.log"))
+        assert log.count("the standby is not streaming from its primary") == 1, log
+        assert log.count("the standby streams from its primary again") == 1, log
+        assert "Traceback" not in log
+    finally:
+        reader.stop()
 
 
 def test_simulate_refuses_a_standby_in_one_line(
