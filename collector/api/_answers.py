@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..read.query import NotFound, NotReady, QueryError, RecomputeFailed
+from ..read.query import NotComputedHere, NotFound, NotReady, QueryError, RecomputeFailed
 from ..storage import RETRY_AFTER_S, db_reason, is_transient_db_error
 
 RETRY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
@@ -64,7 +64,7 @@ class ReadAnswers:
     async def __call__(self, fn: Callable[..., Any], *args: Any) -> Response:
         try:
             data = await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
-        except NotFound as exc:
+        except (NotFound, NotComputedHere) as exc:  # a standby never computes figures
             return error(404, str(exc.args[0]))
         except NotReady as exc:
             return error(503, str(exc.args[0]), {"Retry-After": "1"})

@@ -166,14 +166,16 @@ def read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[A
     """Answer ``fn(query)`` through the query layer (waiting for fresh figures, as no background
     worker runs here) and print it with ``render`` (``--json``: as JSON); a job not found, not
     ready or not computable exits 1 with one line, a bad question 2."""
-    from ..read.query import NotFound, NotReady, Query, QueryError, RecomputeFailed
+    from ..read import query as q
 
     target = args.target
     settings = settings_for(target.url)  # no background worker here: wait for fresh figures
-    query = Query(open_pipeline(args, read=True), read_wait_s=settings.read_wait_s, wait_fresh=True)
+    pipeline = open_pipeline(args, read=True)
+    pipeline.read_only = _read_only(args, pipeline.store)  # then it never tries to recompute
+    query = q.Query(pipeline, read_wait_s=settings.read_wait_s, wait_fresh=True)
     try:
         data = fn(query)
-    except NotFound as exc:
+    except q.NotFound as exc:
         where = f"{target.shown} (from {target.source})"
         hint = "pass --db URL or set ETT_HOME or ETT_DB_URL to search another database"
         if target.source == "--db":  # the database was named: the id is what to check
@@ -184,15 +186,29 @@ def read(args: argparse.Namespace, fn: Callable[[Any], Any], render: Callable[[A
             hint = f"did you mean {' or '.join(map(repr, near))}? " + hint
         print(f"ett {args.command}: {exc.args[0]} in {where}; {hint}", file=sys.stderr)
         return 1
-    except (NotReady, RecomputeFailed) as exc:
+    except (q.NotReady, q.NotComputedHere, q.RecomputeFailed) as exc:
         print(f"ett {args.command}: {exc.args[0]}", file=sys.stderr)
         return 1
-    except QueryError as exc:
+    except q.QueryError as exc:
         print(f"ett {args.command}: {exc}", file=sys.stderr)
         return 2
     _print(args, data, render)
     _notes(args, data, query)
     return 0
+
+
+def _read_only(args: argparse.Namespace, store: Any) -> bool:
+    """Whether every write to this database would be refused (a hot standby, read-only
+    sessions): a read there serves the stored figures and never tries to recompute."""
+    from sqlalchemy.exc import DBAPIError
+
+    from ..storage._replica import read_only_reason
+    from . import _target
+
+    try:
+        return read_only_reason(store.engine) is not None
+    except DBAPIError as exc:
+        raise _target.connection_error(args.target, exc) from exc
 
 
 def _print(args: argparse.Namespace, data: Any, render: Callable[[Any], None]) -> None:
@@ -207,6 +223,13 @@ def _notes(args: argparse.Namespace, data: Any, query: Any) -> None:
     if isinstance(data, dict) and data.get("error"):
         note = f"{data['error']}; these figures are older"
         print(f"ett {args.command}: note: {note}", file=sys.stderr)
+    elif query.pipeline.read_only and isinstance(data, dict) and data.get("fresh") is False:
+        print(
+            f"ett {args.command}: note: the database is read-only, so these are its stored "
+            "figures: the job's newer spans are not included until the primary's collector "
+            "computes them",
+            file=sys.stderr,
+        )
     if isinstance(data, dict) and isinstance(job_id := data.get("job_id"), str):
         from ..write.pipeline import pruned_reason
 
@@ -215,8 +238,8 @@ def _notes(args: argparse.Namespace, data: Any, query: Any) -> None:
             why = pruned_reason(pruned_at).replace("its ", "the job's ", 1)
             print(f"ett {args.command}: note: {why}", file=sys.stderr)
     if isinstance(data, list) and (pending := query.pending_jobs()):
-        print(
-            f"ett {args.command}: note: {pending} job(s) have spans newer than their figures; "
-            "a running `ett serve` computes them in the background, `ett recompute` does it now",
-            file=sys.stderr,
-        )
+        how = "a running `ett serve` computes them in the background, `ett recompute` does it now"
+        if query.pipeline.read_only:
+            how = "the database is read-only: the primary's collector computes them"
+        note = f"{pending} job(s) have spans newer than their figures; {how}"
+        print(f"ett {args.command}: note: {note}", file=sys.stderr)

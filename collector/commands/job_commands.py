@@ -81,7 +81,8 @@ REPORT = {
     "When the job has spans newer than its figures, this computes them and waits for "
     "them up to ETT_READ_WAIT_S (default 2 s), then prints the stored figures marked "
     "'newer spans not included yet' (the HTTP API never waits: it answers the stored "
-    "figures with fresh: false).",
+    "figures with fresh: false). On a read-only database (a hot standby) it never computes: "
+    "it prints the stored figures and says so.",
 }
 JOBS = {
     "help": "list jobs, newest first",

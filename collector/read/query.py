@@ -52,6 +52,12 @@ class NotReady(LookupError):
     API answers 503 with Retry-After)."""
 
 
+class NotComputedHere(LookupError):
+    """The job has spans but no figures, on a database that cannot compute them (a hot standby,
+    read-only sessions): the primary's collector computes them and they replicate (the API
+    answers 404, the CLI exits 1)."""
+
+
 class RecomputeFailed(RuntimeError):
     """The job's figures could not be computed (its last recompute raised; the API answers 500
     with the reason). A new span for the job retries it."""
@@ -266,6 +272,12 @@ class Query:
             )
         if fresh:
             return NotFound(f"no job {job_id!r}")
+        if self.pipeline.read_only:  # nothing here will ever compute them
+            return NotComputedHere(
+                f"job {job_id!r} has spans but no figures in this read-only database: figures "
+                "are computed by the primary's collector (`ett serve` on the primary) and "
+                "reach a standby by replication"
+            )
         return NotReady(
             f"job {job_id!r} has spans but its figures are not computed yet; try again shortly"
         )

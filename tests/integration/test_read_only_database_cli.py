@@ -106,3 +106,67 @@ def test_an_unwritable_sqlite_file_is_refused_by_name(
     line = one_line(capsys.readouterr().err)
     assert f"{path} is not writable by this user" in line and "`ett recompute`" in line
     assert Store(f"sqlite:///{path}").get_job("job-1") == before
+
+
+@pytest.mark.postgres
+def test_reads_of_a_read_only_database_never_recompute(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    """On a database that refuses writes (a hot standby, read-only sessions) ``ett report`` of a
+    job with spans newer than its figures once tried to recompute it and printed ~230 lines of
+    ``ReadOnlySqlTransaction`` tracebacks; one with no figures yet said "try again shortly",
+    which nothing there would ever make true. Now: the stored figures with one line of note,
+    or one line saying the primary's collector computes them; ``ett serve --read-only``
+    answers that job 404 with the same reason."""
+    from tests.support.collector_process import start_collector
+
+    before = _with_a_job(fresh_postgres_url)
+    store = Store(fresh_postgres_url)
+    Pipeline(store).ingest(worked_example("job-2"))  # spans, no figures: the collector is down
+    with store.engine.begin() as conn:  # a span newer than job-1's figures
+        conn.exec_driver_sql(
+            "UPDATE jobs SET dirty = true, dirty_seq = dirty_seq + 1 WHERE job_id = 'job-1'"
+        )
+    store.close()
+    monkeypatch.setenv("PGOPTIONS", READ_ONLY_SESSIONS)
+
+    assert main(["report", "job-1", "--db", fresh_postgres_url]) == 0
+    out, err = capsys.readouterr()
+    line = one_line(err)
+    assert line.startswith("ett report: note: the database is read-only"), line
+    assert "newer spans are not included" in line and "primary's collector" in line
+    assert "newer spans not included yet" in out
+
+    assert main(["report", "job-1", "--json", "--db", fresh_postgres_url]) == 0
+    out, err = capsys.readouterr()
+    assert "note: the database is read-only" in one_line(err)
+    assert '"fresh": false' in out
+
+    assert main(["report", "job-2", "--db", fresh_postgres_url]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("ett report: job 'job-2' has spans but no figures"), line
+    assert "computed by the primary's collector" in line and "try again" not in line
+
+    assert main(["jobs", "--db", fresh_postgres_url]) == 0
+    line = one_line(capsys.readouterr().err)
+    assert "have spans newer than their figures" in line and "read-only" in line
+    assert "ett recompute" not in line
+
+    reader = start_collector(
+        tmp_path / "ro",
+        db_url=fresh_postgres_url,
+        env={"ETT_READ_ONLY": "1", "ETT_READ_WAIT_S": "5"},
+    )
+    try:
+        r = reader.get("/api/v1/jobs/job-2")
+        assert r.status_code == 404 and "computed by the primary's collector" in r.text, r.text
+        r = reader.get("/api/v1/jobs/job-1")
+        assert r.status_code == 200 and r.json()["fresh"] is False
+    finally:
+        reader.stop()
+    log = "".join(p.read_text() for p in (tmp_path / "ro").glob("collector-*.log"))
+    assert "Traceback" not in log, log
+    monkeypatch.delenv("PGOPTIONS")
+    store = Store(fresh_postgres_url)
+    assert store.get_job("job-1") == before and store.get_job("job-2") is None
+    store.close()
