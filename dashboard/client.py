@@ -152,9 +152,10 @@ class Client:
         out: list[dict[str, Any]] = self.get(f"/api/v1/jobs/{_quote(job_id)}/segments")
         return out
 
-    def activity(self, job_id: str) -> dict[str, list[dict[str, Any]]]:
-        """``GET /api/v1/jobs/{id}/activity``: phases per rank, checkpoints, compiles."""
-        out: dict[str, list[dict[str, Any]]] = self.get(f"/api/v1/jobs/{_quote(job_id)}/activity")
+    def activity(self, job_id: str) -> dict[str, Any]:
+        """``GET /api/v1/jobs/{id}/activity``: phases per rank, checkpoints, compiles (lists),
+        and ``spans_pruned`` / ``spans_pruned_at``: whether retention took the raw spans."""
+        out: dict[str, Any] = self.get(f"/api/v1/jobs/{_quote(job_id)}/activity")
         return out
 
     def performance(self, job_id: str, buckets: int = 60) -> dict[str, Any]:

@@ -68,12 +68,24 @@ class Overview:
         lo = parse_instant(since, self.query.clock())
         return self.query.store.checkpoint_advice(lo, model, team)
 
-    def activity(self, job_id: str) -> dict[str, list[dict[str, Any]]]:
-        """The job's start-up phases per rank, checkpoints, restores, compiles and failures."""
-        spans = self.query.store.load_spans(job_id)
-        if not spans:
+    def activity(self, job_id: str) -> dict[str, Any]:
+        """The job's start-up phases per rank, checkpoints, restores, compiles and failures,
+        with ``spans_pruned`` and ``spans_pruned_at`` (unix seconds; None while kept).
+
+        Read from its raw spans, so a job whose raw spans retention began to delete
+        (``spans_pruned_at`` set: some may be gone already) answers empty lists, saying so,
+        and not what part of them, or its folded windows and spans that came after the prune,
+        would give. Its figures and segments are kept, so it is still a job: only a job the
+        store does not hold (never seen, or pruned whole) is :class:`NotFound`."""
+        store = self.query.store
+        pruned_at = store.spans_pruned_at(job_id)  # set as retention begins on them
+        spans = store.load_spans(job_id) if pruned_at is None else []
+        if not spans and pruned_at is None and store.figures_stamp(job_id) is None:
             raise NotFound(f"no job {job_id!r}")
-        return activity(spans)
+        answer: dict[str, Any] = activity(spans)
+        answer["spans_pruned"] = pruned_at is not None
+        answer["spans_pruned_at"] = pruned_at
+        return answer
 
 
 def _states() -> tuple[str, ...]:

@@ -3,7 +3,8 @@ the loop its step time, throughput per rank and straggler rank; live."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -13,6 +14,7 @@ from ett_dashboard import _format as fmt
 from ett_dashboard import _loop, _page, charts
 from ett_dashboard.client import ApiError, Client
 
+T = TypeVar("T")
 LIVE = ("running", "presumed_dead")
 STATE_BADGE = {
     "running": "running",
@@ -224,6 +226,38 @@ def _checkpoints(act: dict[str, list[dict[str, Any]]]) -> None:
     st.dataframe(table, hide_index=True, width="stretch")
 
 
+# the activity of a job whose activity could not be read: the sections that need only a part of
+# it (Attempts) still show the rest (a comment: a bare string here, Streamlit's "magic" prints)
+NO_ACTIVITY: dict[str, list[dict[str, Any]]] = {
+    "startup": [],
+    "first_batches": [],
+    "checkpoints": [],
+    "restores": [],
+    "compiles": [],
+    "failures": [],
+}
+GONE = "Not kept: retention pruned this job's raw spans (see above)."
+
+
+def _read(read: Callable[[str], T], job_id: str) -> T | None:
+    """``read(job_id)``, or None after a plain message on the page when the collector refused."""
+    try:
+        return read(job_id)
+    except ApiError as exc:
+        _page.show_error(exc)
+        return None
+
+
+def _pruned_note(act: dict[str, Any]) -> str:
+    """The one line that says which detail retention took (its date when the collector knows)."""
+    at = act.get("spans_pruned_at")
+    when = f" on {fmt.instant(at)}" if at is not None else ""
+    return (
+        f"Raw spans pruned{when} (retention, `ETT_RETAIN_SPANS`): start-up per rank, "
+        "checkpoint detail and compile times are not available; the rest is kept."
+    )
+
+
 @st.fragment(run_every=_page.settings().refresh_s)
 def job_view(job_id: str, c: Client) -> None:
     try:
@@ -262,21 +296,30 @@ def job_view(job_id: str, c: Client) -> None:
             icon="⚠️",
         )
     _figures(job)
-    try:  # read after the headline figures are on the page
-        segments = c.segments(job_id)
-        act = c.activity(job_id)
-    except ApiError as exc:
-        _page.show_error(exc)
-        return
+    # read after the headline figures are on the page; each section shows what it can, so a
+    # failed read (or detail retention pruned) costs its own sections, never the rest
+    segments = _read(c.segments, job_id)
+    act = _read(c.activity, job_id)
+    pruned = bool(act and act.get("spans_pruned"))
+    if act and pruned:
+        st.info(_pruned_note(act))
     st.subheader("Timeline")
     if segments:
         _timeline(segments)
+    elif segments is not None:
+        st.caption("No segments stored for this job yet.")
     st.subheader("Attempts")
-    _attempts(job, act)
+    _attempts(job, act or NO_ACTIVITY)
     st.subheader("Start-up per rank")
-    _startup(job, act)
+    if pruned:
+        st.caption(GONE)
+    elif act is not None:
+        _startup(job, act)
     st.subheader("Checkpoints")
-    _checkpoints(act)
+    if pruned:
+        st.caption(GONE + " The headline figures above keep its blocking time.")
+    elif act is not None:
+        _checkpoints(act)
     st.subheader("Inside the loop")
     _loop.job_section(c, job_id)
     lost = job["lost_by_component"]
