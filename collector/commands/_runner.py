@@ -147,15 +147,18 @@ def settings_for(db: str) -> Settings:
     return Settings(db_url=db)
 
 
-def open_pipeline(args: argparse.Namespace, *, read: bool = False) -> Any:
+def open_pipeline(
+    args: argparse.Namespace, *, read: bool = False, writing: str | None = None
+) -> Any:
     """A pipeline over the store ``args.target`` names: migrated, or for ``read`` commands
-    only an existing database (never created; migrated only when its schema is older)."""
+    only an existing database (never created nor migrated; ``writing``: the command that will
+    write to it, named when a read-only one is at an older schema)."""
     from ..storage import Store
     from ..write.pipeline import Pipeline
     from . import _target
 
     if read:
-        store = _target.open_for_reading(args.target)
+        store = _target.open_for_reading(args.target, writing)
     else:
         store = Store(args.target.url)
         store.upgrade()

@@ -208,16 +208,19 @@ def connection_error(target: Target, exc: Exception) -> TargetError:
     return TargetError(f"database {target.shown} (from {target.source}): {detail}", exit_code=1)
 
 
-def open_for_reading(target: Target) -> Any:
+def open_for_reading(target: Target, writing: str | None = None) -> Any:
     """The ``Store`` of an existing collector database at this ett's schema, never created nor
     migrated; ``TargetError`` (exit 1) for a missing, empty or unreachable database, and for
     one at another schema: a read that migrated ran 0009's copy of every span under its lock
     from ``ett jobs``, and failed on a hot standby with "cannot execute DROP VIEW in a
-    read-only transaction"."""
+    read-only transaction". At an older schema, a read-only database (a hot standby) is told
+    to be upgraded through its primary, and a ``writing`` command (``ett recompute``) that it
+    is to be run against the primary (it once named the standby to ``ett db upgrade``)."""
     from sqlalchemy.exc import DBAPIError
 
     from ..storage import Store
     from ..storage._migrate import applied_between, head_revision
+    from ..storage._replica import read_only_reason
 
     target.require_existing()
     empty = TargetError(
@@ -242,13 +245,26 @@ def open_for_reading(target: Target) -> Any:
         if revision not in applied_between(None, head):
             store.upgrade()  # another application's schema: ForeignSchema says so, unchanged
         elif revision != head:
+            why = read_only_reason(store.engine)
             store.close()
+            where = f"database {target.shown} (from {target.source})"
+            if why is not None and writing is not None:
+                raise TargetError(
+                    f"{where} is read-only: {why}; run {writing} against the primary",
+                    exit_code=1,
+                )
+            fix = (
+                f"run `ett db upgrade --db {target.shown}` (on PostgreSQL, against the primary; "
+                "a migration may take minutes on a large database), or start `ett serve` on "
+                "it, which upgrades it"
+            )
+            if why is not None:
+                fix = (
+                    f"it is read-only ({why}): run `ett db upgrade` against the primary, or "
+                    "start its `ett serve` there, and its standbys follow"
+                )
             raise TargetError(
-                f"database {target.shown} (from {target.source}) is at schema {revision}, this "
-                f"ett reads {head}: run `ett db upgrade --db {target.shown}` (on PostgreSQL, "
-                "against the primary; a migration may take minutes on a large database), or "
-                "start `ett serve` on it, which upgrades it",
-                exit_code=1,
+                f"{where} is at schema {revision}, this ett reads {head}: {fix}", exit_code=1
             )
     except DBAPIError as exc:
         raise connection_error(target, exc) from exc

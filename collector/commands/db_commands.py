@@ -80,6 +80,20 @@ def register(sub: Any, kit: Kit) -> None:
     rec.add_argument("jobs", nargs="*", metavar="JOB", help="job ids (default: every job)")
 
 
+def _refuse_a_read_only_upgrade(target: Any, store: Any) -> None:
+    """Refuse (exit 1) to upgrade a read-only PostgreSQL database at an older schema (or none):
+    it failed at its first statement with the driver's "cannot execute ALTER TABLE in a
+    read-only transaction". At the newest schema it is up to date; at one no ett migration
+    names, the upgrade itself says so."""
+    from ..storage._migrate import applied_between, head_revision
+
+    head = head_revision()
+    revision = store.revision()
+    if revision == head or (revision is not None and revision not in applied_between(None, head)):
+        return
+    _target.require_writable(target, store, "`ett db upgrade`")
+
+
 def _upgrade(args: argparse.Namespace) -> int:
     from ..storage import Store
 
@@ -90,6 +104,8 @@ def _upgrade(args: argparse.Namespace) -> int:
     try:
         store = Store(args.target.url)
         try:
+            if path is None:  # a hot standby: refused in one line before a statement fails
+                _refuse_a_read_only_upgrade(args.target, store)
             applied = run_upgrade(store, "ett db upgrade")[1]
         finally:
             store.close()
@@ -184,7 +200,8 @@ def _prune(args: argparse.Namespace) -> int:
     from ..storage._retention import Policy, Retention
 
     settings = settings_for(args.target.url)  # the ETT_RETAIN_* periods, checked
-    store = _target.open_for_reading(args.target)  # a mistyped path creates nothing
+    writing = None if args.dry_run else "`ett db prune`"
+    store = _target.open_for_reading(args.target, writing)  # a mistyped path creates nothing
     if not args.dry_run:
         _target.require_writable(args.target, store, "`ett db prune`")
     quiet_s = sc.PRESUMED_DEAD_WINDOWS * settings.window_s
@@ -210,7 +227,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 def _recompute(args: argparse.Namespace) -> int:
     # an existing database: a mistyped path creates nothing
-    pipeline = open_pipeline(args, read=True)
+    pipeline = open_pipeline(args, read=True, writing="`ett recompute`")
     _target.require_writable(args.target, pipeline.store, "`ett recompute`")
     if args.jobs:
         return _recompute_jobs(pipeline, args.jobs)

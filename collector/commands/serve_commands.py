@@ -181,8 +181,15 @@ def _check_replica(store: Any, shown: str) -> None:
     """A read-only collector migrates nothing: its database must be at the newest schema (the
     primary's collector, or ``ett db upgrade`` on the primary, brings it there)."""
     from ..storage import head_revision
+    from ..storage._migrate import applied_between
 
     revision, head = store.revision(), head_revision()
+    if revision is not None and revision not in applied_between(None, head):
+        raise CommandError(  # a newer ett's (or another application's): no upgrade helps
+            f"--read-only: the database {shown} is at schema {revision}, which is none of this "
+            f"ett's migrations (it reads {head}): a newer ett (or another application) made "
+            "it; serve it with the ett that made it"
+        )
     if revision != head:
         raise CommandError(
             f"--read-only: the database {shown} is at schema {revision or 'none'}, this ett "

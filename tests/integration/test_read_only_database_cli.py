@@ -170,3 +170,50 @@ def test_reads_of_a_read_only_database_never_recompute(
     store = Store(fresh_postgres_url)
     assert store.get_job("job-1") == before and store.get_job("job-2") is None
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_read_only_database_at_another_schema_is_told_what_helps(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """At an older schema, read-only sessions (as on a hot standby): ``ett db upgrade`` once
+    failed with the driver's "cannot execute ALTER TABLE in a read-only transaction", and
+    ``ett recompute`` said to run ``ett db upgrade --db`` on it. At a newer schema, ``ett serve
+    --read-only`` said to run ``ett db upgrade`` against the primary, which cannot help."""
+    from alembic import command
+
+    from ett_collector.storage import _migrate, head_revision
+
+    store = Store(fresh_postgres_url)
+    store.upgrade()
+    older = _migrate.applied_between(None, head_revision())[-2]
+    with store.engine.begin() as conn:
+        cfg = _migrate.alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, older)
+    monkeypatch.setenv("PGOPTIONS", READ_ONLY_SESSIONS)
+    for argv, what in (
+        (["db", "upgrade"], "run `ett db upgrade` against the primary"),
+        (["recompute"], "run `ett recompute` against the primary"),
+        (["recompute", "job-1"], "run `ett recompute` against the primary"),
+        (["db", "prune"], "run `ett db prune` against the primary"),
+    ):
+        assert main([*argv, "--db", fresh_postgres_url]) == 1, argv
+        line = one_line(capsys.readouterr().err)
+        assert "is read-only: its sessions are read-only" in line and what in line, line
+        assert "upgrade --db" not in line, line
+    assert main(["jobs", "--db", fresh_postgres_url]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert f"is at schema {older}" in line and "it is read-only" in line, line
+    assert "run `ett db upgrade` against the primary" in line and "upgrade --db" not in line
+    monkeypatch.delenv("PGOPTIONS")
+    assert store.revision() == older  # nothing was applied
+
+    with store.engine.begin() as conn:  # a newer ett's schema
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0099'")
+    store.close()
+    argv = ["serve", "--read-only", "--port", str(free_port()), "--db", fresh_postgres_url]
+    assert main(argv) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "at schema 0099, which is none of this ett's migrations" in line, line
+    assert "serve it with the ett that made it" in line and "ett db upgrade" not in line
