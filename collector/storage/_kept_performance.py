@@ -80,7 +80,9 @@ def _fetch(conn: Connection, sql: str, job_id: str) -> list[Any]:
 
 def inputs(conn: Connection, job_id: str) -> tuple[list[SpanRecord], list[Any]]:
     """A job's raw stored spans (windows one by one) and its ``window_series`` rows: the
-    input of its performance figures (read in ``conn``'s transaction)."""
+    input of its performance figures, read in ``conn``'s transaction, which must see one
+    snapshot (``_engine.read_snapshot``): under READ COMMITTED a compaction committed between
+    the two statements shows its windows raw and folded, and the figures count them twice."""
     statements = Statements.for_paramstyle(conn.dialect.paramstyle)
     rows = _fetch(conn, statements.load_spans, job_id)
     return spans_from_rows(rows), _fetch(conn, load_sql(statements.ph), job_id)
@@ -105,8 +107,9 @@ def computed(
 
 
 def snapshot(conn: Connection, job_id: str, retention_s: float | None) -> KeptPerformance | None:
-    """The job's kept figures now, read in ``conn``'s transaction (None when they cannot be
-    computed: logged, and the job's views then serve its stored block)."""
+    """The job's kept figures now, read in ``conn``'s transaction (one snapshot, as for
+    :func:`inputs`; None when they cannot be computed: logged, and the job's views then serve
+    its stored block)."""
     ph = Statements.for_paramstyle(conn.dialect.paramstyle).ph
     summary = conn.exec_driver_sql(
         f"SELECT summary FROM job_figures WHERE job_id = {ph}", (job_id,)

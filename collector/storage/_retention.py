@@ -45,7 +45,7 @@ from sqlalchemy import Connection, Engine, inspect
 from ett_collector.domain.model import JobState
 from ett_collector.storage import _fleet_cells, _kept_performance, _partitions
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S
-from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages
+from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages, read_snapshot
 from ett_collector.storage._retention_policy import (
     _NEVER,
     DEFAULT_BATCH_ROWS,
@@ -308,7 +308,7 @@ class Retention:
         for job_id in job_ids:
             if stop.is_set():
                 break
-            with self.engine.connect() as conn, conn.begin():  # its rows at one instant
+            with read_snapshot(self.engine) as conn:  # its rows at one instant
                 kept[job_id] = _kept_performance.snapshot(conn, job_id, self.raw_window_retention_s)
         if not kept:
             return set()

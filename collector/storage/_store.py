@@ -24,7 +24,7 @@ from ett_collector.schemas import (
 )
 from ett_collector.storage import _fleet_cells, _kept_performance, _migrate
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
-from ett_collector.storage._engine import make_engine
+from ett_collector.storage._engine import make_engine, read_snapshot
 from ett_collector.storage._fleet_reads import FleetReads
 from ett_collector.storage._job_locks import JobLocks
 from ett_collector.storage._kept_performance import KeptPerformance
@@ -265,8 +265,10 @@ class Store(FleetReads):
         first): its stored spans with heartbeat windows as runs, the folded runs and the raw
         windows not folded yet alike (``collector/storage/_runs.py``; the figures equal those
         of the raw windows). ``raw=True``: only the raw rows stored, windows one by one (those
-        compacted into runs are not among them)."""
-        with self._engine.connect() as conn:
+        compacted into runs are not among them). The rows and the runs are read in one snapshot
+        (:func:`~ett_collector.storage._engine.read_snapshot`): a compaction committed between
+        the two never shows a window both raw and folded."""
+        with read_snapshot(self._engine) as conn:
             cursor = conn.connection.cursor()  # the driver's plain tuples: no Row objects
             try:
                 cursor.execute(self._sql.load_spans, (job_id,))
@@ -289,9 +291,11 @@ class Store(FleetReads):
 
     def load_performance(self, job_id: str) -> tuple[list[SpanRecord], list[Any]]:
         """A job's raw stored spans (windows one by one, as ``load_spans(raw=True)``) and its
-        ``window_series`` rows (the windows compacted), read in one transaction: the input of
-        its performance figures (``ett_collector.read.performance``)."""
-        with self._engine.connect() as conn, conn.begin():
+        ``window_series`` rows (the windows compacted), read in one snapshot
+        (:func:`~ett_collector.storage._engine.read_snapshot`; a compaction committed between
+        two statements would show its windows raw and folded, counted twice): the input of its
+        performance figures (``ett_collector.read.performance``)."""
+        with read_snapshot(self._engine) as conn:
             return _kept_performance.inputs(conn, job_id)
 
     def kept_performance(self, job_id: str) -> KeptPerformance | None:
