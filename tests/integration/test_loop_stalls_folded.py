@@ -23,6 +23,7 @@ from ett_collector.storage._series import points_of_rows
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.spans import attempt_end, data_wait, first_batch, save, window
+from tests.support.stores import stores_by_retention
 
 T0 = 1_700_000_040.0  # a minute boundary: 10 s windows, 6 to a bucket
 WINDOWS = 87  # T0 to T0 + 870: minutes 0 to 13 whole, the loop ends at :30 of minute 14
@@ -58,13 +59,8 @@ def job_spans(job: str) -> list[SpanRecord]:
 @pytest.fixture
 def stores(database_url: str) -> Iterator[list[Store]]:
     """One store per raw window retention on one database (a job each)."""
-    out = [Store(database_url, raw_window_retention_s=r) for r in RETENTIONS]
-    out[0].upgrade()
-    try:
+    with stores_by_retention(database_url, RETENTIONS) as out:
         yield out
-    finally:
-        for s in out:
-            s.close()
 
 
 def _block(store: Store, job: str) -> dict[str, Any]:

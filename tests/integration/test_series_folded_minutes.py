@@ -20,6 +20,7 @@ from ett_collector.storage._series import SERIES_S, points_of_rows
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.spans import attempt_end, first_batch, window
+from tests.support.stores import stores_by_retention
 
 T0 = 1_700_000_040.0  # a minute boundary: the loop starts and ends in the middle of minutes
 STARTS = (T0 + 15, T0 + 160)  # attempt 0 trains to T0 + 135, attempt 1 from T0 + 160 (restart)
@@ -53,13 +54,8 @@ def job_spans(job: str) -> list[SpanRecord]:
 @pytest.fixture
 def stores(database_url: str) -> Iterator[list[Store]]:
     """One store per raw window retention on one database (a job each)."""
-    out = [Store(database_url, raw_window_retention_s=r) for r in RETENTIONS]
-    out[0].upgrade()
-    try:
+    with stores_by_retention(database_url, RETENTIONS) as out:
         yield out
-    finally:
-        for s in out:
-            s.close()
 
 
 def _series(store: Store, job: str, buckets: int) -> list[dict[str, object]]:
