@@ -18,7 +18,7 @@ from ett import semconv as sc
 from ett_collector.domain import SpanRecord
 from ett_dashboard import _format as fmt
 from tests.dashboard.conftest import wait_computed
-from tests.dashboard.test_pages import _chart_frames, metrics, run
+from tests.dashboard.test_pages import _chart_frames, metrics, point_at, run
 from tests.support.collector_process import Collector, start_collector
 from tests.support.performance_seed import SAMPLES_PER_STEP, SLOW_LOSS_S, perf_job
 from tests.support.replay import send_spans
@@ -82,11 +82,7 @@ def loop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
 
 @pytest.fixture
 def api(loop_api: Collector, monkeypatch: pytest.MonkeyPatch) -> Collector:
-    monkeypatch.setenv("ETT_API_URL", loop_api.url)
-    monkeypatch.delenv("ETT_TOKEN", raising=False)
-    import streamlit as st
-
-    st.cache_data.clear()
+    point_at(loop_api.url, monkeypatch)
     return loop_api
 
 

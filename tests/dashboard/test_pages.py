@@ -19,14 +19,19 @@ APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def api(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    c, ids = fleet
-    monkeypatch.setenv("ETT_API_URL", c.url)
+def point_at(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the pages at the collector at ``url``, with no token and no cached answer."""
+    monkeypatch.setenv("ETT_API_URL", url)
     monkeypatch.delenv("ETT_TOKEN", raising=False)
     import streamlit as st
 
     st.cache_data.clear()
+
+
+@pytest.fixture
+def api(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    c, ids = fleet
+    point_at(c.url, monkeypatch)
     yield c, ids
 
 

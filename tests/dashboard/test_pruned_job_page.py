@@ -18,7 +18,7 @@ pytest.importorskip("streamlit", reason="the dashboard extra: pip install -e '.[
 from ett_collector.storage import Store
 from ett_collector.storage._retention import Policy, Retention
 from ett_collector.write.pipeline import Pipeline
-from tests.dashboard.test_pages import _chart_frames, metrics, run
+from tests.dashboard.test_pages import _chart_frames, metrics, point_at, run
 from tests.support.collector_process import Collector, start_collector
 from tests.support.worked_example import worked_example
 
@@ -60,11 +60,7 @@ def pruned_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
 
 @pytest.fixture
 def api(pruned_api: Collector, monkeypatch: pytest.MonkeyPatch) -> Collector:
-    monkeypatch.setenv("ETT_API_URL", pruned_api.url)
-    monkeypatch.delenv("ETT_TOKEN", raising=False)
-    import streamlit as st
-
-    st.cache_data.clear()
+    point_at(pruned_api.url, monkeypatch)
     return pruned_api
 
 
