@@ -174,6 +174,9 @@ def _series_frames(series: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataF
 
 def _slow_windows(perf: dict[str, Any]) -> None:
     rows = perf.get("slow_windows") or []
+    if not rows and not perf.get("ideal_step_s"):
+        st.caption("No ideal step time, so no window is judged slow.")
+        return
     if not rows:
         st.caption(
             "No slow window: every window's mean step ran within 1.25× the ideal step. A window "

@@ -39,7 +39,13 @@ def test_ranks_counting_different_steps_are_not_compared() -> None:
 def _no_slow_window() -> None:
     from ett_dashboard import _loop
 
-    _loop._slow_windows({"slow_windows": []})
+    _loop._slow_windows({"slow_windows": [], "ideal_step_s": 0.05})
+
+
+def _no_ideal() -> None:
+    from ett_dashboard import _loop
+
+    _loop._slow_windows({"slow_windows": [], "ideal_step_s": None})
 
 
 def test_no_slow_window_speaks_of_windows_not_steps() -> None:
@@ -49,3 +55,11 @@ def test_no_slow_window_speaks_of_windows_not_steps() -> None:
     (caption,) = [c.value for c in at.caption]
     assert "every window's mean step ran within 1.25×" in caption
     assert "every step" not in caption and "averages its steps" in caption
+
+
+def test_without_an_ideal_no_window_is_said_to_be_within_it() -> None:
+    """A job with no ideal step (a pruned job's kept figures without steps, say) read "every
+    window's mean step ran within 1.25× the ideal step" under an ideal shown as a dash."""
+    at = AppTest.from_function(_no_ideal).run()
+    (caption,) = [c.value for c in at.caption]
+    assert caption == "No ideal step time, so no window is judged slow."
