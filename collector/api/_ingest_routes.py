@@ -8,11 +8,18 @@ while the database cannot take spans (``Retry-After`` grows with the outage, see
 ``_admission.py``). Each answer is counted in ``ett_ingest_requests_total`` by its status; a
 client that hangs up before its body has arrived gets no answer and is counted as ``499`` (the
 code proxies use for it), with one line in the log at INFO.
+
+Spans of a job whose raw spans retention pruned are refused alone, in the 200's partial success
+(``rejected_spans``, and a message naming the job, when it was pruned and to send under a new
+job id): OTLP clients do not retry it, and the request's other spans are stored. Each such job is
+logged once (per process), and its spans counted as ``ett_ingest_spans_total{outcome="rejected",
+reason="pruned_job"}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
@@ -24,7 +31,8 @@ from .. import otlp
 from ..read.metrics import CollectorMetrics
 from ..settings import Settings
 from ..storage import db_reason, is_transient_db_error
-from ..write.pipeline import Pipeline
+from ..storage._pruned_ingest import Refusal
+from ..write.pipeline import Pipeline, pruned_refusal
 from ._admission import Busy, InflightBudget, OutageClock, Ticket
 from ._readiness import DiskWatch
 
@@ -46,6 +54,24 @@ of other clients are stored between them instead of waiting for the whole of it.
 refused part-way (503) has its first chunks stored; the client's retry stores the rest (stored
 spans are recognised and skipped)."""
 
+PRUNED_JOBS_LOGGED = 10_000
+"""Pruned jobs whose refused spans a process remembers having logged; past it, it forgets them
+all (and logs each again once)."""
+
+REJECTED_INVALID = "invalid"
+"""The ``reason`` of ``ett_ingest_spans_total{outcome="rejected"}`` for spans that failed
+decoding's checks (identity, ids, times, limits)."""
+REJECTED_PRUNED_JOB = "pruned_job"
+"""The ``reason`` for spans of a job whose raw spans retention pruned."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """What one export request came to: its decoding, and the spans refused at storing."""
+
+    decoded: otlp.DecodeResult
+    refused: dict[str, Refusal]
+
 
 class TraceIngest:
     """The ``POST /v1/traces`` handler, :meth:`traces`, over one pipeline."""
@@ -56,6 +82,7 @@ class TraceIngest:
         self.settings, self.pipeline, self.metrics, self.disk = settings, pipeline, metrics, disk
         self.budget = InflightBudget(settings.max_inflight_bytes)
         self.outage = OutageClock()
+        self._logged_pruned: set[str] = set()
 
     async def traces(self, request: Request) -> Response:
         """Decode and store the request's spans; answer in the request's encoding."""
@@ -87,12 +114,10 @@ class TraceIngest:
         finally:
             ticket.release()
         self._count_stored(result)
-        body = otlp.encode_export_response(result, out_type == "application/json")
+        body = otlp.encode_export_response(_answer(result), out_type == "application/json")
         return Response(body, status_code=200, media_type=out_type)
 
-    async def _store(
-        self, request: Request, ctype: str | None, ticket: Ticket
-    ) -> otlp.DecodeResult:
+    async def _store(self, request: Request, ctype: str | None, ticket: Ticket) -> Stored:
         settings = self.settings
         # the body goes to the worker thread in a parcel it empties, and the outcome comes back
         # in one emptied here: anyio's idle worker thread keeps its last job's arguments and
@@ -126,18 +151,47 @@ class TraceIngest:
         body = otlp.encode_status(status, message, out_type == "application/json")
         return Response(body, status, headers, media_type=out_type)
 
-    def _count_stored(self, result: otlp.DecodeResult) -> None:
+    def _count_stored(self, stored: Stored) -> None:
         self.outage.stored()
         self.disk.write_succeeded()
         metrics = self.metrics
         metrics.requests.labels("200").inc()
-        metrics.spans.labels("accepted").inc(len(result.records))
+        result = stored.decoded
+        refused = sum(r.spans for r in stored.refused.values())
+        metrics.spans.labels("accepted", "").inc(len(result.records) - refused)
         if result.rejected:
-            metrics.spans.labels("rejected").inc(result.rejected)
+            metrics.spans.labels("rejected", REJECTED_INVALID).inc(result.rejected)
+        if refused:
+            metrics.spans.labels("rejected", REJECTED_PRUNED_JOB).inc(refused)
+            self._log_pruned(stored.refused)
         if result.unknown_span_names:
             metrics.unknown_span_names.inc(result.unknown_span_names)
         if result.unknown_attributes:
             metrics.unknown_attributes.inc(result.unknown_attributes)
+
+    def _log_pruned(self, refused: dict[str, Refusal]) -> None:
+        """One line per pruned job whose spans came (per process; see
+        :data:`PRUNED_JOBS_LOGGED`)."""
+        for job_id, refusal in sorted(refused.items()):
+            if job_id in self._logged_pruned:
+                continue
+            if len(self._logged_pruned) >= PRUNED_JOBS_LOGGED:
+                self._logged_pruned.clear()
+            self._logged_pruned.add(job_id)
+            log.warning("%s (said once per job)", pruned_refusal({job_id: refusal}))
+
+
+def _answer(stored: Stored) -> otlp.DecodeResult:
+    """The decoding with the spans refused at storing added to its rejected ones (one partial
+    success: counts added, messages joined)."""
+    result = stored.decoded
+    if not stored.refused:
+        return result
+    refused = sum(r.spans for r in stored.refused.values())
+    message = pruned_refusal(stored.refused)
+    if result.rejected_message:
+        message = f"{result.rejected_message}; {message}"
+    return dataclasses.replace(result, rejected=result.rejected + refused, rejected_message=message)
 
 
 def _decode_and_ingest(
@@ -148,7 +202,7 @@ def _decode_and_ingest(
     pipeline: Pipeline,
     ticket: Ticket,
     ahead_ns: int,
-) -> list[otlp.DecodeResult | Exception]:
+) -> list[Stored | Exception]:
     """Decode the body ``parcel`` holds (emptied here; charging the decompressed size to
     ``ticket``; a span that ends more than ``ahead_ns`` past the clock is refused) and store in
     chunks; the result, or the exception that stopped it, in a list of one that the caller
@@ -166,11 +220,14 @@ def _decode_and_ingest(
             raw, ctype, encoding, max_bytes, ticket.charge_up_to, time.time_ns(), ahead_ns
         )
         records = result.records
+        refused: dict[str, Refusal] = {}
         for i in range(0, len(records), INGEST_CHUNK_SPANS):
-            pipeline.ingest(records[i : i + INGEST_CHUNK_SPANS])
+            for job_id, r in pipeline.accept(records[i : i + INGEST_CHUNK_SPANS]).refused.items():
+                was = refused.get(job_id)
+                refused[job_id] = r if was is None else Refusal(r[0], was.spans + r.spans)
     except Exception as exc:
         return [exc]
-    return [result]
+    return [Stored(result, refused)]
 
 
 async def _read_limited(

@@ -30,8 +30,11 @@ class CollectorMetrics:
         )
         self.spans = self._counter(
             "ett_ingest_spans",
-            "Spans received, by outcome (accepted or rejected).",
+            "Spans received, by outcome (accepted or rejected) and, for rejected ones, reason "
+            "(invalid: refused by decoding's checks; pruned_job: of a job whose raw spans "
+            "retention pruned).",
             "outcome",
+            "reason",
         )
         self.unknown_span_names = self._counter(
             "ett_ingest_unknown_span_names",

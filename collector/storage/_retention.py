@@ -17,6 +17,12 @@ recompute, and no span arrived for :attr:`Policy.quiet_s`), by the age of its fi
    (``_fleet_cells.replace_job`` with no segments), and its segments, figures, kept performance
    figures, cells and row go, in one transaction.
 
+Spans that came for a job after its raw spans were pruned are refused at ingest
+(``_pruned_ingest.py``); those an older collector stored (marking the job dirty, and its
+recompute then failed with the reason) go at the next pass: their spans, and at ``pruned`` 3 the
+windows folded from them, are deleted as the job's were, and its dirty mark and failure cleared
+(:meth:`Retention._sweep`).
+
 Resolved alerts go ``alerts_s`` after they resolved. A pass killed at any instant leaves every
 figure pointing at what it was computed from (segments and figures go with the job's row, in
 one transaction) and the next pass finishes what it began (``pruned`` says where it was).
@@ -46,6 +52,7 @@ from ett_collector.domain.model import JobState
 from ett_collector.storage import _fleet_cells, _kept_performance, _partitions
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S
 from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, give_back_pages, read_snapshot
+from ett_collector.storage._pruned_ingest import PRUNED_FAILURE
 from ett_collector.storage._retention_policy import (
     _NEVER,
     DEFAULT_BATCH_ROWS,
@@ -76,6 +83,13 @@ __all__ = [
 PASS_LOCK_KEY = 0x4554_5450_5255_4E45  # "ETTPRUNE"
 """The PostgreSQL advisory lock a pass holds (session level): one pass per database at a time."""
 
+
+_RECOUNT = ', span_count = (SELECT COALESCE(SUM("count"), 0) FROM window_runs WHERE job_id = {ph})'
+"""The ``jobs`` update of a job whose raw spans are gone: its stored spans are its runs'."""
+
+
+_FAILED_PRUNED = PRUNED_FAILURE + "%"
+"""``LIKE`` pattern of the failure recorded for a pruned job that spans came for."""
 
 MARKS_AT_ONCE = 100
 """Jobs whose performance figures a pass computes before it marks them, in one transaction."""
@@ -124,7 +138,9 @@ class Retention:
         """``(job_id, pruned, end)`` of up to ``limit`` jobs with something due, oldest first.
 
         A job not begun (``pruned`` 0) must have ended and been quiet; one begun is finished
-        whatever came since (spans that arrive for it go too)."""
+        whatever came since (spans that arrive for it go too: one whose raw spans are gone is
+        due again while it is dirty or failed for being pruned, what an older collector's
+        ingest of spans for it leaves; :meth:`_sweep`)."""
         ph = self._ph
         spans_c, runs_c, figures_c = self._cutoffs(now)
         sql = (
@@ -132,13 +148,16 @@ class Retention:
             " JOIN job_figures f ON f.job_id = j.job_id"
             f' WHERE f."end" < {ph}'
             f' AND (j.pruned < {SPANS_GONE} OR (j.pruned < {RUNS_GONE} AND f."end" < {ph})'
-            f' OR f."end" < {ph})'
+            f' OR f."end" < {ph} OR j.dirty = {ph} OR j.failure LIKE {ph})'
             f" AND (j.pruned > {KEPT} OR (f.state <> {ph} AND j.dirty = {ph}"
             f" AND j.last_seen < {ph}))"
             f' ORDER BY f."end", j.job_id LIMIT {int(limit)}'
         )
         quiet = now - self.policy.quiet_s
-        args = (spans_c, runs_c, figures_c, JobState.RUNNING.value, False, quiet)
+        args = (
+            *(spans_c, runs_c, figures_c, True, _FAILED_PRUNED),
+            *(JobState.RUNNING.value, False, quiet),
+        )
         return [(r[0], int(r[1]), float(r[2])) for r in conn.exec_driver_sql(sql, args)]
 
     def plan(self) -> Tally:
@@ -151,6 +170,9 @@ class Retention:
                 if pruned < SPANS_GONE:
                     tally.span_jobs += 1
                     tally.spans += self._count(conn, "spans", job_id)
+                elif stored_since := self._count(conn, "spans", job_id):  # see _sweep
+                    tally.span_jobs += 1
+                    tally.spans += stored_since
                 if pruned < RUNS_GONE and (end < runs_c or end < figures_c):
                     tally.run_jobs += 1
                     tally.runs += self._count(conn, "window_runs", job_id)
@@ -218,11 +240,14 @@ class Retention:
         if self.engine.dialect.name == "postgresql" and self.policy.spans_s is not None:
             self._mark_due(now, stop)  # then whole days of spans of marked jobs only can go
             tally.partitions, tally.partition_rows = _partitions.drop_before(self.engine, spans_c)
+        seen: set[str] = set()
         while not stop.is_set():
             with self.engine.connect() as conn:
                 jobs = self.due(conn, now, 100)
+            jobs = [job for job in jobs if job[0] not in seen]  # each job once a pass
             if not jobs:
                 break
+            seen.update(job_id for job_id, _, _ in jobs)
             fresh = [job_id for job_id, pruned, _ in jobs if pruned == KEPT]
             marked = self._begin(fresh, stop) if fresh else set()
             for job_id, pruned, end in jobs:
@@ -257,32 +282,79 @@ class Retention:
             tally.span_jobs += 1
             if not self._drain("spans", job_id, tally, "spans", stop, progress):
                 return
-            recount = (
-                ', span_count = (SELECT COALESCE(SUM("count"), 0)'
-                f" FROM window_runs WHERE job_id = {ph})"
-            )
-            self._mark(job_id, SPANS_GONE, recount, (job_id,))
+            self._mark(job_id, SPANS_GONE, _RECOUNT.format(ph=ph), (job_id,))
             pruned = SPANS_GONE
+        elif not self._sweep(job_id, pruned, tally, stop, progress):
+            return
         if pruned < RUNS_GONE and (runs_due or figures_due):
             tally.run_jobs += 1
-            if not self._drain("window_runs", job_id, tally, "runs", stop, progress):
+            if not self._drain_runs(job_id, tally, stop, progress):
                 return
-            series = self._has_series()
-            if series and not self._drain(
-                "window_series", job_id, tally, "series", stop, progress, "bucket"
-            ):
-                return
-            with self._writes.begin() as conn:
-                conn.exec_driver_sql(
-                    f"DELETE FROM window_compaction WHERE job_id = {ph}", (job_id,)
-                )
-                _kept_performance.forget_windows(conn, job_id)  # the series' share of them
             self._mark(job_id, RUNS_GONE, ", span_count = 0", ())
             pruned = RUNS_GONE
         if figures_due and pruned == RUNS_GONE:
             self._forget(job_id, tally)
             if progress is not None:
                 progress(tally)
+
+    def _drain_runs(
+        self, job_id: str, tally: Tally, stop: threading.Event, progress: Progress | None
+    ) -> bool:
+        """Delete the job's folded runs and step-time series; False when stopped first."""
+        if not self._drain("window_runs", job_id, tally, "runs", stop, progress):
+            return False
+        series = self._has_series()
+        if series and not self._drain(
+            "window_series", job_id, tally, "series", stop, progress, "bucket"
+        ):
+            return False
+        with self._writes.begin() as conn:
+            conn.exec_driver_sql(
+                f"DELETE FROM window_compaction WHERE job_id = {self._ph}", (job_id,)
+            )
+            _kept_performance.forget_windows(conn, job_id)  # the series' share of them
+        return True
+
+    def _sweep(
+        self,
+        job_id: str,
+        pruned: int,
+        tally: Tally,
+        stop: threading.Event,
+        progress: Progress | None,
+    ) -> bool:
+        """A job whose raw spans are gone (``pruned`` 2 or 3) that is dirty or failed: spans
+        came for it since, stored by a collector older than the refusal at ingest (which marked
+        it dirty; a recompute then marked it failed, ``pruned_reason``). Deletes them as its raw
+        spans were (at ``pruned`` 3 also the runs and series folded from their windows), then
+        clears the dirty mark and the failure, unless a span came meanwhile (``dirty_seq``
+        moved: the next pass sweeps again). Nothing when the job is neither dirty nor failed.
+        False when stopped first."""
+        ph = self._ph
+        with self.engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT dirty_seq, dirty, failure FROM jobs WHERE job_id = {ph}", (job_id,)
+            ).first()
+        if row is None or not (row[1] or (row[2] or "").startswith(PRUNED_FAILURE)):
+            return True
+        tally.span_jobs += 1
+        if not self._drain("spans", job_id, tally, "spans", stop, progress):
+            return False
+        args: tuple[object, ...] = ()
+        if pruned >= RUNS_GONE:
+            if not self._drain_runs(job_id, tally, stop, progress):
+                return False
+            recount = ", span_count = 0"
+        else:
+            recount, args = _RECOUNT.format(ph=ph), (job_id,)
+        with self._writes.begin() as conn:
+            conn.exec_driver_sql(
+                f"UPDATE jobs SET dirty = {ph}{recount}, failed_seq = CASE WHEN failure LIKE {ph}"
+                f" THEN NULL ELSE failed_seq END, failure = CASE WHEN failure LIKE {ph}"
+                f" THEN NULL ELSE failure END WHERE job_id = {ph} AND dirty_seq = {ph}",
+                (False, *args, _FAILED_PRUNED, _FAILED_PRUNED, job_id, int(row[0])),
+            )
+        return True
 
     def _mark_due(self, now: float, stop: threading.Event) -> None:
         """Mark every job whose raw spans are due (``pruned`` 1), as :meth:`_begin` does."""

@@ -24,11 +24,17 @@ from ett_collector.schemas import (
 )
 from ett_collector.storage import _fleet_cells, _kept_performance, _migrate
 from ett_collector.storage._compaction import DEFAULT_RETENTION_S, Compactor
-from ett_collector.storage._engine import make_engine, read_snapshot
+from ett_collector.storage._engine import SQLITE_BEGIN_OPTION, make_engine, read_snapshot
 from ett_collector.storage._fleet_reads import FleetReads
 from ett_collector.storage._job_locks import JobLocks
 from ett_collector.storage._kept_performance import KeptPerformance
 from ett_collector.storage._live_fold import fold_rows
+from ett_collector.storage._pruned_ingest import (
+    Ingested,
+    PrunedMeanwhile,
+    pruned_marks,
+    refusals,
+)
 from ett_collector.storage._rows import (
     DecodedRows,
     figures_row,
@@ -105,6 +111,13 @@ class Store(FleetReads):
         self.dialect = self._engine.dialect.name
         """``sqlite`` or ``postgresql``."""
         self._sql = Statements.for_paramstyle(self._engine.dialect.paramstyle)
+        self._ingests = self._engine
+        """The engine of ingest transactions: on SQLite they take the write lock at once, so the
+        check of pruned jobs at their start holds until they commit (``_pruned_ingest``)."""
+        if self.dialect == "sqlite":
+            self._ingests = self._engine.execution_options(
+                **{SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"}
+            )
         self.compactor = Compactor(self._engine, self._sql.ph, raw_window_retention_s)
         """Folds old raw heartbeat windows into runs after each batch (see :mod:`._compaction`)."""
         self.locks = JobLocks(self._engine)
@@ -132,36 +145,55 @@ class Store(FleetReads):
     # --- writes ----------------------------------------------------------------------------
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
-        """Store ``records`` in one transaction and mark their jobs dirty.
+        """:meth:`accept`'s touched jobs."""
+        return self.accept(records).touched
+
+    def accept(self, records: Sequence[SpanRecord]) -> Ingested:
+        """Store ``records`` in one transaction and mark their jobs dirty, leaving out the spans
+        of jobs whose raw spans retention pruned (``refused``: they could never be part of
+        their kept figures; see :mod:`._pruned_ingest`).
 
         Spans already stored are ignored, so a replay changes nothing. Each job of the batch
         gets its ``dirty_seq`` incremented and ``dirty`` set, and keeps the newest model and team
-        seen (``semconv.MODEL``, ``semconv.TEAM``). Returns the touched job ids: the jobs of the
-        batch, or an empty set when every span was a duplicate (nothing new to compute).
+        seen (``semconv.MODEL``, ``semconv.TEAM``). ``touched``: the jobs of the batch stored,
+        or an empty set when every span was a duplicate (nothing new to compute).
         Then, in transactions of their own, the jobs due have their old raw windows folded into
         runs (:class:`~ett_collector.storage._compaction.Compactor`); with a raw window
         retention of 0 the batch's windows are folded in this transaction instead, never
         written raw (``Compactor.fold_batch``).
         """
         if not records:
-            return set()
-        windows: dict[str, list[SpanRecord]] = {}
-        if self.compactor.retention_s is not None:
-            for r in records:
-                if r.name == WINDOW:
-                    windows.setdefault(r.job_id, []).append(r)
-        fold_now = bool(windows) and self.compactor.folds_at_ingest  # windows never raw
-        rows = span_rows([r for r in records if r.name != WINDOW] if fold_now else records)
-        touched = job_identities(records)
+            return Ingested(set(), {})
+        pruned: dict[str, float] = {}
+        while True:  # again only when a prune began meanwhile, without that job's spans
+            try:
+                return self._accept(records, pruned)
+            except PrunedMeanwhile as exc:
+                pruned.update(exc.pruned)
+
+    def _accept(self, records: Sequence[SpanRecord], known: dict[str, float]) -> Ingested:
+        ph = self._sql.ph
         now = time.time()
-        with self._engine.begin() as conn:
+        windows: dict[str, list[SpanRecord]] = {}
+        with self._ingests.begin() as conn:
+            pruned = {**known, **pruned_marks(conn, ph, {r.job_id for r in records} - set(known))}
+            refused = refusals([r.job_id for r in records], pruned)
+            if refused:
+                records = [r for r in records if r.job_id not in pruned]
+            if self.compactor.retention_s is not None:
+                for r in records:
+                    if r.name == WINDOW:
+                        windows.setdefault(r.job_id, []).append(r)
+            fold_now = bool(windows) and self.compactor.folds_at_ingest  # windows never raw
+            rows = span_rows([r for r in records if r.name != WINDOW] if fold_now else records)
+            touched = job_identities(records)
             inserted = self._insert_spans(conn, rows) if rows else 0
             expected = len(rows)
             if fold_now:
                 inserted += sum(self.compactor.fold_batch(conn, windows).values())
                 expected += sum(map(len, windows.values()))
             if inserted == 0:
-                return set()
+                return Ingested(set(), refused)
             conn.exec_driver_sql(
                 self._sql.touch_jobs,
                 [
@@ -169,6 +201,10 @@ class Store(FleetReads):
                     for job_id, (n, model, team) in sorted(touched.items())  # one lock order
                 ],
             )
+            if self.dialect == "postgresql":  # the rows are ours now: a mark since shows
+                late = pruned_marks(conn, ph, touched)
+                if late:
+                    raise PrunedMeanwhile(late)  # rolls this transaction back
             if inserted != expected:  # some were duplicates: count the touched jobs' spans
                 conn.exec_driver_sql(
                     self._sql.recount_job,
@@ -176,7 +212,7 @@ class Store(FleetReads):
                 )
         if windows and not fold_now:
             self.compactor.after_ingest(windows)
-        return set(touched)
+        return Ingested(set(touched), refused)
 
     def _insert_spans(self, conn: Connection, rows: list[tuple[Any, ...]]) -> int:
         """Insert span ``rows`` (a duplicate is skipped); returns how many were new: on

@@ -31,6 +31,7 @@ from ett import semconv
 
 from ..domain import SpanRecord, summarize
 from ..storage import Store, is_transient_db_error
+from ..storage._pruned_ingest import PRUNED_FAILURE, Ingested, Refusal
 from ._job_loop import job_loop_facts
 from .periodic import Periodic
 
@@ -64,17 +65,40 @@ class Outcome(enum.Enum):
     FAILED = "failed"
     """The recompute raised; the job is marked failed with the reason."""
     PRUNED = "pruned"
-    """The job's raw spans were pruned (retention): its stored figures stay as they are; spans
-    that came since are marked failed with the reason (:func:`pruned_reason`)."""
+    """The job's raw spans were pruned (retention): its stored figures stay as they are. Spans
+    for it are refused at ingest (``Store.accept``); those an older collector stored since make
+    it failed with the reason (:func:`pruned_reason`) until the next retention pass deletes
+    them."""
 
 
 def pruned_reason(pruned_at: float) -> str:
     """Why a job whose raw spans were pruned at ``pruned_at`` is not recomputed."""
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
     return (
-        f"its raw spans were pruned at {when} (retention, ETT_RETAIN_SPANS); "
+        f"{PRUNED_FAILURE} at {when} (retention, ETT_RETAIN_SPANS); "
         "its stored figures are kept as they are"
     )
+
+
+PRUNED_JOBS_NAMED = 3
+"""Jobs a refusal of spans of pruned jobs names (:func:`pruned_refusal`); the rest are counted."""
+
+
+def pruned_refusal(refused: dict[str, Refusal]) -> str:
+    """The OTLP partial-success message for spans refused because their job's raw spans were
+    pruned (``Store.accept``): which job, when, and what to do."""
+    parts = []
+    for job_id, (pruned_at, n) in sorted(refused.items())[:PRUNED_JOBS_NAMED]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
+        parts.append(
+            f"{n} span(s) of job {job_id!r} refused: its raw spans were pruned at {when} "
+            "(retention, ETT_RETAIN_SPANS) and its kept figures cannot take new spans; "
+            "send them under a new job id (ETT_JOB_ID)"
+        )
+    more = len(refused) - PRUNED_JOBS_NAMED
+    if more > 0:
+        parts.append(f"and the spans of {more} more pruned job(s)")
+    return "; ".join(parts)
 
 
 class Pipeline:
@@ -128,12 +152,18 @@ class Pipeline:
 
     def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
         """Store spans in one transaction (duplicates ignored); returns the jobs touched."""
+        return self.accept(records).touched
+
+    def accept(self, records: Sequence[SpanRecord]) -> Ingested:
+        """:meth:`ingest`, saying also which spans were refused: those of jobs whose raw spans
+        were pruned (``Store.accept``; :func:`pruned_refusal` says why)."""
         if not records:
-            return set()
-        jobs = self.store.ingest(records)
-        self._changed(jobs)
-        self._worker.wake()
-        return jobs
+            return Ingested(set(), {})
+        done = self.store.accept(records)
+        if done.touched:
+            self._changed(done.touched)
+            self._worker.wake()
+        return done
 
     def recompute(self, job_id: str) -> bool:
         """Re-derive one job from its raw spans; False when it has none, when another process

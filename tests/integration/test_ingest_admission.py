@@ -23,6 +23,7 @@ from ett_collector.api._app import INGEST_CHUNK_SPANS
 from ett_collector.domain import SpanRecord
 from ett_collector.settings import Settings
 from ett_collector.storage import Store
+from ett_collector.storage._pruned_ingest import Ingested
 from ett_collector.write.pipeline import Pipeline
 from tests.conftest import BACKENDS
 from tests.support.bodies import window_body
@@ -42,11 +43,11 @@ class GatedPipeline(Pipeline):
         self.waiting = 0
         self._count = threading.Lock()
 
-    def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
+    def accept(self, records: Sequence[SpanRecord]) -> Ingested:
         with self._count:
             self.waiting += 1
         assert self.gate.wait(WAIT_S), "the test never opened the gate"
-        return super().ingest(records)
+        return super().accept(records)
 
 
 class RecordingPipeline(Pipeline):
@@ -60,8 +61,8 @@ class RecordingPipeline(Pipeline):
         self.first_chunk = threading.Event()
         self.small_done = threading.Event()
 
-    def ingest(self, records: Sequence[SpanRecord]) -> set[str]:
-        jobs = super().ingest(records)
+    def accept(self, records: Sequence[SpanRecord]) -> Ingested:
+        done = super().accept(records)
         job = records[0].job_id
         self.commits.append((job, len(records)))
         if job == self.small:
@@ -69,7 +70,7 @@ class RecordingPipeline(Pipeline):
         elif not self.first_chunk.is_set():
             self.first_chunk.set()
             self.small_done.wait(WAIT_S)
-        return jobs
+        return done
 
 
 def _store(url: str) -> Store:

@@ -121,11 +121,12 @@ def test_raw_spans_go_figures_stay_and_recompute_refuses(store: Store) -> None:
     assert pruned_jobs(store.engine) == 1
     assert retention.plan().rows() == 0  # nothing more due
 
-    # a span for the pruned job: kept out of its figures, with the reason
-    pipeline.ingest(worked_example("old", base=OLD + 10_000)[:1])
+    # a span for the pruned job: refused (never stored), its figures as they were
+    done = pipeline.accept(worked_example("old", base=OLD + 10_000)[:1])
+    assert done.touched == set() and done.refused["old"].spans == 1
     pipeline.recompute_dirty()
-    assert not store.is_dirty("old")
-    assert "raw spans were pruned" in (store.recompute_failure("old") or "")
+    assert not store.is_dirty("old") and store.recompute_failure("old") is None
+    assert _rows(store, "spans", "old") == 0
     assert store.get_job("old") == before["old"][0]
 
 
