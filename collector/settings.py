@@ -482,7 +482,7 @@ class Settings:
             object.__setattr__(self, "token", self.token.strip())
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {self.port}")
-        if not self.db_url.startswith(("sqlite", "postgresql")):
+        if not self.db_url.startswith(("sqlite", "postgres")):  # postgres:// as libpq spells it
             raise ConfigError(
                 f"unsupported database URL {redact_url(self.db_url)!r}: use sqlite:///PATH or "
                 "postgresql+psycopg://USER@HOST:PORT/DB"

@@ -95,6 +95,24 @@ def test_settings_say_an_unsupported_url_without_its_password() -> None:
     assert SECRET not in str(raised.value) and "mysql://u:***@db/ett" in str(raised.value)
 
 
+def test_libpqs_postgres_scheme_is_taken_as_postgresql(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``postgres://`` (libpq's spelling, and many providers') reached the database from a read
+    command but `ett serve` refused it as an unsupported URL (an operator probe)."""
+    url = f"postgres://u:{SECRET}@127.0.0.1:{free_port()}/x"
+    assert Settings(db_url=url).db_url == url
+    monkeypatch.delenv("ETT_DB_URL", raising=False)
+    for argv, env in _commands(url):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert main(argv) != 0, argv
+        line = one_line(capsys.readouterr().err)
+        assert "connection failed" in line and "unsupported" not in line, (argv, line)
+        assert SECRET not in line
+        monkeypatch.delenv("ETT_DB_URL", raising=False)
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
