@@ -141,7 +141,7 @@ RETENTION_DEFAULTS: dict[str, str] = {
 """How long each kind of stored data is kept after its job ended (the alert history: after the
 alert resolved); docs/scaling.md, "Retention", says the bytes per job-day they imply."""
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$", re.ASCII)  # no other script's digits
 _DURATION_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 

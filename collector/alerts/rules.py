@@ -44,7 +44,7 @@ COMPONENTS: tuple[str, ...] = tuple(c.value for c in ComponentValues)
 """The components a lost second is charged to (docs/metrics.md, "Words")."""
 
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$", re.ASCII)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 

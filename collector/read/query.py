@@ -34,7 +34,7 @@ from ..settings import DEFAULT_READ_RECHECK_S, DEFAULT_READ_WAIT_S
 from ..write.pipeline import Pipeline
 from .answers import JobAnswers
 
-_RELATIVE = re.compile(r"^\s*(?:now\s*-\s*|-\s*)?(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_RELATIVE = re.compile(r"^\s*(?:now\s*-\s*|-\s*)?(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.ASCII)
 """A duration before now: ``7d``, also written ``-7d`` or ``now-7d`` (Grafana's form)."""
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -89,6 +89,8 @@ def parse_instant(text: str | None, now: float) -> float | None:
         f"cannot read time {text!r}: use ISO 8601 (2026-11-29T08:00:00Z), unix seconds, "
         "now, or a duration before now such as 7d, 12h, 30m (or -7d, now-7d)"
     )
+    if not text.isascii():  # float() and fromisoformat() read other scripts' digits too
+        raise unreadable
     try:
         seconds = float(text)
     except ValueError:

@@ -64,6 +64,7 @@ def test_defaults_load_and_a_user_file_overrides_them_by_name(tmp_path: Path) ->
     [
         ("    threshold: 3\n", "threshold"),
         ("    for: 5 minutes\n", "for"),
+        ("    for: \u0665m\n", "for"),  # another script's digit: no duration Prometheus reads
         ("    drop_points: 150\n", "drop_points"),
         ("    drop_points: ten\n", "drop_points"),
         ("    window: 2h\n", "window"),

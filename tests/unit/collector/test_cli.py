@@ -113,6 +113,9 @@ def test_parse_instant() -> None:
     assert parse_instant("now", now) == now
     with pytest.raises(QueryError):
         parse_instant("now3d", now)
+    for digits in ("\u0663d", "\u0663\u0660", "\uff13\uff10m"):  # another script's digits
+        with pytest.raises(QueryError, match="cannot read time"):
+            parse_instant(digits, now)
 
 
 def test_a_dashed_duration_reaches_the_option(tmp_path: Path, capsys) -> None:

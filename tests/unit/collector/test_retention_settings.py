@@ -52,7 +52,9 @@ def test_defaults_fit_a_year() -> None:
     assert retain["figures"] is not None and retain["figures"] >= 365 * 86400
 
 
-@pytest.mark.parametrize("raw", ["forever", "-1d", "30 days", "d", "1y", "inf", "nan"])
+@pytest.mark.parametrize(
+    "raw", ["forever", "-1d", "30 days", "d", "1y", "inf", "nan", "\u0663\u0660d", "\uff13\uff10d"]
+)
 def test_bad_values_stop_the_service(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("ETT_RETAIN_RUNS", raw)
     with pytest.raises(ConfigError, match=r"ETT_RETAIN_RUNS=.*not a retention period.*keep"):
