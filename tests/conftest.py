@@ -256,21 +256,34 @@ BACKENDS: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.post
 """Parameters of the per-backend fixtures; the PostgreSQL one is marked ``postgres``."""
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """An upgraded, empty collector ``Store`` on SQLite (in ``tmp_path``) and on PostgreSQL."""
+def _backend_store(
+    request: pytest.FixtureRequest, tmp_path: Path, **settings: Any
+) -> Iterator[Store]:
+    """An upgraded, empty ``Store(url, **settings)`` of the backend ``request.param`` names."""
     from ett_collector.storage import Store
 
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'collector.db'}"
     else:
         url = request.getfixturevalue("fresh_postgres_url")
-    s = Store(url)
+    s = Store(url, **settings)
     s.upgrade()
     try:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """An upgraded, empty collector ``Store`` on SQLite (in ``tmp_path``) and on PostgreSQL."""
+    yield from _backend_store(request, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def folding_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """:func:`store` with a raw window retention of 0: windows folded into runs at ingest."""
+    yield from _backend_store(request, tmp_path, raw_window_retention_s=0.0)
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,7 +26,6 @@ from ett_collector.storage import Store
 from ett_collector.storage import _store as store_module
 from ett_collector.storage._retention import RUNS_GONE, SPANS_GONE, Policy, Retention
 from ett_collector.write.pipeline import Pipeline
-from tests.conftest import BACKENDS
 from tests.support.spans import phase, window
 from tests.support.worked_example import worked_example
 
@@ -38,19 +35,10 @@ OLD = NOW - 40 * DAY
 PG_INIT = sc.startup_span_name(sc.StartupPhaseValues.PG_INIT)
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture
+def store(folding_store: Store) -> Store:
     """An upgraded store that folds windows into runs at once (as the retention tests')."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'collector.db'}"
-    else:
-        url = request.getfixturevalue("fresh_postgres_url")
-    s = Store(url, raw_window_retention_s=0.0)
-    s.upgrade()
-    try:
-        yield s
-    finally:
-        s.close()
+    return folding_store
 
 
 def _pruned(store: Store, runs_too: bool = False) -> Pipeline:

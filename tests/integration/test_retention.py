@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +25,14 @@ from ett_collector.storage._retention import (
 )
 from ett_collector.storage._timeseries import fleet_overview
 from ett_collector.write.pipeline import Outcome, Pipeline
-from tests.conftest import BACKENDS
 from tests.support.spans import first_batch, phase, window
 from tests.support.worked_example import worked_example
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture
+def store(folding_store: Store) -> Store:
     """An upgraded store on SQLite and PostgreSQL that folds windows into runs at once."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'collector.db'}"
-    else:
-        url = request.getfixturevalue("fresh_postgres_url")
-    s = Store(url, raw_window_retention_s=0.0)
-    s.upgrade()
-    try:
-        yield s
-    finally:
-        s.close()
+    return folding_store
 
 
 DAY = 86400.0
