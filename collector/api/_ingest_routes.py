@@ -72,6 +72,11 @@ class Stored:
     decoded: otlp.DecodeResult
     refused: dict[str, Refusal]
 
+    @property
+    def refused_spans(self) -> int:
+        """The spans refused at storing, over every job."""
+        return sum(r.spans for r in self.refused.values())
+
 
 class TraceIngest:
     """The ``POST /v1/traces`` handler, :meth:`traces`, over one pipeline."""
@@ -156,8 +161,7 @@ class TraceIngest:
         self.disk.write_succeeded()
         metrics = self.metrics
         metrics.requests.labels("200").inc()
-        result = stored.decoded
-        refused = sum(r.spans for r in stored.refused.values())
+        result, refused = stored.decoded, stored.refused_spans
         metrics.spans.labels("accepted", "").inc(len(result.records) - refused)
         if result.rejected:
             metrics.spans.labels("rejected", REJECTED_INVALID).inc(result.rejected)
@@ -187,11 +191,11 @@ def _answer(stored: Stored) -> otlp.DecodeResult:
     result = stored.decoded
     if not stored.refused:
         return result
-    refused = sum(r.spans for r in stored.refused.values())
     message = pruned_refusal(stored.refused)
     if result.rejected_message:
         message = f"{result.rejected_message}; {message}"
-    return dataclasses.replace(result, rejected=result.rejected + refused, rejected_message=message)
+    rejected = result.rejected + stored.refused_spans
+    return dataclasses.replace(result, rejected=rejected, rejected_message=message)
 
 
 def _decode_and_ingest(

@@ -71,13 +71,15 @@ class Outcome(enum.Enum):
     them."""
 
 
+def _pruned_at(pruned_at: float) -> str:
+    """``its raw spans were pruned at <when> (retention, ETT_RETAIN_SPANS)``."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
+    return f"{PRUNED_FAILURE} at {when} (retention, ETT_RETAIN_SPANS)"
+
+
 def pruned_reason(pruned_at: float) -> str:
     """Why a job whose raw spans were pruned at ``pruned_at`` is not recomputed."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
-    return (
-        f"{PRUNED_FAILURE} at {when} (retention, ETT_RETAIN_SPANS); "
-        "its stored figures are kept as they are"
-    )
+    return f"{_pruned_at(pruned_at)}; its stored figures are kept as they are"
 
 
 PRUNED_JOBS_NAMED = 3
@@ -89,11 +91,9 @@ def pruned_refusal(refused: dict[str, Refusal]) -> str:
     pruned (``Store.accept``): which job, when, and what to do."""
     parts = []
     for job_id, (pruned_at, n) in sorted(refused.items())[:PRUNED_JOBS_NAMED]:
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(pruned_at))
         parts.append(
-            f"{n} span(s) of job {job_id!r} refused: its raw spans were pruned at {when} "
-            "(retention, ETT_RETAIN_SPANS) and its kept figures cannot take new spans; "
-            "send them under a new job id (ETT_JOB_ID)"
+            f"{n} span(s) of job {job_id!r} refused: {_pruned_at(pruned_at)} and its kept "
+            "figures cannot take new spans; send them under a new job id (ETT_JOB_ID)"
         )
     more = len(refused) - PRUNED_JOBS_NAMED
     if more > 0:
